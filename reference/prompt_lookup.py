@@ -1,0 +1,54 @@
+"""Prompt-lookup drafter: copy what followed the latest earlier occurrence of the context's
+suffix (an n-gram of the sequence itself; Leviathan et al. Sec. 3.6, "prompt lookup" in HF).
+
+It is deterministic (q = None, i.e. one-hot). An index from n-gram to the position after its
+latest occurrence is updated as tokens arrive, so a proposal costs O(max_ngram + gamma),
+independent of the context length.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from reference.drafter import Proposal
+from reference.sampling import SamplingConfig
+
+
+class PromptLookupDrafter:
+    """Proposes the continuation of the longest suffix n-gram (max_ngram down to min_ngram)
+    that occurred earlier in the sequence."""
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+        self.tokens: list[int] = []
+        # index[n][ngram] = position right after the latest occurrence of that n-gram
+        self.index: dict[int, dict[tuple[int, ...], int]] = {}
+
+    def start(self, prompt: Sequence[int]) -> None:
+        self.tokens = []
+        self.index = {n: {} for n in range(self.min_ngram, self.max_ngram + 1)}
+        self._append(prompt)
+
+    def _append(self, new: Sequence[int]) -> None:
+        for t in new:
+            end = len(self.tokens)  # the n-grams ending just before `t` are followed by it
+            for n, table in self.index.items():
+                if end >= n:
+                    table[tuple(self.tokens[end - n:end])] = end
+            self.tokens.append(int(t))
+
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None) -> Proposal:
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            if len(self.tokens) < n:
+                continue
+            pos = self.index[n].get(tuple(self.tokens[-n:]))
+            if pos is not None:
+                return Proposal(torch.tensor(self.tokens[pos:pos + gamma], dtype=torch.long))
+        return Proposal(torch.empty(0, dtype=torch.long))
+
+    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+        self._append(tokens)

@@ -1,0 +1,40 @@
+"""The target scorer: one forward pass of the target over the pending token and the drafts.
+
+p is the target's distribution. The target's KV session always holds the committed
+sequence with its last token pending; `score` feeds that token plus k drafted tokens and
+returns k + 1 rows of logits; `commit` crops the drafts that were rejected.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import PreTrainedModel
+
+from reference.kv_session import KVSession
+
+
+class TargetScorer:
+    """Scores drafted tokens with the target model, keeping its KV cache across iterations."""
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.session = KVSession(model)
+        self._committed = 0
+
+    @property
+    def committed(self) -> list[int]:
+        return self.session.tokens[: self._committed]
+
+    def start(self, prompt: Sequence[int]) -> None:
+        self.session.start(prompt)
+        self._committed = len(prompt)
+
+    def score(self, draft: Sequence[int]) -> torch.Tensor:
+        """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus)."""
+        return self.session.extend(draft, n_logits=len(draft) + 1)
+
+    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+        """Keep the first n_accepted drafts, then append the remaining `tokens` (pending)."""
+        self.session.truncate(self._committed + n_accepted)
+        self.session.append(tokens[n_accepted:])
+        self._committed += len(tokens)

@@ -1,0 +1,47 @@
+"""Tiny, randomly initialised but *real* Hugging Face causal LMs for fast exactness tests.
+
+The output layer is scaled up so the distributions are peaked and depend on the context,
+which makes distribution tests sensitive (an untrained tiny model is nearly uniform).
+"""
+from __future__ import annotations
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+
+def tiny_llama(vocab_size: int = 8, seed: int = 0, sharpness: float = 40.0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(sharpness)
+    return model
+
+
+def tiny_gpt2(vocab_size: int = 8, seed: int = 0, sharpness: float = 40.0) -> GPT2LMHeadModel:
+    torch.manual_seed(seed)
+    config = GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=4, n_positions=512)
+    model = GPT2LMHeadModel(config).eval()
+    with torch.no_grad():
+        model.transformer.wte.weight.mul_(sharpness ** 0.5)
+    return model
+
+
+@torch.inference_mode()
+def exact_joint(model, prefix: list[int], n: int, probs_fn) -> torch.Tensor:
+    """Exact joint distribution of the next n tokens after `prefix`, [vocab] * n.
+
+    probs_fn maps logits [..., vocab] to the adjusted distribution (e.g. top-k), so the
+    result is the distribution plain sampling from the target produces.
+    """
+    vocab = model.config.vocab_size
+    joint = torch.ones(1)  # [vocab ** j] over continuations of length j
+    conts = torch.empty(1, 0, dtype=torch.long)
+    for _ in range(n):
+        ids = torch.cat([torch.tensor(prefix).expand(conts.shape[0], -1), conts], dim=1)
+        p = probs_fn(model(input_ids=ids).logits[:, -1].double())  # [vocab ** j, vocab]
+        joint = (joint[:, None] * p).reshape(-1)
+        conts = torch.cat([conts.repeat_interleave(vocab, 0), torch.arange(vocab).repeat(conts.shape[0])[:, None]], 1)
+    return joint.reshape([vocab] * n)
