@@ -45,3 +45,23 @@ def exact_joint(model, prefix: list[int], n: int, probs_fn) -> torch.Tensor:
         joint = (joint[:, None] * p).reshape(-1)
         conts = torch.cat([conts.repeat_interleave(vocab, 0), torch.arange(vocab).repeat(conts.shape[0])[:, None]], 1)
     return joint.reshape([vocab] * n)
+
+
+def tiny_tokenizer(vocab_size: int):
+    """A word-level tokenizer over the words w0 .. w{vocab_size-3}, plus <unk> and </s>."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "</s>": 1, **{f"w{i}": i + 2 for i in range(vocab_size - 2)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="</s>")
+
+
+def save_tiny_model(folder, vocab_size: int = 64, seed: int = 0, arch=tiny_llama):
+    """Write a tiny model and its tokenizer as a local Hugging Face folder; returns the path."""
+    model = arch(vocab_size=vocab_size, seed=seed)
+    model.generation_config.eos_token_id = 1
+    model.save_pretrained(folder)
+    tiny_tokenizer(vocab_size).save_pretrained(folder)
+    return folder
