@@ -44,8 +44,10 @@ def convert(cache: Path = DEFAULT_CACHE) -> Path:
     src = gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
     model = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
+    # a plain float32 model from here on: transformers 5 refuses to save "gguf-quantized" ones
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    model.hf_quantizer = None
     tmp = cache.with_name(cache.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(tmp)

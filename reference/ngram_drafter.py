@@ -8,13 +8,15 @@ drafter protocol of `reference.drafter`:
 - the committed context is carried as the n-gram state (its last N-1 words), extended by
   `commit`; `propose` extends a local copy, so rejected drafts need no undo;
 - sampling: q is adjusted with the target's own transform (`SamplingConfig.probs` on
-  log q: temperature, top-k, top-p) and drawn with `torch.multinomial` and the caller's
-  generator; the adjusted q rows are returned for the verifier;
+  log q: temperature, top-k, top-p) and a token is drawn from it by inversion with one
+  uniform from the caller's generator (`draw`; torch.multinomial alone would cost more
+  than the rest of the step); the adjusted q rows are returned for the verifier;
 - greedy (temperature 0): the argmax of q, returned with q = None (one-hot), and no
   random numbers are drawn.
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Sequence
 
@@ -54,19 +56,27 @@ class NgramDrafter:
         """The committed sequence becomes `prompt` (only its last N-1 tokens matter)."""
         self._state = self.model.state_for(_ints(prompt), self.bos)
 
-    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None) -> Proposal:
-        """Draft up to gamma tokens. q: float32 [k, V] adjusted draft rows, None when greedy."""
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                min_confidence: float = 0.0) -> Proposal:
+        """Draft up to gamma tokens. q: float32 [k, V] adjusted draft rows, None when greedy.
+
+        min_confidence: stop before the first position whose unadjusted q has a top
+            probability below it (BiLD's fallback; see reference.drafter.Drafter.propose).
+        """
         model, state = self.model, self._state
         eos = model.eos_id if self.stop_at_eos else None
+        log_min = math.log(min_confidence) if min_confidence > 0 else -math.inf
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
         for _ in range(gamma):
             log_q = model.log_q(state)                                    # [V] natural log
+            if log_min > -math.inf and float(log_q.max()) < log_min:
+                break  # unsure: hand over to the target (this position is not drafted)
             if sampling.greedy:
                 token = int(np.argmax(log_q))
             else:
                 q = sampling.probs(torch.from_numpy(log_q))               # [V] adjusted
-                token = int(torch.multinomial(q, 1, generator=generator))
+                token = draw(q, generator)
                 rows.append(q)
             tokens.append(token)
             if token == eos:
@@ -89,6 +99,22 @@ class NgramDrafter:
         distribution of tokens[i+1]).
         """
         return self.model.score_sequence(_ints(tokens), self.bos if bos is None else bos)
+
+
+def draw(q: torch.Tensor, generator: torch.Generator | None) -> int:
+    """One token from the distribution q (float32 [V]) by inversion: one uniform u from the
+    generator, the first id whose cumulative mass exceeds u * total.
+
+    Exact (float64 cumulative sums) and about 20x cheaper than `torch.multinomial` over
+    49,152 ids (~0.05 ms against ~1.1 ms on the project's 2-core CPU), which alone would
+    exceed the drafter's whole per-token budget. Ids with q = 0 are never drawn.
+    """
+    cdf = q.double().cumsum(0)                                            # [V]
+    u = torch.rand(1, dtype=torch.float64, generator=generator)
+    token = int(torch.searchsorted(cdf, u * cdf[-1], right=True))
+    if token >= q.shape[0]:  # u * total rounded up to the total: take the last id with mass
+        token = int(torch.nonzero(q).max())
+    return token
 
 
 def _ints(tokens: Sequence[int] | torch.Tensor) -> list[int]:

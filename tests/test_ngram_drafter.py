@@ -102,6 +102,23 @@ def test_start_and_commit_carry_the_context(tiny_models, prompt) -> None:
     assert len(drafter.propose(0, SamplingConfig(), None)) == 0
 
 
+def test_min_confidence_stops_before_an_unsure_position(tiny_models, prompt) -> None:
+    drafter = NgramDrafter(tiny_models[3], VOCAB, stop_at_eos=False)
+    drafter.start(prompt)
+    model = drafter.model
+    assert len(drafter.propose(6, GREEDY, None, min_confidence=0.0)) == 6
+    assert len(drafter.propose(6, GREEDY, None, min_confidence=1.0 + 1e-6)) == 0
+    threshold = 0.3
+    for sampling in (GREEDY, SamplingConfig(temperature=1.0)):
+        proposal = drafter.propose(8, sampling, torch.Generator().manual_seed(0), min_confidence=threshold)
+        context = list(prompt)
+        for token in proposal.tokens.tolist():  # every drafted position was confident (unadjusted q)
+            assert model.q(model.state_for(context)).max() >= threshold
+            context.append(token)
+        if len(proposal) < 8:  # stopped: the next position is unsure
+            assert model.q(model.state_for(context)).max() < threshold
+
+
 def test_drafting_stops_at_eos(tmp_path) -> None:
     from ngram.build import build_model
     from tests.test_ngram_fixtures import require_kenlm_tools

@@ -1,0 +1,135 @@
+"""Build an n-gram drafter model folder from a training text of token ids.
+
+`build_model(text, order, out, vocab_size, ...)` writes into the folder `out`:
+
+    model.arpa              lmplz's modified Kneser-Ney estimate (order 1: see below)
+    model.binary            KenLM's binary (probing) form of the same model
+    model.arpa.tables.npz   the vectorised back-off tables `ngram.model` queries
+    model.json              what was built: order, n-gram counts, sizes, times, vocab, EOS
+
+Order 1: lmplz estimates it (`-o 1`), but KenLM cannot load order-1 files, so the file is
+rewritten as an order-2 ARPA with no 2-grams: the same scores in every context.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ngram.arpa import read_counts, unigram_as_bigram
+from ngram.model import ARPA_NAME, BINARY_NAME, META_NAME
+from ngram.tables import load_tables, tables_path
+from ngram.tools import run_build_binary, run_lmplz
+
+
+@dataclass
+class BuildReport:
+    """What `build_model` produced. Sizes in bytes, times in seconds.
+
+    counts: n-grams per order as written in the ARPA header ([n1, ..., nN]).
+    """
+
+    order: int
+    out: str
+    counts: list[int]
+    arpa_bytes: int
+    binary_bytes: int
+    tables_bytes: int
+    lmplz_seconds: float
+    build_binary_seconds: float
+    tables_seconds: float
+    discount_fallback: bool
+    vocab_size: int
+    eos_id: int | None
+    training_tokens: int
+    training_lines: int
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, vocab_size: int,
+                eos_id: int | None = None, memory: str = "10%", discount_fallback: bool | None = None,
+                bin_dir: str | os.PathLike | None = None, extra: dict | None = None) -> BuildReport:
+    """Estimate, binarize and tabulate an order-`order` model of `text` into folder `out`.
+
+    Args:
+        text: training file, one sequence of decimal token ids a line.
+        order: n-gram order, 1 to 5 (the packed context keys hold 4 words of 16 bits).
+        out: output folder (created; existing model files are replaced).
+        vocab_size: the target's vocabulary size V (every id in `text` must be < V).
+        eos_id: the target id that `</s>` stands for (recorded; None: </s> is dropped from q).
+        memory: lmplz's `-S` bound.
+        discount_fallback: force `--discount_fallback` on/off; None decides automatically.
+        bin_dir: folder of lmplz/build_binary (default: see `ngram.tools.kenlm_bin_dir`).
+        extra: more metadata to record in model.json (corpus name, tokenizer ...).
+
+    Raises:
+        FileNotFoundError: no training text, or KenLM binaries missing.
+        ValueError: bad order, empty text, token ids >= vocab_size, lmplz/build_binary errors.
+    """
+    if not 1 <= order <= 5:
+        raise ValueError(f"order must be between 1 and 5, got {order}")
+    text, out = Path(text), Path(out)
+    if not text.is_file():
+        raise FileNotFoundError(f"training text {text} not found")
+    lines, tokens, top = _scan(text)
+    if tokens == 0:
+        raise ValueError(f"training text {text} is empty: nothing to estimate an n-gram model from")
+    if top >= vocab_size:
+        raise ValueError(f"training text {text} holds token id {top}, outside a vocabulary of {vocab_size}")
+    out.mkdir(parents=True, exist_ok=True)
+    arpa, binary = out / ARPA_NAME, out / BINARY_NAME
+    if order == 1:
+        raw = out / "unigram.order1.arpa"
+        result = run_lmplz(text, raw, 1, memory=memory, discount_fallback=discount_fallback, bin_dir=bin_dir)
+        unigram_as_bigram(raw, arpa)
+        raw.unlink()
+    else:
+        result = run_lmplz(text, arpa, order, memory=memory, discount_fallback=discount_fallback, bin_dir=bin_dir)
+    binary_seconds = run_build_binary(arpa, binary, bin_dir=bin_dir)
+    start = time.perf_counter()
+    load_tables(arpa)  # parses the ARPA file and writes the .npz cache
+    tables_seconds = time.perf_counter() - start
+    counts = read_counts(arpa)
+    report = BuildReport(
+        order=order, out=str(out), counts=counts[:1] if order == 1 else counts,
+        arpa_bytes=arpa.stat().st_size, binary_bytes=binary.stat().st_size,
+        tables_bytes=tables_path(arpa).stat().st_size, lmplz_seconds=round(result.seconds, 3),
+        build_binary_seconds=round(binary_seconds, 3), tables_seconds=round(tables_seconds, 3),
+        discount_fallback=result.discount_fallback, vocab_size=vocab_size, eos_id=eos_id,
+        training_tokens=tokens, training_lines=lines, extra=dict(extra or {}))
+    meta = out / META_NAME
+    partial = meta.with_name(meta.name + ".partial")
+    partial.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    os.replace(partial, meta)
+    return report
+
+
+def _scan(text: Path) -> tuple[int, int, int]:
+    """(non-empty lines, tokens, largest token id) of a training file.
+
+    Raises:
+        ValueError: a word that is not a decimal token id.
+    """
+    lines = tokens = 0
+    top = -1
+    with open(text, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            words = line.split()
+            if not words:
+                continue
+            try:
+                ids = [int(w) for w in words]
+            except ValueError:
+                raise ValueError(f"{text}:{lineno}: training words must be decimal token ids, "
+                                 f"got {line.split()[0][:20]!r}...") from None
+            lines += 1
+            tokens += len(ids)
+            top = max(top, max(ids))
+            if min(ids) < 0:
+                raise ValueError(f"{text}:{lineno}: negative token id")
+    return lines, tokens, top
