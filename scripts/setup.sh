@@ -30,7 +30,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV" || die "python3 -m venv failed (is python3-venv installed?)"
 fi
 PY="$VENV/bin/python"
-PIP="$PY -m pip --disable-pip-version-check -q --no-warn-script-location"
+PIP="$PY -m pip --disable-pip-version-check -q"
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
   say "installing torch==2.13.0 (CPU)"
   $PIP install torch==2.13.0 || die "pip install torch==2.13.0 failed"

@@ -42,6 +42,8 @@ def decode(prompt, target_path, device, dtype, drafter, gamma, temperature, top_
         raise click.BadParameter("the prompt encodes to no tokens", param_hint="--prompt")
     eos = None if ignore_eos else target.tokenizer.eos_token_id
     scorer = TargetScorer(target.model)
+    if baseline:  # warm-up, so neither timed run pays for first-call allocations
+        autoregressive_decode(scorer, ids, 2, sampling, None)
     gen = torch.Generator(device=target.model.device).manual_seed(seed)
     result = speculative_decode(scorer, draft, ids, max_new_tokens, gamma, sampling, gen, eos, lenience)
     report = {"drafter": drafter, "gamma": gamma, "temperature": temperature, "top_k": top_k,
