@@ -9,7 +9,7 @@ drafter protocol of `reference.drafter`:
   `commit`; `propose` extends a local copy, so rejected drafts need no undo;
 - sampling: q is adjusted with the target's own transform (`SamplingConfig.probs` on
   log q: temperature, top-k, top-p) and a token is drawn from it by inversion with one
-  uniform from the caller's generator (`draw`; torch.multinomial alone would cost more
+  uniform from the caller's generator (`reference.sampling.sample`; torch.multinomial would cost more
   than the rest of the step); the adjusted q rows are returned for the verifier;
 - greedy (temperature 0): the argmax of q, returned with q = None (one-hot), and no
   random numbers are drawn.
@@ -25,7 +25,7 @@ import torch
 
 from ngram.model import NgramModel
 from reference.drafter import Proposal
-from reference.sampling import SamplingConfig
+from reference.sampling import SamplingConfig, sample
 
 
 class NgramDrafter:
@@ -76,7 +76,7 @@ class NgramDrafter:
                 token = int(np.argmax(log_q))
             else:
                 q = sampling.probs(torch.from_numpy(log_q))               # [V] adjusted
-                token = draw(q, generator)
+                token = int(sample(q, generator))
                 rows.append(q)
             tokens.append(token)
             if token == eos:
@@ -99,22 +99,6 @@ class NgramDrafter:
         distribution of tokens[i+1]).
         """
         return self.model.score_sequence(_ints(tokens), self.bos if bos is None else bos)
-
-
-def draw(q: torch.Tensor, generator: torch.Generator | None) -> int:
-    """One token from the distribution q (float32 [V]) by inversion: one uniform u from the
-    generator, the first id whose cumulative mass exceeds u * total.
-
-    Exact (float64 cumulative sums) and about 20x cheaper than `torch.multinomial` over
-    49,152 ids (~0.05 ms against ~1.1 ms on the project's 2-core CPU), which alone would
-    exceed the drafter's whole per-token budget. Ids with q = 0 are never drawn.
-    """
-    cdf = q.double().cumsum(0)                                            # [V]
-    u = torch.rand(1, dtype=torch.float64, generator=generator)
-    token = int(torch.searchsorted(cdf, u * cdf[-1], right=True))
-    if token >= q.shape[0]:  # u * total rounded up to the total: take the last id with mass
-        token = int(torch.nonzero(q).max())
-    return token
 
 
 def _ints(tokens: Sequence[int] | torch.Tensor) -> list[int]:

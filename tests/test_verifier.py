@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from reference.sampling import sample
 from reference.verifier import verify
 from tests.stats_helpers import chi_square_pvalue
 
@@ -65,7 +66,18 @@ def test_nothing_to_verify_draws_no_uniforms() -> None:
     p = torch.eye(VOCAB)[[2]]
     v = verify(p, None, torch.empty(0, dtype=torch.long), gen)
     assert v.tokens.tolist() == [2] and v.n_accepted == 0
-    # one multinomial draw for the token from p, no torch.rand
+    # exactly one draw for the token from p, no uniforms for acceptance tests
     gen2 = torch.Generator().set_state(state)
-    torch.multinomial(p[0], 1, generator=gen2)
+    sample(p[0], gen2)
     assert torch.equal(gen.get_state(), gen2.get_state())
+
+
+def test_inverse_cdf_sampler_is_exact() -> None:
+    """reference.sampling.sample over rows with zeros: chi-square, 60,000 draws, α = 1e-3."""
+    gen = torch.Generator().manual_seed(4)
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.2, 0.3, 0.0], [0.1, 0.0, 0.0, 0.0, 0.0, 0.9]])
+    draws = sample(probs.expand(30_000, 2, 6), gen)  # [30000, 2]
+    for row in range(2):
+        counts = np.bincount(draws[:, row].numpy(), minlength=6)
+        assert counts[probs[row].numpy() == 0].sum() == 0
+        assert chi_square_pvalue(counts, probs[row].numpy()) > 1e-3
