@@ -63,6 +63,7 @@ def speed_table(target, n: int, repeats: int, gamma: int) -> list[str]:
     }
     rows = ["| prompt | method | new tokens | tokens/s (median of %d) | vs HF greedy | same output as HF greedy |" % repeats,
             "|---|---|---|---|---|---|"]
+    totals = {m: [0, 0.0] for m in methods}  # tokens, median seconds, summed over prompts
     for name, text in PROMPTS.items():
         ids = tok(text)["input_ids"]
         for fn in methods.values():  # warm-up
@@ -77,7 +78,12 @@ def speed_table(target, n: int, repeats: int, gamma: int) -> list[str]:
         ref_tps = len(ref) / statistics.median(times["HF generate (greedy)"])
         for m in methods:
             tps = len(outs[m]) / statistics.median(times[m])
+            totals[m][0] += len(outs[m])
+            totals[m][1] += statistics.median(times[m])
             rows.append(f"| {name} | {m} | {len(outs[m])} | {tps:.2f} | {tps / ref_tps:.3f} | {outs[m] == ref} |")
+    ref_all = totals["HF generate (greedy)"][0] / totals["HF generate (greedy)"][1]
+    for m, (n_tok, sec) in totals.items():
+        rows.append(f"| all prompts | {m} | {n_tok} | {n_tok / sec:.2f} | {n_tok / sec / ref_all:.3f} | |")
     return rows
 
 
