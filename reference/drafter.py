@@ -40,8 +40,17 @@ class Drafter(Protocol):
     def start(self, prompt: Sequence[int]) -> None:
         """Begin a new sequence: the committed sequence becomes `prompt`."""
 
-    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None) -> Proposal:
-        """Draft up to gamma tokens continuing the committed sequence."""
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                min_confidence: float = 0.0) -> Proposal:
+        """Draft up to gamma tokens continuing the committed sequence.
+
+        min_confidence: stop before the first position whose draft distribution's top
+            probability is below min_confidence; that token is not proposed (BiLD's fallback,
+            Kim et al. 2023, Sec. 3.3). The confidence is the drafter's own unadjusted
+            distribution (before temperature, top-k, top-p), so a threshold means the same
+            under greedy decoding, where the adjusted q is one-hot. 0 (default) never stops
+            early. A deterministic drafter (prompt lookup) counts as fully confident.
+        """
 
     def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
         """The decoder appended `tokens` to the committed sequence.

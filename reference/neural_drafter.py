@@ -37,16 +37,22 @@ class NeuralDrafter:
         self.session.start(prompt)
         self._committed = len(prompt)
 
-    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None) -> Proposal:
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                min_confidence: float = 0.0) -> Proposal:
+        """Draft up to gamma tokens; stop before one whose unadjusted max probability is
+        below min_confidence (see reference.drafter.Drafter.propose)."""
         tokens: list[int] = []
         qs: list[torch.Tensor] = []
         for _ in range(gamma):
-            logits = self.session.extend(tokens[-1:], n_logits=1)[0]  # [V_q]
-            q = sampling.probs(fit_vocab(logits, self.vocab_size))  # [vocab]
+            logits = fit_vocab(self.session.extend(tokens[-1:], n_logits=1)[0], self.vocab_size)  # [vocab]
+            if min_confidence > 0 and float(logits.float().softmax(-1).max()) < min_confidence:
+                break  # unsure: hand over to the target (this position's token is not drafted)
+            q = sampling.probs(logits)  # [vocab]
             x = int(q.argmax()) if sampling.greedy else int(sample(q, generator))
             tokens.append(x)
             qs.append(q)
-        # the session now holds committed + tokens[:-1]; tokens[-1] was never fed
+        # the session now holds committed + tokens[:-1] (committed + tokens after an early
+        # stop); commit crops whatever it holds beyond the accepted drafts
         q_all = None if sampling.greedy or not qs else torch.stack(qs)  # [k, vocab]
         return Proposal(torch.tensor(tokens, dtype=torch.long), q_all)
 

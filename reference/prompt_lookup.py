@@ -41,7 +41,10 @@ class PromptLookupDrafter:
                     table[tuple(self.tokens[end - n:end])] = end
             self.tokens.append(int(t))
 
-    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None) -> Proposal:
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                min_confidence: float = 0.0) -> Proposal:
+        """Copy up to gamma tokens. Deterministic (q one-hot, confidence 1): min_confidence
+        never stops it early."""
         for n in range(self.max_ngram, self.min_ngram - 1, -1):
             if len(self.tokens) < n:
                 continue

@@ -1,0 +1,95 @@
+"""Quality of generated text without human labels, measured against the target (p).
+
+BiLD trades quality for speed; with no references at hand we compare with the target
+itself. Two families, both stored as counts (sum them over prompts, derive rates after):
+
+- `Agreement`: position-wise agreement with the target's greedy output for the same
+  prompt: matched positions among the first len(reference) tokens (a missing token counts
+  as a mismatch) and the exact-match prefix length. Strict: after the first divergence the
+  texts drift apart, so later positions rarely match again.
+- `TargetFit`: the target scores the generated text by teacher forcing: the sum of
+  log p(x_t | prompt, x_<t) in nats (p unadjusted, temperature 1) and how many x_t are the
+  target's argmax given the generated prefix. It does not drift: each token is judged in
+  its own context. The target's own greedy output has argmax rate 1 by construction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement counts with the target's greedy output, summed over `prompts` prompts."""
+
+    matched: int = 0  # positions i < len(reference) with tokens[i] == reference[i]
+    compared: int = 0  # sum of len(reference)
+    prefix: int = 0  # sum of exact-match prefix lengths
+    prompts: int = 0
+
+    def __add__(self, other: "Agreement") -> "Agreement":
+        return Agreement(self.matched + other.matched, self.compared + other.compared,
+                         self.prefix + other.prefix, self.prompts + other.prompts)
+
+    def match_rate(self) -> float:
+        """Matched / compared positions (1.0 = the target's greedy text)."""
+        return self.matched / self.compared if self.compared else float("nan")
+
+    def mean_prefix(self) -> float:
+        """Mean exact-match prefix length in tokens per prompt."""
+        return self.prefix / self.prompts if self.prompts else float("nan")
+
+
+def greedy_agreement(tokens: Sequence[int], reference: Sequence[int]) -> Agreement:
+    """Compare generated `tokens` with the target's greedy `reference` (one prompt)."""
+    n = len(reference)
+    same = [a == b for a, b in zip(tokens[:n], reference)]
+    prefix = same.index(False) if False in same else len(same)
+    return Agreement(matched=sum(same), compared=n, prefix=prefix, prompts=1)
+
+
+@dataclass(frozen=True)
+class TargetFit:
+    """Teacher-forced target scores of generated tokens, summed over prompts."""
+
+    log_likelihood: float = 0.0  # sum of log p(x_t | prefix) in nats
+    argmax_hits: int = 0  # tokens equal to argmax p(. | prefix)
+    tokens: int = 0
+
+    def __add__(self, other: "TargetFit") -> "TargetFit":
+        return TargetFit(self.log_likelihood + other.log_likelihood, self.argmax_hits + other.argmax_hits,
+                         self.tokens + other.tokens)
+
+    def mean_log_likelihood(self) -> float:
+        """Mean log p per generated token in nats (higher = more target-like)."""
+        return self.log_likelihood / self.tokens if self.tokens else float("nan")
+
+    def argmax_rate(self) -> float:
+        """Fraction of generated tokens that are the target's greedy choice in context."""
+        return self.argmax_hits / self.tokens if self.tokens else float("nan")
+
+
+@torch.inference_mode()
+def target_fit(model: torch.nn.Module, prompt: Sequence[int], tokens: Sequence[int]) -> TargetFit:
+    """Score `tokens` after `prompt` with one forward pass of the target (no KV cache).
+
+    Args:
+        model: a Hugging Face causal LM (the target).
+        prompt: the prompt's ids (at least one).
+        tokens: the generated ids x_1..x_n.
+    """
+    if len(prompt) == 0:
+        raise ValueError("the prompt must contain at least one token")
+    n = len(tokens)
+    if n == 0:
+        return TargetFit()
+    device = next(model.parameters()).device
+    ids = torch.tensor([list(prompt) + list(tokens)], dtype=torch.long, device=device)  # [1, P + n]
+    # row i of the last n + 1 rows predicts the token after position P - 1 + i
+    logits = model(input_ids=ids, logits_to_keep=n + 1).logits[0, :n].float()  # [n, vocab]
+    x = ids[0, -n:]  # [n]
+    log_p = logits.log_softmax(-1)[torch.arange(n, device=device), x]  # [n]
+    hits = logits.argmax(-1) == x
+    return TargetFit(float(log_p.double().sum()), int(hits.sum()), n)
