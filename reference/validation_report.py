@@ -1,0 +1,160 @@
+"""Markdown tables of a validation run (from `ValidationResult.to_dict()`), for stdout and files.
+
+Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `gamma` draft tokens per
+iteration, `c` draft/target step-time ratio, `c_hat` the arithmetic ratio, v(k) the
+verify-cost curve. Every function takes the plain dict and returns a string; no I/O.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def _t(temperature: float) -> str:
+    return f"t={temperature:g}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f}%"
+
+
+def sizes_line(d: dict[str, Any]) -> str:
+    cfg = d["config"]
+    alpha_tokens = cfg["alpha_prompts"] * cfg["alpha_new_tokens"]
+    return (f"sizes: alpha from {cfg['alpha_prompts']} held-out prompts x {cfg['alpha_new_tokens']} target-sampled "
+            f"tokens = {alpha_tokens} positions per temperature; decode: {cfg['prompts']} prompts x "
+            f"{cfg['new_tokens']} new tokens x {cfg['repeats']} repeat(s) per configuration (prompt "
+            f"{cfg['prompt_tokens']} tokens); gammas {','.join(map(str, cfg['gammas']))}; temperatures "
+            f"{','.join(f'{t:g}' for t in cfg['temperatures'])}; timings at {d['context_tokens']} tokens of context")
+
+
+def alpha_table(d: dict[str, Any], target: str = "target") -> str:
+    """Table 3 of the paper: one row per (drafter, sampling), alpha with its 95% interval."""
+    lines = ["| M_p | M_q | SMPL | alpha | 95% CI | alpha when proposed | positions |",
+             "|---|---|---|---|---|---|---|"]
+    for a in d["alpha"]:
+        when = "" if a["proposal_rate"] >= 1 else f"{a['alpha_when_proposed']:.3f} ({100 * a['proposal_rate']:.0f}% proposed)"
+        lines.append(f"| {target} | {a['drafter']} | {_t(a['temperature'])} | {a['alpha']:.3f} | "
+                     f"[{a['alpha_ci'][0]:.3f}, {a['alpha_ci'][1]:.3f}] | {when} | {a['n_positions']} |")
+    return "\n".join(lines)
+
+
+def alpha_pivot(d: dict[str, Any]) -> str:
+    """alpha per drafter (rows) and temperature (columns)."""
+    temps = list(dict.fromkeys(a["temperature"] for a in d["alpha"]))
+    names = list(dict.fromkeys(a["drafter"] for a in d["alpha"]))
+    value = {(a["drafter"], a["temperature"]): a["alpha"] for a in d["alpha"]}
+    lines = ["| M_q | " + " | ".join(f"alpha ({_t(t)})" for t in temps) + " |",
+             "|---|" + "---|" * len(temps)]
+    for n in names:
+        lines.append(f"| {n} | " + " | ".join(f"{value[(n, t)]:.3f}" for t in temps) + " |")
+    return "\n".join(lines)
+
+
+def lenience_table(d: dict[str, Any]) -> str:
+    """alpha under lenience l (App. A.5, Table 5): sum min(p/l, q); argmax variant at t=0."""
+    first = d["alpha"][0]
+    ls = list(first["alpha_lenience"].keys())
+    lines = ["| M_q | SMPL | " + " | ".join(f"l={l}" for l in ls) + " |", "|---|---|" + "---|" * len(ls)]
+    for a in d["alpha"]:
+        cells = [f"{a['alpha_lenience'][l]:.3f}" for l in ls]
+        if a.get("alpha_lenient_argmax"):
+            cells = [f"{a['alpha_lenience'][l]:.3f} (argmax rule {a['alpha_lenient_argmax'][l]:.3f})" for l in ls]
+        lines.append(f"| {a['drafter']} | {_t(a['temperature'])} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def cost_table(d: dict[str, Any]) -> str:
+    """c (timed), c_hat (counted), the draft step and the target step."""
+    lines = [f"target step t(1) = {1000 * d['target_step_seconds']:.1f} ms at {d['context_tokens']} tokens of context",
+             "", "| M_q | SMPL | draft ms/token | c | c_hat | loop overhead o(0) | o(4) |", "|---|---|---|---|---|---|---|"]
+    for c in d["cost"]:
+        o = c["overhead"]
+        lines.append(f"| {c['drafter']} | {_t(c['temperature'])} | {1000 * c['draft_token_seconds']:.3f} | "
+                     f"{c['c']:.4f} | {c['c_hat']:.2g} | {o[0]:.4f} | {o[min(4, len(o) - 1)]:.4f} |")
+    return "\n".join(lines)
+
+
+def verify_cost_line(d: dict[str, Any]) -> str:
+    v = d["verify_cost"]
+    return "v(k), k = 1.." + str(len(v)) + ": " + " ".join(f"{x:.2f}" for x in v)
+
+
+def plan_table(d: dict[str, Any]) -> str:
+    """The simulator's plan from the estimates: best gamma and its predicted speedup."""
+    lines = ["| M_q | SMPL | alpha | c | paper: best gamma | paper: speedup | extended: best gamma | "
+             "extended: speedup |", "|---|---|---|---|---|---|---|---|"]
+    for p in d["plan"]:
+        lines.append(f"| {p['drafter']} | {_t(p['temperature'])} | {p['alpha']:.3f} | {p['c']:.4f} | "
+                     f"{p['paper']['optimal_gamma']} | {p['paper']['speedup']:.2f}x | "
+                     f"{p['extended']['optimal_gamma']} | {p['extended']['speedup']:.2f}x |")
+    return "\n".join(lines)
+
+
+def validation_table(d: dict[str, Any]) -> str:
+    """Predicted vs measured speedup for every configuration, with relative errors."""
+    lines = ["| M_q | SMPL | gamma | alpha est. | alpha decode [its CI] (in est. CI?) | tokens/iter | measured | "
+             "(i) paper | (ii) extended | (iii) ext. estimated | (ii) within 10% |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in d["rows"]:
+        lines.append(
+            f"| {r['drafter']} | {_t(r['temperature'])} | {r['gamma']} | {r['alpha_estimate']:.3f} | "
+            f"{r['alpha_decode']:.3f} [{r['alpha_decode_ci'][0]:.2f}, {r['alpha_decode_ci'][1]:.2f}] "
+            f"({'yes' if r['alpha_decode_in_ci'] else 'no'}{'' if r['alpha_decode_in_ci'] else ', overlap' if r['alpha_intervals_overlap'] else ', apart'}) | "
+            f"{r['tokens_per_iteration']:.2f} | {r['measured']:.3f}x | {r['paper']:.3f}x ({_pct(r['error_paper'])}) | "
+            f"{r['extended']:.3f}x ({_pct(r['error_extended'])}) | "
+            f"{r['extended_estimated']:.3f}x ({_pct(r['error_extended_estimated'])}) | "
+            f"{'yes' if r['extended_within_tolerance'] else 'NO'} |")
+    return "\n".join(lines)
+
+
+def timing_check_table(d: dict[str, Any]) -> str:
+    """Where the cost model stands: predicted vs measured milliseconds per iteration (split into
+    the target side and the draft side) and per baseline token. Absolute times drift with the
+    machine; the speedup predictions only use ratios (v(k), c, o(k) relative to t(1))."""
+    lines = ["| M_q | SMPL | gamma | iteration ms: measured / predicted | target side | draft side | "
+             "baseline ms/token |", "|---|---|---|---|---|---|---|"]
+    for r in d["rows"]:
+        ms = lambda a, b: f"{1000 * r[a]:.1f} / {1000 * r[b]:.1f}"  # noqa: E731
+        lines.append(f"| {r['drafter']} | {_t(r['temperature'])} | {r['gamma']} | "
+                     f"{ms('iteration_seconds_measured', 'iteration_seconds_predicted')} | "
+                     f"{ms('verify_seconds_measured', 'verify_seconds_predicted')} | "
+                     f"{1000 * r['draft_seconds_measured']:.2f} / {1000 * r['draft_seconds_predicted']:.2f} | "
+                     f"{ms('baseline_token_seconds_measured', 'baseline_token_seconds_predicted')} |")
+    return "\n".join(lines)
+
+
+def summary_line(d: dict[str, Any]) -> str:
+    rows = d["rows"]
+    inside = sum(r["alpha_decode_in_ci"] for r in rows)
+    overlap = sum(r["alpha_intervals_overlap"] for r in rows)
+    worst = max(rows, key=lambda r: abs(r["error_extended"]))
+    return (f"extended model within {100 * d['tolerance']:.0f}% of measured: {d['extended_within_tolerance']}/"
+            f"{d['configurations']} configurations (largest error {_pct(worst['error_extended'])}: {worst['drafter']} "
+            f"{_t(worst['temperature'])} gamma {worst['gamma']}); decode alpha inside the estimator's 95% CI: "
+            f"{inside}/{len(rows)}, intervals overlapping: {overlap}/{len(rows)}")
+
+
+def interference_line(d: dict[str, Any]) -> str:
+    i = d.get("interference")
+    if not i:
+        return ""
+    return (f"machine noise: {i['decode_attempts'] - i['decode_runs']} of {i['decode_runs']} decode runs were redone "
+            f"because other processes used > {i['threshold_cores']:g} CPU cores meanwhile; "
+            f"{i['still_disturbed']} kept runs still disturbed (max foreign load {i['max_load']:.2f} cores)")
+
+
+def full_report(d: dict[str, Any], target: str = "target") -> str:
+    """Every table, in the order the main job prints them."""
+    notes = "\n".join(f"- {k}: {v}" for k, v in d["notes"].items())
+    return "\n\n".join([
+        sizes_line(d),
+        "## Plan (simulator, from the estimated alpha and costs)\n\n" + plan_table(d),
+        "## Measured alpha (teacher-forced, Corollary 3.6; Table 3 layout)\n\n" + alpha_table(d, target)
+        + "\n\n" + alpha_pivot(d),
+        "## alpha under lenience (App. A.5)\n\n" + lenience_table(d),
+        "## Costs\n\n" + cost_table(d) + "\n\n" + verify_cost_line(d),
+        "## Predicted vs measured speedup\n\n" + validation_table(d) + "\n\n" + summary_line(d)
+        + "\n\n" + interference_line(d),
+        "## Cost model check\n\n" + timing_check_table(d),
+        "## What each column is\n\n" + notes,
+    ])

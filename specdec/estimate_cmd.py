@@ -1,0 +1,166 @@
+"""`specdec estimate`: alpha (Corollary 3.6) and the costs c, c_hat, v(k) of one drafter.
+
+Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `c` draft/target step
+time ratio, `c_hat` arithmetic ratio, v(k) the verify-cost curve, `l` the lenience.
+
+Thin: parse the options, call reference.estimate_alpha / reference.estimate_cost, print a
+summary or one JSON object. torch is imported only when the command runs.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import click
+
+from specdec.options import drafter_option, json_option, model_options, sampling_options, seed_option
+
+
+def parse_floats(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
+    """"1,0.5,0.3" -> (1.0, 0.5, 0.3); a bad list is a one-line usage error naming the option."""
+    if value is None:
+        return None
+    try:
+        out = tuple(float(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", ctx=ctx, param=param) from None
+    if not out:
+        raise click.BadParameter("expected at least one number", ctx=ctx, param=param)
+    return out
+
+
+def parse_lenience(ctx: click.Context, param: click.Parameter, value: str) -> tuple[float, ...]:
+    values = parse_floats(ctx, param, value)
+    bad = [l for l in values if not 0 < l <= 1]
+    if bad:
+        raise click.BadParameter(f"lenience values must be in (0, 1], got {bad[0]:g}", ctx=ctx, param=param)
+    return values
+
+
+def positive(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise click.BadParameter(f"must be >= 1, got {value}", ctx=ctx, param=param)
+    return value
+
+
+def load_prompts(target, n: int, prompt_tokens: int, prompts_file: str | None) -> tuple[list[list[int]], list[str]]:
+    """n prompts: the first n lines of prompts_file, or n held-out corpus prompts."""
+    from reference.target_samples import held_out_prompts, prompts_from_file
+
+    if prompts_file is not None:
+        ids, names = prompts_from_file(prompts_file, target.tokenizer, prompt_tokens)
+        return ids[:n], names[:n]
+    return held_out_prompts(n, prompt_tokens, target.path)
+
+
+@click.command()
+@model_options
+@drafter_option
+@click.option("--tokens", type=int, default=10_000, show_default=True, callback=positive,
+              help="Target-sampled positions to score: ceil(tokens / new-tokens) prompts.")
+@click.option("--new-tokens", type=int, default=128, show_default=True, callback=positive,
+              help="Tokens the target samples after each prompt.")
+@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive,
+              help="Prompt length in tokens (held-out Shakespeare/Austen chunks, or cut from --prompts-file).")
+@click.option("--prompts-file", type=click.Path(dir_okay=False), default=None,
+              help="Text file with one prompt a line, instead of the held-out corpus prompts.")
+@sampling_options
+@click.option("--lenience", default="1,0.5,0.3,0.1", show_default=True, callback=parse_lenience,
+              help="Lenience values l in (0, 1] (App. A.5): alpha = E sum min(p/l, q).")
+@click.option("--batch-size", type=int, default=16, show_default=True, callback=positive,
+              help="Prompts per batched generation / teacher-forced pass.")
+@click.option("--bootstrap", type=int, default=2000, show_default=True, callback=positive,
+              help="Bootstrap resamples (over prompts) for the 95% interval.")
+@click.option("--context", type=int, default=128, show_default=True, callback=positive,
+              help="KV-cache length (tokens) at which the steps are timed.")
+@click.option("--max-k", type=int, default=16, show_default=True, callback=positive,
+              help="Verify-cost curve v(1..max_k).")
+@click.option("--timing-repeats", type=int, default=7, show_default=True, callback=positive)
+@click.option("--no-timing", is_flag=True, help="Skip the timings (alpha only; c, v(k) are null).")
+@seed_option
+@json_option
+def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tokens, prompts_file, temperature,
+             top_k, top_p, lenience, batch_size, bootstrap, context, max_k, timing_repeats, no_timing, seed, as_json):
+    """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k)."""
+    import numpy as np
+    import torch
+
+    from reference.drafters import make_drafter
+    from reference.estimate_alpha import estimate_alpha
+    from reference.estimate_cost import estimate_cost
+    from reference.interference import run_undisturbed
+    from reference.models import load_model
+    from reference.replay import replay
+    from reference.sampling import SamplingConfig
+    from reference.target_samples import generate_continuations
+
+    sampling = SamplingConfig(temperature, top_k, top_p)
+    target = load_model(target_path, device, dtype)
+    draft, note = make_drafter(drafter, target, device, dtype)
+    if draft is None:
+        raise click.BadParameter("estimating alpha needs a drafter (not 'none')", param_hint="--drafter")
+    prompts, sources = load_prompts(target, math.ceil(tokens / new_tokens), prompt_tokens, prompts_file)
+    gen = torch.Generator(device=target.model.device).manual_seed(seed)
+    samples = generate_continuations(target.model, prompts, new_tokens, sampling, gen, batch_size,
+                                     progress=True, sources=sources)
+    max_gamma = min(max_k - 1, 8)
+    est = estimate_alpha(target.model, draft, samples, target.vocab_size, np.random.default_rng(seed), lenience,
+                         batch_size=min(batch_size, 8), max_gamma=max_gamma, n_boot=bootstrap, generator=gen,
+                         progress=True)
+    report = {"drafter": drafter, "target": str(target.path), "note": note,
+              "sampling": {"temperature": temperature, "top_k": top_k, "top_p": top_p},
+              "prompts": len(prompts), "new_tokens": new_tokens, "prompt_tokens": prompt_tokens,
+              "generation_seconds": samples.seconds, "seed": seed, **est.to_dict()}
+    if all(s.match is not None for s in est.scores):
+        report["greedy_replay"] = {}
+        for g in range(1, max_gamma + 1):
+            stats, _ = replay([s.match for s in est.scores], [s.block for s in est.scores], g, max_gamma)
+            report["greedy_replay"][str(g)] = {"tokens_per_iteration": stats.tokens_per_iteration(),
+                                               "alpha": stats.alpha(),
+                                               "alpha_per_position": stats.alpha_per_position()}
+    cost = None
+    if not no_timing:
+        context_ids = samples.sequences()[0]
+        cost, _, _ = run_undisturbed(lambda: estimate_cost(
+            target.model, draft, context_ids, sampling, context, max_k, timing_repeats,
+            generator=torch.Generator(device=target.model.device).manual_seed(seed)), retries=2)
+    report.update({"c": None if cost is None else cost.c,
+                   "c_hat": None if cost is None else cost.c_hat,
+                   "verify_cost": None if cost is None else cost.verify_cost,
+                   "cost": None if cost is None else cost.to_dict()})
+    if cost is None:
+        from reference.estimate_cost import c_hat_for
+        report["c_hat"] = c_hat_for(draft, target.model)
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    _print(report, note)
+
+
+def _print(r: dict, note: str | None) -> None:
+    if note:
+        click.echo(f"note: {note}", err=True)
+    s = r["sampling"]
+    click.echo(f"drafter {r['drafter']}  temperature {s['temperature']:g}  top-k {s['top_k']}  top-p {s['top_p']:g}")
+    click.echo(f"positions {r['n_positions']} ({r['prompts']} prompts x {r['new_tokens']} target-sampled tokens)")
+    click.echo(f"alpha {r['alpha']:.4f}  95% CI [{r['alpha_ci'][0]:.4f}, {r['alpha_ci'][1]:.4f}] (bootstrap over prompts)")
+    if r["proposal_rate"] < 1:
+        click.echo(f"proposal rate {r['proposal_rate']:.3f}  alpha when proposed {r['alpha_when_proposed']:.4f}"
+                   " (positions without a proposal count as rejections in alpha)")
+    q = r["beta_quantiles"]
+    click.echo("beta quantiles " + "  ".join(f"{k} {v:.3f}" for k, v in q.items()))
+    click.echo("alpha with lenience " + "  ".join(f"l={k}: {v:.4f}" for k, v in r["alpha_lenience"].items()))
+    if r.get("alpha_lenient_argmax"):
+        click.echo("  argmax rule (p(x) >= l max p, T=0 variant of App. A.5, not in the decoder) "
+                   + "  ".join(f"l={k}: {v:.4f}" for k, v in r["alpha_lenient_argmax"].items()))
+    if r.get("greedy_replay"):
+        click.echo("greedy replay (exact at T=0): tokens/iteration by gamma "
+                   + "  ".join(f"{g}: {v['tokens_per_iteration']:.3f}" for g, v in r["greedy_replay"].items()))
+    click.echo(f"what: {r['estimates']}")
+    if r["c"] is not None:
+        cost = r["cost"]
+        click.echo(f"c {r['c']:.5f}  c_hat {r['c_hat']:.3g}  target step {1000 * cost['target_step_seconds']:.2f} ms, "
+                   f"draft {1000 * cost['draft_token_seconds']:.3f} ms/token at {cost['context_tokens']} tokens of context")
+        click.echo("v(k) " + " ".join(f"{v:.2f}" for v in r["verify_cost"]))
+        click.echo(f"loop overhead o(0) {cost['overhead'][0]:.4f}  o(4) {cost['overhead'][min(4, len(cost['overhead']) - 1)]:.4f}"
+                   " target steps")

@@ -1,0 +1,76 @@
+"""`specdec estimate` through click's CliRunner on a tiny saved model with a word-level
+tokenizer: the JSON has the documented keys, a model against itself gives alpha = 1, and
+bad input is a one-line error."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from specdec.cli import cli, main
+from tests.test_estimate_fixtures import tiny_pair  # noqa: F401
+
+KEYS = {"alpha", "alpha_ci", "c", "c_hat", "verify_cost", "beta_quantiles", "beta_histogram", "alpha_lenience",
+        "n_positions", "proposal_rate", "alpha_when_proposed", "estimates", "cost", "sampling", "drafter"}
+
+
+def _run(args: list[str]) -> dict:
+    result = CliRunner().invoke(cli, ["estimate", *args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _common(pair) -> list[str]:
+    return ["--target", str(pair.target), "--prompts-file", str(pair.prompts), "--tokens", "60", "--new-tokens",
+            "10", "--max-k", "4", "--timing-repeats", "2", "--bootstrap", "100"]
+
+
+@pytest.mark.parametrize("temperature", ["0", "1"])
+def test_estimate_json_keys(tiny_pair, temperature: str) -> None:  # noqa: F811
+    d = _run(_common(tiny_pair) + ["--drafter", f"model:{tiny_pair.draft}", "--temperature", temperature,
+                                   "--lenience", "1,0.5"])
+    assert KEYS <= set(d)
+    assert 0 <= d["alpha_ci"][0] <= d["alpha"] <= d["alpha_ci"][1] <= 1
+    assert d["n_positions"] == 60 and d["prompts"] == 6
+    assert len(d["verify_cost"]) == 4 and d["verify_cost"][0] == 1.0
+    assert d["c"] > 0 and d["c_hat"] == pytest.approx(1.0)
+    assert set(d["alpha_lenience"]) == {"1", "0.5"}
+    assert ("greedy_replay" in d) == (temperature == "0")
+
+
+def test_estimate_self_is_one_and_lookup_is_documented(tiny_pair) -> None:  # noqa: F811
+    d = _run(_common(tiny_pair) + ["--drafter", f"model:{tiny_pair.target}", "--temperature", "1", "--no-timing"])
+    assert d["alpha"] == pytest.approx(1.0, abs=1e-6) and d["c"] is None and d["c_hat"] == pytest.approx(1.0)
+    d = _run(_common(tiny_pair) + ["--drafter", "lookup:2", "--no-timing"])
+    assert d["c_hat"] == 0.0 and 0 <= d["proposal_rate"] <= 1
+    assert "without a proposal count as rejections" in d["estimates"]
+
+
+def test_estimate_human_output(tiny_pair) -> None:  # noqa: F811
+    result = CliRunner().invoke(cli, ["estimate", *_common(tiny_pair), "--drafter", "lookup", "--no-timing"])
+    assert result.exit_code == 0, result.output
+    assert "alpha" in result.stdout and "95% CI" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--lenience", "2"], "lenience"),
+    (["--tokens", "0"], "--tokens"),
+    (["--drafter", "bogus"], "unknown drafter"),
+    (["--drafter", "none"], "needs a drafter"),
+])
+def test_bad_input_is_a_one_line_error(tiny_pair, capsys, args, message) -> None:  # noqa: F811
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--target", str(tiny_pair.target), "--prompts-file", str(tiny_pair.prompts),
+              "--no-timing", "--tokens", "10", "--new-tokens", "5", *args])
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any(message in line for line in err) and "Traceback" not in "\n".join(err)
+
+
+def test_missing_prompts_file_is_a_one_line_error(tiny_pair, capsys) -> None:  # noqa: F811
+    with pytest.raises(SystemExit):
+        main(["estimate", "--target", str(tiny_pair.target), "--prompts-file", str(tiny_pair.root / "nope.txt"),
+              "--drafter", "lookup", "--no-timing"])
+    err = capsys.readouterr().err
+    assert "nope.txt" in err and "Traceback" not in err

@@ -1,0 +1,97 @@
+"""The cost estimator: v(k) is a ratio with v(1) = 1, the KV cache is restored, the draft and
+loop timings run through the real protocol / decoder loop, c_hat is counted right."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from reference.estimate_cost import (c_hat_for, context_of, estimate_cost, flops_per_token, median_time,
+                                     time_draft_steps, time_loop_overhead, time_target_passes)
+from reference.neural_drafter import NeuralDrafter
+from reference.prompt_lookup import PromptLookupDrafter
+from reference.sampling import SamplingConfig
+from tests.test_estimate_fixtures import TINY_VOCAB, random_prompts
+from tests.tiny_models import tiny_gpt2, tiny_llama
+
+TOKENS = random_prompts(1, 40)[0]
+
+
+def test_median_time_counts_only_timed_runs() -> None:
+    calls = []
+    med, times = median_time(lambda: calls.append(1), repeats=5, warmup=2, device=torch.device("cpu"))
+    assert len(calls) == 7 and times.shape == (5,) and med >= 0
+    with pytest.raises(ValueError):
+        median_time(lambda: None, repeats=0, warmup=0, device=torch.device("cpu"))
+
+
+def test_context_of_repeats_short_token_lists() -> None:
+    assert context_of([1, 2, 3], 7) == [1, 2, 3, 1, 2, 3, 1]
+    with pytest.raises(ValueError):
+        context_of([], 3)
+
+
+@pytest.mark.parametrize("arch", [tiny_llama, tiny_gpt2])
+def test_verify_cost_curve_is_relative_to_one_token(arch) -> None:
+    model = arch(vocab_size=TINY_VOCAB, seed=0)
+    timing = time_target_passes(model, TOKENS, context_tokens=20, max_k=6, repeats=3, warmup=1)
+    assert len(timing.seconds) == len(timing.verify_cost) == 6
+    assert timing.verify_cost[0] == 1.0 and all(v > 0 for v in timing.verify_cost)
+    assert timing.step_seconds > 0 and timing.crop_seconds >= 0
+
+
+def test_draft_timing_through_the_protocol() -> None:
+    draft = tiny_llama(TINY_VOCAB, seed=1)
+    neural = time_draft_steps(NeuralDrafter(draft, TINY_VOCAB), TOKENS, SamplingConfig(1.0), context_tokens=10,
+                              gamma=3, repeats=4, warmup=1, generator=torch.Generator().manual_seed(0))
+    assert neural.mean_proposed == 3 and neural.token_seconds > 0
+    lookup = time_draft_steps(PromptLookupDrafter(2), TOKENS, SamplingConfig(0.0), context_tokens=10, gamma=3,
+                              repeats=4, warmup=1)
+    assert lookup.token_seconds >= 0 and 0 <= lookup.mean_proposed <= 3
+
+
+@pytest.mark.parametrize("sampling", [SamplingConfig(0.0), SamplingConfig(1.0)], ids=["greedy", "t1"])
+def test_loop_overhead_runs_the_decoder_loop(sampling: SamplingConfig) -> None:
+    logits = torch.randn(5, TINY_VOCAB, generator=torch.Generator().manual_seed(0)) * 3
+    overhead = time_loop_overhead(logits, sampling, [0, 1, 4], tokens=16, repeats=2,
+                                  generator=torch.Generator().manual_seed(0))
+    assert len(overhead) == 3 and all(o > 0 for o in overhead)
+    with pytest.raises(ValueError):
+        time_loop_overhead(logits, sampling, [5])
+
+
+def test_c_hat_counts() -> None:
+    target = tiny_llama(TINY_VOCAB, seed=0)
+    assert c_hat_for(NeuralDrafter(target, TINY_VOCAB), target) == 1.0
+    assert c_hat_for(PromptLookupDrafter(3), target) == 0.0
+    # Llama untied: every non-embedding parameter + lm_head counts, input embeddings do not
+    expected = 2 * (sum(p.numel() for p in target.parameters()) - target.model.embed_tokens.weight.numel())
+    assert flops_per_token(target) == expected
+    # GPT-2 ties lm_head to wte: the head is counted once, position embeddings not at all
+    gpt = tiny_gpt2(TINY_VOCAB)
+    emb = gpt.transformer.wte.weight.numel() + gpt.transformer.wpe.weight.numel()
+    assert flops_per_token(gpt) == 2 * (sum(p.numel() for p in gpt.parameters()) - emb + gpt.lm_head.weight.numel())
+
+
+def test_estimate_cost_end_to_end() -> None:
+    target, draft = tiny_llama(TINY_VOCAB, seed=0), tiny_llama(TINY_VOCAB, seed=1)
+    cost = estimate_cost(target, NeuralDrafter(draft, TINY_VOCAB), TOKENS, SamplingConfig(1.0), context_tokens=16,
+                         max_k=5, repeats=2, draft_gamma=2, draft_repeats=3,
+                         generator=torch.Generator().manual_seed(0))
+    d = cost.to_dict()
+    assert d["c"] > 0 and d["c_hat"] == pytest.approx(1.0) and len(d["verify_cost"]) == 5
+    assert len(d["overhead"]) == 5 and np.isfinite(d["overhead"]).all()
+
+
+def test_pooled_timings_use_every_run() -> None:
+    from reference.estimate_cost import pool_timings
+
+    model = tiny_llama(TINY_VOCAB, seed=0)
+    long = time_target_passes(model, TOKENS, context_tokens=12, max_k=5, repeats=3, warmup=0)
+    short = time_target_passes(model, TOKENS, context_tokens=12, max_k=2, repeats=2, warmup=0)
+    pooled = pool_timings([long, short])
+    assert [len(r) for r in pooled.runs] == [5, 5, 3, 3, 3]
+    assert pooled.seconds[0] == float(np.median(long.runs[0] + short.runs[0]))
+    assert pooled.verify_cost[0] == 1.0 and pooled.seconds[4] == long.seconds[4]
+    with pytest.raises(ValueError):
+        pool_timings([])

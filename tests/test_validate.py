@@ -1,0 +1,122 @@
+"""The validation's models and bookkeeping.
+
+- survival acceptance alpha'_i reproduces the measured tokens per iteration through the
+  simulator's positional formula, also for prompt lookup's variable-length proposals;
+- with no overhead and v == 1 the extended cost model is Theorem 8 exactly, and folding the
+  overhead into (c', v') gives E / (gamma c + v(gamma + 1) + o(gamma)) * (1 + o(0));
+- an end-to-end run on tiny models has every configuration, the three predictions, and at
+  temperature 0 the estimated-acceptance prediction (exact replay) uses the decode's own
+  tokens per iteration when the estimator saw the same prompts and lengths.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reference.decoder import speculative_decode
+from reference.estimate_cost import CostEstimate, DraftTiming, TargetTiming
+from reference.models import LoadedModel
+from reference.neural_drafter import NeuralDrafter
+from reference.prompt_lookup import PromptLookupDrafter
+from reference.replay import replay
+from reference.sampling import SamplingConfig
+from reference.target import TargetScorer
+from reference.validation import (RecordingDrafter, ValidationConfig, effective_cost, k_histogram,
+                                  mean_iteration_time, run_validation, survival_acceptance)
+from simulator import positional_expected_tokens, walltime_improvement
+from tests.test_estimate_fixtures import TINY_VOCAB, random_prompts
+from tests.tiny_models import tiny_llama
+
+
+def _cost(c: float, v: list[float], o: list[float]) -> CostEstimate:
+    timing = TargetTiming(128, [0.05 * x for x in v], v, [0.0] * len(v), 0.0, 1, 0, 1, "cpu")
+    return CostEstimate(c, c, timing, DraftTiming(c * 0.05, c * 0.05, 1, 1, 1), [x * 0.05 for x in o])
+
+
+def test_survival_acceptance_reproduces_tokens_per_iteration() -> None:
+    target = tiny_llama(TINY_VOCAB, seed=0, sharpness=8.0)
+    for drafter in (PromptLookupDrafter(2), NeuralDrafter(tiny_llama(TINY_VOCAB, seed=1, sharpness=8.0), TINY_VOCAB)):
+        recorder = RecordingDrafter(drafter)
+        stats = speculative_decode(TargetScorer(target), recorder, random_prompts(1, 12, seed=4)[0], 40, 4,
+                                   SamplingConfig(0.0), None).stats
+        survival = survival_acceptance(stats)
+        assert float(positional_expected_tokens(survival, 4)) == pytest.approx(stats.tokens_per_iteration())
+        # propose is not called for the last token (no room): one iteration fewer recorded
+        assert len(recorder.lengths) <= stats.iterations and sum(recorder.lengths) == stats.drafted
+
+
+def test_extended_model_without_overhead_is_theorem_8() -> None:
+    gamma, alpha, c = 4, 0.6, 0.05
+    c_eff, v_eff = effective_cost(_cost(c, [1.0] * 8, [0.0] * 8))
+    tokens = (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    predicted = tokens / mean_iteration_time(k_histogram([gamma] * 10, gamma), c_eff, v_eff)
+    assert predicted == pytest.approx(float(walltime_improvement(alpha, gamma, c)))
+
+
+def test_overhead_folding_is_exact_algebra() -> None:
+    v = [1.0, 1.5, 1.6, 1.7, 1.8, 1.9]
+    o = [0.02, 0.03, 0.03, 0.04, 0.04, 0.05]
+    c = 0.01
+    c_eff, v_eff = effective_cost(_cost(c, v, o))
+    assert v_eff[0] == pytest.approx(1.0)
+    for k in range(5):
+        direct = (k * c + v[k] + o[k]) / (1 + o[0])  # one iteration with k drafts, in baseline-token units
+        assert mean_iteration_time(k_histogram([k], k), c_eff, v_eff) == pytest.approx(direct)
+    hist = k_histogram([0, 2, 2, 4], 4)
+    assert list(hist) == [1, 0, 2, 0, 1]
+
+
+@pytest.fixture(scope="module")
+def tiny_result():
+    target = tiny_llama(TINY_VOCAB, seed=0, sharpness=8.0)
+    draft = tiny_llama(TINY_VOCAB, seed=1, sharpness=8.0)
+    prompts = random_prompts(4, 10, seed=7)
+    config = ValidationConfig(gammas=(1, 3), temperatures=(0.0, 1.0), prompts=2, prompt_tokens=10, new_tokens=16,
+                              alpha_prompts=2, alpha_new_tokens=16, max_k=5, timing_repeats=2, draft_repeats=3,
+                              bootstrap=100, lenience=(1.0, 0.5), retries=0)
+    drafters = {"neural": NeuralDrafter(draft, TINY_VOCAB), "lookup": PromptLookupDrafter(2)}
+    return run_validation(LoadedModel(target, None, "tiny"), drafters, prompts[:2], prompts[:2], config)
+
+
+def test_every_configuration_is_reported(tiny_result) -> None:
+    d = tiny_result.to_dict()
+    assert len(d["rows"]) == 2 * 2 * 2 and d["configurations"] == 8
+    for r in d["rows"]:
+        for key in ("measured", "paper", "extended", "extended_estimated"):
+            assert np.isfinite(r[key]) and r[key] > 0
+        assert r["error_extended"] == pytest.approx(r["extended"] / r["measured"] - 1)
+        assert len(r["alpha_per_position"]) == r["gamma"]
+    assert {(a["drafter"], a["temperature"]) for a in d["alpha"]} == {(n, t) for n in ("neural", "lookup")
+                                                                       for t in (0.0, 1.0)}
+    assert len(d["plan"]) == 4 and d["verify_cost"][0] == 1.0
+    assert d["interference"]["decode_runs"] == 2 * (1 + 2 * 2) * 2  # temperatures x configs x prompts
+
+
+def test_greedy_replay_prediction_uses_the_decoded_acceptance(tiny_result) -> None:
+    # the estimator sampled the same prompts with the same length at T = 0, so the replayed
+    # tokens per iteration equal the decoded ones and (ii) and (iii) share their acceptance
+    for r in tiny_result.rows:
+        if r.temperature == 0:
+            a = tiny_result.alphas[(r.drafter, 0.0)]
+            stats, _ = replay([s.match for s in a.scores], [s.block for s in a.scores], r.gamma, a.max_gamma)
+            assert stats.tokens_per_iteration() == pytest.approx(r.tokens_per_iteration)
+
+
+def test_config_rejects_bad_sizes() -> None:
+    with pytest.raises(ValueError, match="gammas"):
+        ValidationConfig(gammas=(0,))
+    with pytest.raises(ValueError, match="max_k"):
+        ValidationConfig(gammas=(16,), max_k=16)
+    with pytest.raises(ValueError, match="prompts"):
+        ValidationConfig(prompts=0)
+
+
+def test_variable_block_speedup_reduces_to_equation_1() -> None:
+    from reference.validation import variable_block_speedup
+
+    v = np.array([1.0, 1.5, 1.6, 1.7, 1.8])
+    full = variable_block_speedup(np.full(10, 4), 0.6, 3, 0.0, v)
+    assert full == pytest.approx((1 - 0.6 ** 4) / 0.4 / 1.7)
+    # half the positions propose nothing (1 token in time v(1) = 1), half a full block
+    mixed = variable_block_speedup(np.array([0, 9] * 5), 0.6, 3, 0.0, v)
+    assert mixed == pytest.approx((1 + (1 - 0.6 ** 4) / 0.4) / (1 + 1.7))
