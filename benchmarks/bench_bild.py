@@ -11,7 +11,7 @@ limit), the no-fallback ablation (hand over every N tokens) and exact speculativ
 decoding at several gamma. Quality is measured against the target (reference.quality):
 greedy match rate, exact-match prefix, teacher-forced target-argmax rate and target
 log-likelihood. Writes the trade-off figure and the rows as JSON, prints a Markdown report
-(the tables of benchmarks/RESULTS-bild.md).
+(the tables of benchmarks/RESULTS.md).
 
     flock /tmp/specdec-cpu.lock .venv/bin/python benchmarks/bench_bild.py \\
         [--ngram .cache/ngram/aligned-3gram] [--prompts 5] [--max-new-tokens 40] [--threads 1] [--repeats 2]

@@ -17,7 +17,7 @@ target-aligned corpus):
     .venv/bin/python benchmarks/bench_ngram.py [--orders 2 3 4 5] [--corpora plain aligned mixed]
         [--json out.json]
 
-Prints a Markdown report (the tables of benchmarks/RESULTS-ngram.md).
+Prints a Markdown report (the tables of benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 
