@@ -14,6 +14,8 @@ from pathlib import Path
 
 import click
 
+from specdec.options import json_option, stack
+
 CORPORA = ("plain", "aligned", "mixed")
 
 
@@ -31,7 +33,7 @@ def _aligned_config(tokens: int, max_new_tokens: int, batch_size: int, temperatu
                          temperature=temperature, seed=seed)
 
 
-aligned_options = [
+aligned_options = stack(
     click.option("--aligned-tokens", "tokens", type=int, default=50_000, show_default=True,
                  help="Continuation tokens to generate for the aligned corpus."),
     click.option("--max-new-tokens", type=int, default=128, show_default=True,
@@ -43,21 +45,12 @@ aligned_options = [
                  help="Seeds torch once before generating the aligned corpus."),
     click.option("--threads", type=int, default=None,
                  help="torch CPU threads for generation (default: torch's choice)."),
-]
-
-
-def _with(options):
-    def apply(f):
-        for option in reversed(options):
-            f = option(f)
-        return f
-    return apply
+)
 
 
 target_option = click.option("--target", type=click.Path(file_okay=False), default=None,
                              help="Target folder (tokenizer and, for aligned, the generator). "
                                   "Default: the embedded SmolLM2-135M-Instruct.")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
 
 @click.group()
@@ -79,7 +72,7 @@ def corpus(target, as_json):
 
 @ngram.command()
 @target_option
-@_with(aligned_options)
+@aligned_options
 @json_option
 def aligned(target, tokens, max_new_tokens, batch_size, temperature, seed, threads, as_json):
     """Generate (once) the target-aligned corpus: the target's own continuations of
@@ -109,7 +102,7 @@ def aligned(target, tokens, max_new_tokens, batch_size, temperature, seed, threa
 @click.option("--kenlm-bin", type=click.Path(file_okay=False), default=None,
               help="Folder of lmplz/build_binary (default: $SPECDEC_KENLM_BIN or .cache/kenlm/bin).")
 @target_option
-@_with(aligned_options)
+@aligned_options
 @json_option
 def build(order, corpus_name, text_path, vocab_size, eos_id, out, memory, discount_fallback, kenlm_bin,
           target, tokens, max_new_tokens, batch_size, temperature, seed, threads, as_json):

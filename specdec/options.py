@@ -8,7 +8,8 @@ import click
 from specdec.drafter_help import SPEC_HELP
 
 
-def _stack(*options: Callable) -> Callable[[Callable], Callable]:
+def stack(*options: Callable) -> Callable[[Callable], Callable]:
+    """One decorator applying several click options, in the order written."""
     def apply(f: Callable) -> Callable:
         for option in reversed(options):
             f = option(f)
@@ -16,7 +17,7 @@ def _stack(*options: Callable) -> Callable[[Callable], Callable]:
     return apply
 
 
-model_options = _stack(
+model_options = stack(
     click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
                  help="Target model: a local Hugging Face causal LM folder. "
                       "Default: the embedded SmolLM2-135M-Instruct."),
@@ -25,7 +26,7 @@ model_options = _stack(
                  type=click.Choice(["float32", "bfloat16", "float16"])),
 )
 
-sampling_options = _stack(
+sampling_options = stack(
     click.option("--temperature", type=float, default=0.0, show_default=True,
                  help="0 = greedy (argmax); > 0 samples from the tempered distribution."),
     click.option("--top-k", type=int, default=0, show_default=True, help="0 = off"),
