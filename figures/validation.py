@@ -29,9 +29,19 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
+def _measured(row: dict[str, Any]) -> float:
+    """The drift-corrected measured speedup when the run probed it, else the wall-clock one."""
+    return row["measured_corrected"] if row.get("measured_corrected") is not None else row["measured"]
+
+
+def _measured_label(rows: list[dict[str, Any]]) -> str:
+    return ("measured speedup (drift-corrected)" if all(r.get("measured_corrected") is not None for r in rows)
+            else "measured speedup (wall clock)")
+
+
 def figure_predicted_vs_measured(result: dict[str, Any], out_dir: Path) -> Path:
     """Predicted (y) vs measured (x) speedup for every configuration and model, with y = x and +-10%."""
-    rows = result["rows"]
+    rows = [dict(r, measured=_measured(r)) for r in result["rows"]]
     fig = Figure(figsize=(11, 5))
     tol = result.get("tolerance", 0.1)
     for ax, keys, title in ((fig.add_subplot(1, 2, 1), MODELS, "all models"),
@@ -49,7 +59,7 @@ def figure_predicted_vs_measured(result: dict[str, Any], out_dir: Path) -> Path:
                            alpha=0.8, label=f"{label}, t={t:g}")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        ax.set_xlabel("measured speedup")
+        ax.set_xlabel(_measured_label(result["rows"]))
         ax.set_ylabel("predicted speedup")
         ax.set_title(title)
         ax.grid(alpha=0.3)
@@ -61,7 +71,7 @@ def figure_predicted_vs_measured(result: dict[str, Any], out_dir: Path) -> Path:
 
 def figure_relative_error(result: dict[str, Any], out_dir: Path) -> Path:
     """Relative error (predicted / measured - 1) of each model for every configuration."""
-    rows = result["rows"]
+    rows = [dict(r, measured=_measured(r)) for r in result["rows"]]
     labels = [f"{r['drafter']} t={r['temperature']:g} g={r['gamma']}" for r in rows]
     x = np.arange(len(rows))
     fig = Figure(figsize=(max(6, 0.35 * len(rows) + 2), 4.5))
@@ -74,7 +84,8 @@ def figure_relative_error(result: dict[str, Any], out_dir: Path) -> Path:
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=75, fontsize=7)
-    ax.set_ylabel("relative error of the prediction (%)")
+    ax.set_ylabel("prediction / " + _measured_label(result["rows"]).replace("measured speedup", "measured")
+                  + " - 1 (%)", fontsize=8)
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -94,14 +105,17 @@ def figure_speedup_by_gamma(result: dict[str, Any], out_dir: Path) -> Path:
             sel = sorted((r for r in rows if r["temperature"] == t and r["drafter"] == name), key=lambda r: r["gamma"])
             color = f"C{j}"
             g = [r["gamma"] for r in sel]
-            ax.plot(g, [r["measured"] for r in sel], "o", color=color, label=f"{name} measured")
+            ax.plot(g, [r["measured"] for r in sel], "o", color=color, label=f"{name} measured (wall)")
+            if all(r.get("measured_corrected") is not None for r in sel):
+                ax.plot(g, [r["measured_corrected"] for r in sel], "x", color=color)
             for key, style in styles.items():
                 ax.plot(g, [r[key] for r in sel], style, color=color, lw=1)
         ax.axhline(1, color="black", lw=0.8)
         ax.set_xticks(sorted({r["gamma"] for r in rows}))
         ax.set_xlabel("gamma")
         ax.set_ylabel("speedup over autoregressive")
-        ax.set_title(f"t={t:g}  (dotted: paper, solid: extended, dashed: extended estimated)", fontsize=8)
+        ax.set_title(f"t={t:g}  (o wall, x drift-corrected; dotted: paper, solid: extended, "
+                     "dashed: extended estimated)", fontsize=7)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()

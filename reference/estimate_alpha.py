@@ -69,7 +69,8 @@ def bootstrap_ratio_ci(sums: np.ndarray, counts: np.ndarray, rng: np.random.Gene
 
 def beta_summary(beta: np.ndarray) -> tuple[dict[str, float], dict[str, list]]:
     """Quantiles {"q05": ...} and a histogram {"edges": [21], "counts": [20]} of beta values."""
-    quantiles = {f"q{int(round(q * 100)):02d}": float(v) for q, v in zip(BETA_QUANTILES, np.quantile(beta, BETA_QUANTILES))}
+    values = np.quantile(beta, BETA_QUANTILES)
+    quantiles = {f"q{int(round(q * 100)):02d}": float(v) for q, v in zip(BETA_QUANTILES, values)}
     counts, edges = np.histogram(np.clip(beta, 0.0, 1.0), bins=HISTOGRAM_BINS, range=(0.0, 1.0))
     return quantiles, {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
 
@@ -114,7 +115,8 @@ class AlphaEstimate:
             "alpha_lenient_argmax": None if self.alpha_lenient_argmax is None else
             {f"{l:g}": a for l, a in zip(self.lenience, self.alpha_lenient_argmax)},
             "proposal_rate": self.proposal_rate, "alpha_when_proposed": self.alpha_when_proposed,
-            "alpha_when_proposed_ci": None if self.alpha_when_proposed_ci is None else list(self.alpha_when_proposed_ci),
+            "alpha_when_proposed_ci": (None if self.alpha_when_proposed_ci is None
+                                       else list(self.alpha_when_proposed_ci)),
             "beta_quantiles": self.beta_quantiles, "beta_histogram": self.beta_histogram,
             "beta_mean_per_prompt": self.beta_mean_per_prompt, "estimates": self.estimates,
         }

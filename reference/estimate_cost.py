@@ -347,3 +347,39 @@ def estimate_cost(target: torch.nn.Module, drafter, tokens: Sequence[int], sampl
     overhead = time_loop_overhead(logits, sampling, list(range(max_k)), generator=generator)
     overhead = [o + (timing.crop_seconds if k > 0 else 0.0) for k, o in enumerate(overhead)]
     return CostEstimate(c, 0.0 if drafter is None else c_hat_for(drafter, target), timing, draft, overhead)
+
+
+class TargetProbe:
+    """A quick speed reference: the median time of a few one-token target passes at a fixed
+    context, with its own KV cache (cropped back after each pass).
+
+    Used between decode runs so that each run's walltime can be expressed in target steps
+    of that moment: on a machine whose speed drifts (a VM's CPU share changing within
+    seconds), time / probe cancels the drift that a single up-front t(1) cannot.
+    """
+
+    def __init__(self, model: torch.nn.Module, tokens: Sequence[int], context_tokens: int = 96,
+                 passes: int = 3) -> None:
+        from transformers import DynamicCache
+
+        self.model, self.passes = model, passes
+        self.ids = torch.tensor([context_of(tokens, context_tokens + 1)], dtype=torch.long, device=model.device)
+        self.cache = DynamicCache(config=model.config)
+        with torch.inference_mode():
+            model(input_ids=self.ids[:, :context_tokens], past_key_values=self.cache, use_cache=True,
+                  logits_to_keep=1)
+        self.context_tokens = context_tokens
+
+    @torch.inference_mode()
+    def __call__(self) -> float:
+        device = self.model.device
+        times = []
+        x = self.ids[:, self.context_tokens:self.context_tokens + 1]
+        for _ in range(self.passes):
+            sync(device)
+            start = time.perf_counter()
+            self.model(input_ids=x, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+            sync(device)
+            times.append(time.perf_counter() - start)
+            self.cache.crop(-1)
+        return float(np.median(times))

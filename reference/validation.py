@@ -15,7 +15,12 @@ For one target, several drafters, a list of gamma and of temperatures:
    ignored so every run emits exactly `new_tokens` tokens;
 3. measured speedup = (baseline decode seconds per token) / (speculative decode seconds per
    token), decode time excluding the prefill (identical for both; Theorem 8 is about the
-   decoding loop);
+   decoding loop), with a bootstrap interval over the runs; and the same drift-corrected:
+   each run's seconds divided by the time of a one-token target pass probed right before
+   and after it (`TargetProbe`), i.e. in target steps of that moment. On a VM whose speed
+   flips between states within seconds (measured here: 45 vs 65 ms per step), this
+   removes most of the noise the wall-clock ratio of few runs carries; with a steady
+   machine both are the same;
 4. three predictions of it, each from the simulator:
 
    (i)  paper: Theorem 8, (1 - a^(gamma+1)) / ((1 - a)(gamma c + 1)), with a = the
@@ -30,11 +35,11 @@ For one target, several drafters, a list of gamma and of temperatures:
         prompt lookup); the baseline costs 1 + o(0) per token. This tests the cost model;
    (iii) extended, estimated acceptance: the same cost model with acceptance from the
         estimator alone: at temperature 0 the exact replay of greedy decoding from the
-        teacher-forced blocks (`reference.replay`) on the estimator's samples; at T > 0 the
-        i.i.d. alpha (Eq. 1) with full gamma-token proposals, or, for a drafter that does
-        not always propose gamma tokens (prompt lookup), Eq. 1 with alpha_when_proposed
-        over the teacher-forced distribution of its proposal lengths
-        (`variable_block_speedup`).
+        teacher-forced blocks (`reference.replay`) on the estimator's samples, cut into
+        runs of the decodes' length; at T > 0 the i.i.d. alpha with full gamma-token
+        proposals, or, for prompt lookup, alpha_when_proposed over the teacher-forced
+        distribution of its proposal lengths; both for runs of exactly new_tokens tokens
+        (`budgeted_speedup`: the decoder never drafts past the budget).
 
    Folding the overheads into the simulator's parameters makes (ii) and (iii) plain calls
    of `simulator.positional_walltime_improvement` / `iteration_time`:
@@ -61,8 +66,8 @@ from tqdm.auto import tqdm
 from reference.decoder import autoregressive_decode, speculative_decode
 from reference.drafter import Proposal
 from reference.estimate_alpha import DEFAULT_LENIENCE, AlphaEstimate, bootstrap_ratio_ci, estimate_alpha
-from reference.estimate_cost import (CostEstimate, TargetTiming, c_hat_for, context_of, pool_timings, target_logits,
-                                     time_draft_steps, time_loop_overhead, time_target_passes)
+from reference.estimate_cost import (CostEstimate, TargetProbe, TargetTiming, c_hat_for, context_of, pool_timings,
+                                     target_logits, time_draft_steps, time_loop_overhead, time_target_passes)
 from reference.interference import DEFAULT_THRESHOLD, run_undisturbed
 from reference.replay import replay
 from reference.sampling import SamplingConfig
@@ -94,6 +99,8 @@ class ValidationConfig:
         decodes' contexts and while they run).
     retries, interference_threshold: a timed run during which other processes kept more than
         the threshold (cores, average) busy is redone up to `retries` times.
+    probe: time a few one-token target passes between decode runs, to also report the
+        measured speedup in target steps of the moment (drift-corrected).
     """
 
     gammas: tuple[int, ...] = (1, 2, 4)
@@ -110,9 +117,10 @@ class ValidationConfig:
     context_tokens: int | None = None
     max_k: int = 16
     timing_repeats: int = 7
-    sweep_repeats: int = 3
+    sweep_repeats: int = 2
     retries: int = 3
     interference_threshold: float = DEFAULT_THRESHOLD
+    probe: bool = True
     draft_repeats: int = 20
     bootstrap: int = 2000
     lenience: tuple[float, ...] = DEFAULT_LENIENCE
@@ -201,6 +209,67 @@ def k_histogram(lengths: Sequence[int], gamma: int) -> np.ndarray:
     return np.bincount(np.asarray(lengths, dtype=np.int64), minlength=gamma + 1)[:gamma + 1].astype(np.float64)
 
 
+def paired_ratio_ci(baseline: Sequence[tuple], runs: Sequence[tuple], rng: np.random.Generator,
+                    n_boot: int = 2000) -> tuple[float, float]:
+    """95% bootstrap interval of the measured speedup, resampling (prompt, repeat) pairs.
+
+    baseline, runs: per-run (seconds, tokens, ...) tuples, paired by position.
+    """
+    b = np.array([[x[0], x[1]] for x in baseline], dtype=np.float64)  # [n, 2]
+    r = np.array([[x[0], x[1]] for x in runs], dtype=np.float64)
+    n = b.shape[0]
+    w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)  # [n_boot, n]
+    ratio = ((w @ b[:, 0]) / (w @ b[:, 1])) / ((w @ r[:, 0]) / (w @ r[:, 1]))
+    lo, hi = np.quantile(ratio, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def budgeted_speedup(alpha: float, gamma: int, new_tokens: int, c: float, verify_cost: np.ndarray,
+                     block_probs: np.ndarray | None = None) -> float:
+    """Speedup of a run that emits exactly new_tokens tokens, draft acceptance i.i.d. alpha.
+
+    Dynamic programme over the tokens still to emit, n: an iteration drafts
+    k = min(gamma, n - 1, b) tokens (the decoder never drafts past the budget; b is the
+    drafter's proposal length, always >= gamma unless block_probs[b] gives its distribution,
+    e.g. prompt lookup's teacher-forced one), accepts a of them with P(a) = alpha^a (1 - alpha)
+    for a < k and alpha^k for a = k, emits a + 1 tokens and costs k c + v(k + 1) (in baseline
+    token times, i.e. with the overheads folded in). Speedup = new_tokens / E(total time).
+    For long runs and full blocks it tends to Eq. 1 / (gamma c + v(gamma + 1)).
+    """
+    alpha = min(max(alpha, 0.0), 1.0)
+    if block_probs is None:
+        block_probs = np.zeros(gamma + 1)
+        block_probs[gamma] = 1.0
+    blocks = np.arange(block_probs.shape[0])
+    time_left = np.zeros(new_tokens + 1)  # E(time to emit n more tokens), n = 0..new_tokens
+    for n in range(1, new_tokens + 1):
+        room = min(gamma, n - 1)
+        k_probs = np.bincount(np.minimum(blocks, room), weights=block_probs, minlength=room + 1)
+        total = 0.0
+        for k, w in enumerate(k_probs):
+            if w == 0.0:
+                continue
+            a = np.arange(k + 1)
+            p_a = alpha ** a * np.where(a < k, 1.0 - alpha, 1.0)  # [k + 1]
+            step = float(iteration_time(k, c, verify_cost))
+            total += w * (step + float((p_a * time_left[n - a - 1]).sum()))
+        time_left[n] = total
+    return float(new_tokens / time_left[new_tokens])
+
+
+def replay_in_runs(alpha: AlphaEstimate, gamma: int, new_tokens: int) -> tuple[DecodeStats, np.ndarray]:
+    """The temperature-0 replay over the estimator's sequences cut into runs of new_tokens
+    tokens (so the budget cap at the end of a run matches the decodes')."""
+    matches, blocks = [], []
+    for s in alpha.scores:
+        for start in range(0, s.match.shape[0] - new_tokens + 1, new_tokens):
+            matches.append(s.match[start:start + new_tokens])
+            blocks.append(s.block[start:start + new_tokens])
+    if not matches:  # estimator sequences shorter than a run: replay them whole
+        matches, blocks = [s.match for s in alpha.scores], [s.block for s in alpha.scores]
+    return replay(matches, blocks, gamma, alpha.max_gamma)
+
+
 def variable_block_speedup(blocks: np.ndarray, alpha: float, gamma: int, c: float, verify_cost: np.ndarray) -> float:
     """Speedup for a drafter whose proposal at a position is blocks[t] tokens long (prompt
     lookup; 0 = nothing proposed), each proposed token accepted i.i.d. with probability alpha.
@@ -227,6 +296,12 @@ class DecodeRuns:
     per_run: list[tuple[float, int, int, int]] = field(default_factory=list)  # (seconds, tokens, accepted, reached)
     loads: list[float] = field(default_factory=list)  # foreign CPU load (cores) during each kept run
     attempts: int = 0  # decode attempts made (> runs when disturbed runs were redone)
+    steps: list[float] = field(default_factory=list)  # each run's seconds / the probe's t(1) around it
+
+    @property
+    def step_seconds(self) -> float:
+        """Decode time in target steps of the moment (drift-corrected), summed over runs."""
+        return float(sum(self.steps))
 
 
 def _run_decode(scorer: TargetScorer, drafter, prompt: list[int], new_tokens: int, gamma: int,
@@ -244,7 +319,8 @@ def _run_decode(scorer: TargetScorer, drafter, prompt: list[int], new_tokens: in
 def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
                     gammas: Sequence[int], sampling: SamplingConfig, new_tokens: int, repeats: int, seed: int,
                     progress: bool = False, sweep: Callable[[], TargetTiming] | None = None, retries: int = 3,
-                    threshold: float = DEFAULT_THRESHOLD) -> tuple[dict[tuple[str, int], DecodeRuns], list[TargetTiming]]:
+                    threshold: float = DEFAULT_THRESHOLD, probe: Callable[[], float] | None = None
+                    ) -> tuple[dict[tuple[str, int], DecodeRuns], list[TargetTiming]]:
     """Decode every prompt with the baseline (key ("baseline", 0)) and every (drafter, gamma).
 
     Runs are interleaved: for each repeat and prompt, all configurations run back to back in
@@ -252,7 +328,9 @@ def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: 
     `sweep` (e.g. a short `time_target_passes`) runs before each such block, so the target
     step times are also sampled while the decodes run; its results are returned. A run (or
     sweep) during which other processes used more than `threshold` CPU cores is redone, up
-    to `retries` times (`reference.interference`).
+    to `retries` times (`reference.interference`). `probe` (a `TargetProbe`) is timed
+    between consecutive runs; each run's time is also recorded in target steps of that
+    moment, seconds / mean(probe before, probe after) (`DecodeRuns.steps`).
     """
     configs = [("baseline", 0)] + [(name, g) for name in drafters for g in gammas]
     runs = {cfg: DecodeRuns(DecodeStats(cfg[1])) for cfg in configs}
@@ -261,6 +339,7 @@ def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: 
                unit="run", disable=not progress, leave=False)
     turn = 0
     sweeps: list[TargetTiming] = []
+    last_probe: float | None = None
     for r in range(repeats):
         for j, prompt in enumerate(prompts):
             run_seed = int(np.random.SeedSequence([seed, r, j]).generate_state(1)[0])
@@ -268,17 +347,22 @@ def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: 
             turn += 1
             if sweep is not None:
                 sweeps.append(run_undisturbed(sweep, retries, threshold)[0])
+                last_probe = None  # the sweep took time: probe again before the next run
             for name, g in order:
                 drafter = None if name == "baseline" else drafters[name]
+                before = last_probe if last_probe is not None else (probe() if probe is not None else None)
                 (stats, lengths), load, attempts = run_undisturbed(
                     lambda: _run_decode(scorer, drafter, list(prompt), new_tokens, g, sampling, run_seed),
                     retries, threshold)
+                last_probe = probe() if probe is not None else None
                 entry = runs[(name, g)]
                 entry.loads.append(load)
                 entry.attempts += attempts
                 entry.stats = entry.stats.merge(stats)
                 seconds = stats.time_total - stats.time_prefill
                 entry.seconds += seconds
+                if probe is not None:
+                    entry.steps.append(seconds / (0.5 * (before + last_probe)))
                 entry.tokens += stats.new_tokens
                 entry.lengths.extend(lengths)
                 entry.per_run.append((seconds, stats.new_tokens, sum(stats.accepted), sum(stats.reached)))
@@ -309,7 +393,9 @@ class ValidationRow:
     c: float
     v_gamma1: float  # v(gamma + 1)
     overhead_gamma: float  # o(gamma) in target steps
-    measured: float
+    measured: float  # wall clock: baseline seconds per token / speculative seconds per token
+    measured_ci: tuple[float, float]  # bootstrap over the (prompt, repeat) runs
+    measured_corrected: float | None  # the same in target steps of the moment (probe-normalised runs)
     measured_runs: list[float]  # per (prompt, repeat) speedups
     paper: float
     extended: float
@@ -339,11 +425,19 @@ class ValidationRow:
     def extended_within_tolerance(self) -> bool:
         return abs(self.error_extended) <= TOLERANCE
 
+    def _corrected_error(self, predicted: float) -> float | None:
+        return None if self.measured_corrected is None else predicted / self.measured_corrected - 1.0
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        corrected = self._corrected_error(self.extended)
         d.update(error_paper=self.error_paper, error_extended=self.error_extended,
                  error_extended_estimated=self.error_extended_estimated,
-                 extended_within_tolerance=self.extended_within_tolerance)
+                 extended_within_tolerance=self.extended_within_tolerance,
+                 error_paper_corrected=self._corrected_error(self.paper), error_extended_corrected=corrected,
+                 error_extended_estimated_corrected=self._corrected_error(self.extended_estimated),
+                 extended_within_tolerance_corrected=None if corrected is None else abs(corrected) <= TOLERANCE,
+                 measured_ci_covers_extended=self.measured_ci[0] <= self.extended <= self.measured_ci[1])
         return d
 
 
@@ -375,6 +469,8 @@ class ValidationResult:
             "plan": self.plans,
             "rows": [r.to_dict() for r in self.rows],
             "extended_within_tolerance": sum(r.extended_within_tolerance for r in self.rows),
+            "extended_within_tolerance_corrected": sum(bool(r.to_dict()["extended_within_tolerance_corrected"])
+                                                       for r in self.rows),
             "configurations": len(self.rows),
             "tolerance": TOLERANCE,
             "notes": self.notes,
@@ -402,10 +498,15 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
     """Measured speedup and the three predictions for one configuration (see the module doc)."""
     rng = rng if rng is not None else np.random.default_rng(0)
     stats = runs.stats
+    new_tokens = runs.tokens // max(len(runs.per_run), 1)  # tokens per run
     base_token = baseline.seconds / baseline.tokens
     spec_token = runs.seconds / runs.tokens
     measured = base_token / spec_token
     per_run = [(b[0] / b[1]) / (r[0] / r[1]) for b, r in zip(baseline.per_run, runs.per_run)]
+    corrected = None
+    if runs.steps and baseline.steps:
+        corrected = (baseline.step_seconds / baseline.tokens) / (runs.step_seconds / runs.tokens)
+    measured_ci = paired_ratio_ci(baseline.per_run, runs.per_run, rng)
     accepted = np.array([r[2] for r in runs.per_run], dtype=np.float64)
     reached = np.array([r[3] for r in runs.per_run], dtype=np.float64)
     decode_ci = (bootstrap_ratio_ci(accepted[reached > 0], reached[reached > 0], rng)
@@ -420,16 +521,14 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
     extended = tokens / mean_iteration_time(k_hist, c_eff, v_eff)
     # (iii) acceptance from the estimator alone
     if temperature == 0 and all(s.match is not None for s in alpha.scores):
-        replayed, est_hist = replay([s.match for s in alpha.scores], [s.block for s in alpha.scores], gamma,
-                                    alpha.max_gamma)
-        est_tokens = replayed.tokens_per_iteration()
-        extended_estimated = est_tokens / mean_iteration_time(est_hist, c_eff, v_eff)
+        replayed, est_hist = replay_in_runs(alpha, gamma, new_tokens)
+        extended_estimated = replayed.tokens_per_iteration() / mean_iteration_time(est_hist, c_eff, v_eff)
     elif alpha.scores and all(s.block is not None for s in alpha.scores) and alpha.alpha_when_proposed is not None:
-        extended_estimated = variable_block_speedup(np.concatenate([s.block for s in alpha.scores]),
-                                                    alpha.alpha_when_proposed, gamma, c_eff, v_eff)
+        block_probs = np.bincount(np.concatenate([s.block for s in alpha.scores])).astype(np.float64)
+        extended_estimated = budgeted_speedup(alpha.alpha_when_proposed, gamma, new_tokens, c_eff, v_eff,
+                                              block_probs / block_probs.sum())
     else:
-        est_tokens = float(expected_tokens(alpha.alpha, gamma))
-        extended_estimated = est_tokens / mean_iteration_time(k_histogram([gamma], gamma), c_eff, v_eff)
+        extended_estimated = budgeted_speedup(alpha.alpha, gamma, new_tokens, c_eff, v_eff)
     if deterministic:
         compared, compared_value, compared_ci = "alpha_when_proposed", alpha.alpha_when_proposed, \
             alpha.alpha_when_proposed_ci
@@ -449,7 +548,8 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
         alpha_intervals_overlap=bool(decode_ci[0] <= compared_ci[1] and compared_ci[0] <= decode_ci[1]),
         alpha_per_position=stats.alpha_per_position(), alpha_survival=survival,
         tokens_per_iteration=stats.tokens_per_iteration(), c=cost.c, v_gamma1=float(cost.verify_cost[gamma]),
-        overhead_gamma=float(cost.overhead[gamma]), measured=measured, measured_runs=per_run, paper=paper,
+        overhead_gamma=float(cost.overhead[gamma]), measured=measured, measured_ci=measured_ci,
+        measured_corrected=corrected, measured_runs=per_run, paper=paper,
         extended=float(extended), extended_estimated=float(extended_estimated),
         iteration_seconds_measured=runs.seconds / stats.iterations,
         iteration_seconds_predicted=iteration_predicted * step,
@@ -482,7 +582,10 @@ def plan_entry(name: str, temperature: float, alpha: AlphaEstimate, cost: CostEs
 
 NOTES = {
     "measured": "speedup = baseline decode seconds per token / speculative decode seconds per token, prefill "
-                "excluded, summed over all prompts and repeats; EOS ignored (every run emits new_tokens tokens)",
+                "excluded, summed over all prompts and repeats; EOS ignored (every run emits new_tokens tokens); "
+                "[95% CI: bootstrap over runs]",
+    "measured_corrected": "the same with each run's time divided by a one-token target step probed right before "
+                          "and after it (target steps of that moment): removes the machine's speed drift",
     "paper": "(i) Theorem 8 with the estimator's teacher-forced alpha and the timed c; assumes v == 1 "
              "(gamma + 1 target evaluations in the time of one) and no loop overhead",
     "extended": "(ii) per-position acceptance measured in the decode (alpha'_i = accepted_i / accepted_(i-1), "
@@ -530,7 +633,8 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
         for name, drafter in drafters.items():
             alphas[(name, temperature)] = estimate_alpha(
                 model, drafter, samples, target.vocab_size, rng, config.lenience, batch_size=8, max_gamma=gamma_top,
-                n_boot=config.bootstrap, generator=torch.Generator(device=device).manual_seed(_seed(config.seed, ti, 2)),
+                n_boot=config.bootstrap,
+                generator=torch.Generator(device=device).manual_seed(_seed(config.seed, ti, 2)),
                 progress=progress)
             deterministic[name] = all(s.proposes_tokens for s in alphas[(name, temperature)].scores)
         seconds["alpha"] += time.perf_counter() - start
@@ -557,9 +661,10 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
         def sweep() -> TargetTiming:  # t(k) for the k's the decodes use, between decode blocks
             return time_target_passes(model, context, next(sweep_contexts), gamma_top + 1, config.sweep_repeats, 1)
 
+        probe = TargetProbe(model, context, config.context) if config.probe else None
         runs, sweeps = measure_decodes(model, drafters, prompts, config.gammas, sampling, config.new_tokens,
                                        config.repeats, _seed(config.seed, ti, 3), progress,
-                                       sweep if config.sweep_repeats else None, **retry)
+                                       sweep if config.sweep_repeats else None, probe=probe, **retry)
         for (name, g), entry in runs.items():
             key = "baseline" if name == "baseline" else f"{name}/gamma={g}"
             interference[f"t={temperature:g} {key}"] = {

@@ -143,7 +143,8 @@ def _print(r: dict, note: str | None) -> None:
     s = r["sampling"]
     click.echo(f"drafter {r['drafter']}  temperature {s['temperature']:g}  top-k {s['top_k']}  top-p {s['top_p']:g}")
     click.echo(f"positions {r['n_positions']} ({r['prompts']} prompts x {r['new_tokens']} target-sampled tokens)")
-    click.echo(f"alpha {r['alpha']:.4f}  95% CI [{r['alpha_ci'][0]:.4f}, {r['alpha_ci'][1]:.4f}] (bootstrap over prompts)")
+    click.echo(f"alpha {r['alpha']:.4f}  95% CI [{r['alpha_ci'][0]:.4f}, {r['alpha_ci'][1]:.4f}] "
+               "(bootstrap over prompts)")
     if r["proposal_rate"] < 1:
         click.echo(f"proposal rate {r['proposal_rate']:.3f}  alpha when proposed {r['alpha_when_proposed']:.4f}"
                    " (positions without a proposal count as rejections in alpha)")
@@ -160,7 +161,8 @@ def _print(r: dict, note: str | None) -> None:
     if r["c"] is not None:
         cost = r["cost"]
         click.echo(f"c {r['c']:.5f}  c_hat {r['c_hat']:.3g}  target step {1000 * cost['target_step_seconds']:.2f} ms, "
-                   f"draft {1000 * cost['draft_token_seconds']:.3f} ms/token at {cost['context_tokens']} tokens of context")
+                   f"draft {1000 * cost['draft_token_seconds']:.3f} ms/token at {cost['context_tokens']} tokens "
+                   "of context")
         click.echo("v(k) " + " ".join(f"{v:.2f}" for v in r["verify_cost"]))
-        click.echo(f"loop overhead o(0) {cost['overhead'][0]:.4f}  o(4) {cost['overhead'][min(4, len(cost['overhead']) - 1)]:.4f}"
-                   " target steps")
+        o = cost["overhead"]
+        click.echo(f"loop overhead o(0) {o[0]:.4f}  o(4) {o[min(4, len(o) - 1)]:.4f} target steps")

@@ -60,24 +60,29 @@ def split_label(spec: str) -> tuple[str, str]:
               help="Repeats of every decode (interleaved).")
 @click.option("--alpha-tokens", type=int, default=2048, show_default=True, callback=positive,
               help="Target-sampled positions for the alpha estimator, per temperature.")
+@click.option("--alpha-new-tokens", type=int, default=64, show_default=True, callback=positive,
+              help="Length of each target-sampled continuation for the estimator "
+                   "(ceil(alpha-tokens / alpha-new-tokens) prompts).")
 @click.option("--prompts-file", type=click.Path(dir_okay=False), default=None,
               help="Text file with one prompt a line, instead of the held-out corpus prompts.")
 @click.option("--max-k", type=int, default=16, show_default=True, callback=positive,
               help="Verify-cost curve v(1..max_k); gammas must be < max_k.")
 @click.option("--timing-repeats", type=int, default=7, show_default=True, callback=positive,
               help="Runs of each k for the up-front verify-cost curve v(1..max_k).")
-@click.option("--sweep-repeats", type=int, default=3, show_default=True,
+@click.option("--sweep-repeats", type=int, default=2, show_default=True,
               help="Runs of each k <= max(gammas)+1 timed again before every decode block (0 = off).")
 @click.option("--retries", type=int, default=3, show_default=True,
               help="Redo a timed run up to this many times when other processes used > 0.1 CPU cores meanwhile.")
+@click.option("--probe/--no-probe", default=True, show_default=True,
+              help="Time a one-token target pass between decode runs (drift-corrected speedup).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out", show_default=True,
               help="Folder for validation.json, validation.md and the figures.")
 @click.option("--no-figures", is_flag=True, help="Do not draw the figures.")
 @seed_option
 @json_option
 def validate(target_path, device, dtype, drafters, gammas, temperatures, top_k, top_p, n_prompts, prompt_tokens,
-             new_tokens, repeats, alpha_tokens, prompts_file, max_k, timing_repeats, sweep_repeats, retries,
-             out_dir, no_figures, seed, as_json):
+             new_tokens, repeats, alpha_tokens, alpha_new_tokens, prompts_file, max_k, timing_repeats,
+             sweep_repeats, retries, probe, out_dir, no_figures, seed, as_json):
     """Run the reference decoder and the baseline, and compare the measured speedups with the
     simulator's predictions (the paper's Theorem 8 and the extended model)."""
     from reference.drafters import make_drafter
@@ -89,12 +94,12 @@ def validate(target_path, device, dtype, drafters, gammas, temperatures, top_k, 
         raise click.BadParameter(f"must be >= 2, got {new_tokens}", param_hint="--new-tokens")
     if max(gammas) >= max_k:
         raise click.BadParameter(f"gammas must be < --max-k {max_k}, got {max(gammas)}", param_hint="--gammas")
-    alpha_prompts = math.ceil(alpha_tokens / new_tokens)
+    alpha_prompts = math.ceil(alpha_tokens / alpha_new_tokens)
     config = ValidationConfig(gammas=gammas, temperatures=temperatures, top_k=top_k, top_p=top_p,
                               prompts=n_prompts, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
-                              alpha_prompts=alpha_prompts, alpha_new_tokens=new_tokens, max_k=max_k,
+                              alpha_prompts=alpha_prompts, alpha_new_tokens=alpha_new_tokens, max_k=max_k,
                               timing_repeats=timing_repeats, sweep_repeats=sweep_repeats, retries=retries,
-                              seed=seed)
+                              probe=probe, seed=seed)
     target = load_model(target_path, device, dtype)
     built = {}
     for spec in drafters:

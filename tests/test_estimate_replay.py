@@ -3,9 +3,10 @@
 At temperature 0 the decoder emits the target's greedy sequence, so the accepted-length
 histogram, reached/accepted counts and drafted totals are determined by the teacher-forced
 blocks (`reference.replay`) -- except, for the n-gram drafter, blocks cut short by an EOS
-the drafter proposes after its first mismatch (drafted total then an upper bound). Checked for a neural drafter, prompt lookup and a KenLM
-n-gram drafter on tiny real models, gamma in {1, 3, 5}. Also: the n-gram fast path
-(`score_sequence`) equals the generic protocol path at T = 0 and T = 1.
+the drafter proposes after its first mismatch (drafted total then an upper bound).
+Checked for a neural drafter, prompt lookup and a KenLM n-gram drafter on tiny real models,
+gamma in {1, 3, 5}. Also: the n-gram fast path (`score_sequence`) equals the generic
+protocol path at T = 0 and T = 1.
 """
 from __future__ import annotations
 

@@ -85,6 +85,7 @@ def test_every_configuration_is_reported(tiny_result) -> None:
         for key in ("measured", "paper", "extended", "extended_estimated"):
             assert np.isfinite(r[key]) and r[key] > 0
         assert r["error_extended"] == pytest.approx(r["extended"] / r["measured"] - 1)
+        assert r["measured_corrected"] > 0 and r["measured_ci"][0] <= r["measured_ci"][1]
         assert len(r["alpha_per_position"]) == r["gamma"]
     assert {(a["drafter"], a["temperature"]) for a in d["alpha"]} == {(n, t) for n in ("neural", "lookup")
                                                                        for t in (0.0, 1.0)}
@@ -120,3 +121,18 @@ def test_variable_block_speedup_reduces_to_equation_1() -> None:
     # half the positions propose nothing (1 token in time v(1) = 1), half a full block
     mixed = variable_block_speedup(np.array([0, 9] * 5), 0.6, 3, 0.0, v)
     assert mixed == pytest.approx((1 + (1 - 0.6 ** 4) / 0.4) / (1 + 1.7))
+
+
+def test_budgeted_speedup_limits() -> None:
+    from reference.validation import budgeted_speedup
+
+    v = np.array([1.0, 1.5, 1.6, 1.7, 1.8])
+    # long runs: Eq. 1 / (gamma c + v(gamma + 1))
+    long = budgeted_speedup(0.6, 3, 4000, 0.01, v)
+    assert long == pytest.approx((1 - 0.6 ** 4) / 0.4 / (3 * 0.01 + 1.7), rel=2e-3)
+    # alpha = 1, gamma = 3, 8 tokens: two iterations of 4 tokens
+    assert budgeted_speedup(1.0, 3, 8, 0.0, v) == pytest.approx(8 / (1.7 + 1.7))
+    # alpha = 0: one token per iteration, the last one drafts nothing
+    assert budgeted_speedup(0.0, 2, 3, 0.0, v) == pytest.approx(3 / (1.6 + 1.5 + 1.0))  # k = 2, 1, 0
+    # a drafter that never proposes is plain decoding
+    assert budgeted_speedup(0.9, 3, 10, 0.0, v, np.array([1.0, 0, 0, 0])) == pytest.approx(1.0)

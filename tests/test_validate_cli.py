@@ -19,6 +19,7 @@ def _args(pair, out) -> list[str]:
     return ["validate", "--target", str(pair.target), "--prompts-file", str(pair.prompts),
             "--drafter", f"tiny=model:{pair.draft}", "--drafter", "lookup:2", "--gammas", "1,2",
             "--temperatures", "0,1", "--prompts", "2", "--new-tokens", "12", "--alpha-tokens", "24",
+            "--alpha-new-tokens", "12",
             "--max-k", "4", "--timing-repeats", "2", "--retries", "0", "--out", str(out)]
 
 
