@@ -16,7 +16,7 @@ torch's global generator, so this entry point seeds it once with `seed`.
 
 Only the generated continuations go into the corpus, one a line, cut before the first EOS
 (KenLM's `</s>` at the line end then stands for that EOS; a continuation cut by
-max_new_tokens also ends in `</s>`, a small artefact documented in docs/README-ngram.md).
+max_new_tokens also ends in `</s>`, a small artefact documented in README.md, section on the aligned corpus).
 The corpus is cached under `.cache/corpus/aligned/<tokenizer>/<parameters hash>/` with its
 parameters and the measured generation speed, so it is produced once.
 """
