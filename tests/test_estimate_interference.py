@@ -15,6 +15,11 @@ needs_proc = pytest.mark.skipif(_machine_busy_seconds() is None, reason="no /pro
 
 @needs_proc
 def test_own_work_is_not_foreign_load() -> None:
+    idle = CpuMonitor()
+    idle.start()
+    time.sleep(0.5)
+    if idle.stop() > 0.2:  # the test needs a quiet machine to say anything
+        pytest.skip("other processes are busy on this machine")
     monitor = CpuMonitor()
     monitor.start()
     end = time.perf_counter() + 0.5
