@@ -2,8 +2,8 @@
 the default target (SmolLM2-135M-Instruct, CPU), at larger sizes than the main job, and the
 main job itself timed end to end.
 
-    .venv/bin/python benchmarks/bench_validation.py [--out DIR] [--alpha-tokens 10000]
-        [--gammas 1,2,4,8] [--prompts 4] [--new-tokens 64] [--repeats 1] [--main-job]
+    .venv/bin/python benchmarks/bench_validation.py [--out DIR] [--alpha-tokens 10000] [--alpha-new-tokens 128]
+        [--gammas 1,2,4,8] [--prompts 12] [--new-tokens 16] [--repeats 1] [--main-job]
 
 1. `specdec validate` with the n-gram drafters of the main job (built by it, or here with
    `specdec ngram build` if absent) and prompt lookup, temperatures 0 and 1; alpha from
@@ -58,9 +58,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out-validation")
     parser.add_argument("--alpha-tokens", type=int, default=10_000)
+    parser.add_argument("--alpha-new-tokens", type=int, default=128,
+                        help="continuation length for the estimator (10,000 / 128 = 79 of the 95 held-out prompts)")
     parser.add_argument("--gammas", default="1,2,4,8")
-    parser.add_argument("--prompts", type=int, default=4)
-    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=12)
+    parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--main-job", action="store_true", help="also time scripts/main_job.sh from scratch")
     parser.add_argument("--skip-validate", action="store_true")
@@ -77,7 +79,8 @@ def main() -> None:
                "--drafter", "lookup=lookup",
                "--gammas", args.gammas, "--temperatures", "0,1", "--prompts", str(args.prompts),
                "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats),
-               "--alpha-tokens", str(args.alpha_tokens), "--out", str(args.out)]
+               "--alpha-tokens", str(args.alpha_tokens), "--alpha-new-tokens", str(args.alpha_new_tokens),
+               "--out", str(args.out)]
         start = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         summary["validate_seconds"] = round(time.perf_counter() - start, 1)

@@ -35,8 +35,8 @@ For one target, several drafters, a list of gamma and of temperatures:
         prompt lookup); the baseline costs 1 + o(0) per token. This tests the cost model;
    (iii) extended, estimated acceptance: the same cost model with acceptance from the
         estimator alone: at temperature 0 the exact replay of greedy decoding from the
-        teacher-forced blocks (`reference.replay`) on the estimator's samples, cut into
-        runs of the decodes' length; at T > 0 the i.i.d. alpha with full gamma-token
+        teacher-forced blocks (`reference.replay`) on the first new_tokens positions of
+        the estimator's samples (the decodes' budget and place); at T > 0 the i.i.d. alpha with full gamma-token
         proposals, or, for prompt lookup, alpha_when_proposed over the teacher-forced
         distribution of its proposal lengths; both for runs of exactly new_tokens tokens
         (`budgeted_speedup`: the decoder never drafts past the budget).
@@ -47,10 +47,13 @@ For one target, several drafters, a list of gamma and of temperatures:
    speedup = E(tokens) / mean(k c' + v'(k + 1)).
 
 5. the estimator's alpha vs the decode's `DecodeStats.alpha()` (accepted / reached draft
-   positions): inside the estimator's 95% interval or not. They are not the same quantity:
-   the decode's positions i >= 2 condition on accepted drafts, and iteration starts are not
-   uniformly random positions; for prompt lookup the decode counts only positions where
-   something was proposed, so it is compared with `alpha_when_proposed`.
+   positions): inside the estimator's 95% interval or not. The estimator's value used here
+   is its alpha over the first new_tokens positions of its continuations (`window_alpha`:
+   the stretch the decodes generate; prompt lookup's acceptance grows with the text
+   generated so far). Even so they are not the same quantity: the decode's positions
+   i >= 2 condition on accepted drafts, and iteration starts are not uniformly random
+   positions; for prompt lookup the decode counts only positions where something was
+   proposed, so it is compared with alpha_when_proposed.
 """
 from __future__ import annotations
 
@@ -107,9 +110,9 @@ class ValidationConfig:
     temperatures: tuple[float, ...] = (0.0, 1.0)
     top_k: int = 0
     top_p: float = 1.0
-    prompts: int = 4
+    prompts: int = 12
     prompt_tokens: int = 64
-    new_tokens: int = 64
+    new_tokens: int = 16
     repeats: int = 1
     alpha_prompts: int = 32
     alpha_new_tokens: int = 64
@@ -209,6 +212,39 @@ def k_histogram(lengths: Sequence[int], gamma: int) -> np.ndarray:
     return np.bincount(np.asarray(lengths, dtype=np.int64), minlength=gamma + 1)[:gamma + 1].astype(np.float64)
 
 
+def window_alpha(alpha: AlphaEstimate, new_tokens: int, deterministic: bool, rng: np.random.Generator
+                 ) -> tuple[str, float, tuple[float, float]]:
+    """The estimator's alpha over the first new_tokens positions of its sequences (the part
+    of a continuation the decodes generate), with its bootstrap interval over prompts;
+    for a deterministic drafter over the positions with a proposal (what the decode's
+    accepted / reached counts). Returns (name, value, interval)."""
+    sums, counts = [], []
+    for s in alpha.scores:
+        beta, proposed = s.beta[:new_tokens], s.proposed[:new_tokens]
+        keep = proposed if deterministic else np.ones_like(proposed)
+        sums.append(float(beta[keep].sum()))
+        counts.append(float(keep.sum()))
+    sums_a, counts_a = np.array(sums), np.array(counts)
+    name = f"{'alpha_when_proposed' if deterministic else 'alpha'} over the first {new_tokens} positions"
+    if counts_a.sum() == 0:
+        return name, float("nan"), (float("nan"), float("nan"))
+    value = float(sums_a.sum() / counts_a.sum())
+    nonzero = counts_a > 0
+    return name, value, bootstrap_ratio_ci(sums_a[nonzero], counts_a[nonzero], rng)
+
+
+def alpha_agreement_z(estimate: float, estimate_ci: Sequence[float], decode: float,
+                      decode_ci: Sequence[float]) -> float:
+    """Two-sample z statistic of decode minus estimate: the standard errors are read off the
+    two independent 95% intervals (half-width / 1.96); |z| <= 1.96 means the two measurements
+    agree at the 5% level."""
+    se = np.sqrt(sum(((hi - lo) / (2 * 1.959964)) ** 2 for lo, hi in (estimate_ci, decode_ci)))
+    difference = decode - estimate
+    if se == 0:  # both exact (e.g. a drafter that always agrees)
+        return 0.0 if difference == 0 else float(np.copysign(np.inf, difference))
+    return float(difference / se)
+
+
 def paired_ratio_ci(baseline: Sequence[tuple], runs: Sequence[tuple], rng: np.random.Generator,
                     n_boot: int = 2000) -> tuple[float, float]:
     """95% bootstrap interval of the measured speedup, resampling (prompt, repeat) pairs.
@@ -258,16 +294,12 @@ def budgeted_speedup(alpha: float, gamma: int, new_tokens: int, c: float, verify
 
 
 def replay_in_runs(alpha: AlphaEstimate, gamma: int, new_tokens: int) -> tuple[DecodeStats, np.ndarray]:
-    """The temperature-0 replay over the estimator's sequences cut into runs of new_tokens
-    tokens (so the budget cap at the end of a run matches the decodes')."""
-    matches, blocks = [], []
-    for s in alpha.scores:
-        for start in range(0, s.match.shape[0] - new_tokens + 1, new_tokens):
-            matches.append(s.match[start:start + new_tokens])
-            blocks.append(s.block[start:start + new_tokens])
-    if not matches:  # estimator sequences shorter than a run: replay them whole
-        matches, blocks = [s.match for s in alpha.scores], [s.block for s in alpha.scores]
-    return replay(matches, blocks, gamma, alpha.max_gamma)
+    """The temperature-0 replay over the first new_tokens positions of each of the estimator's
+    sequences: the same budget and the same place after the prompt as the decodes (prompt
+    lookup's acceptance grows with the text generated so far, so later windows would not
+    represent the decodes)."""
+    return replay([s.match[:new_tokens] for s in alpha.scores], [s.block[:new_tokens] for s in alpha.scores],
+                  gamma, alpha.max_gamma)
 
 
 def variable_block_speedup(blocks: np.ndarray, alpha: float, gamma: int, c: float, verify_cost: np.ndarray) -> float:
@@ -380,13 +412,15 @@ class ValidationRow:
     gamma: int
     alpha_estimate: float
     alpha_ci: tuple[float, float]
-    alpha_compared: str  # which estimator value the decode's alpha is compared with
+    alpha_compared: str  # which estimator value the decode's alpha is compared with (`window_alpha`)
     alpha_compared_value: float
     alpha_compared_ci: tuple[float, float]
     alpha_decode: float
     alpha_decode_in_ci: bool  # the decode's alpha inside the estimator's 95% interval
     alpha_decode_ci: tuple[float, float]  # bootstrap over the decode runs (prompts x repeats)
     alpha_intervals_overlap: bool  # the two intervals overlap (both are sampling estimates)
+    alpha_estimate_in_decode_ci: bool  # the estimator's alpha inside the decode's 95% interval
+    alpha_difference_z: float  # (decode - estimate) / its standard error (`alpha_agreement_z`)
     alpha_per_position: list[float]  # DecodeStats.alpha_per_position (accepted / reached)
     alpha_survival: list[float]  # alpha'_i used by prediction (ii)
     tokens_per_iteration: float
@@ -529,13 +563,7 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
                                               block_probs / block_probs.sum())
     else:
         extended_estimated = budgeted_speedup(alpha.alpha, gamma, new_tokens, c_eff, v_eff)
-    if deterministic:
-        compared, compared_value, compared_ci = "alpha_when_proposed", alpha.alpha_when_proposed, \
-            alpha.alpha_when_proposed_ci
-    else:
-        compared, compared_value, compared_ci = "alpha", alpha.alpha, alpha.alpha_ci
-    compared_value = float("nan") if compared_value is None else compared_value
-    compared_ci = (float("nan"), float("nan")) if compared_ci is None else compared_ci
+    compared, compared_value, compared_ci = window_alpha(alpha, new_tokens, deterministic, rng)
     decode_alpha = stats.alpha()
     step = cost.target.step_seconds
     base_steps = 1.0 + cost.overhead[0]  # predicted baseline time per token, in target steps
@@ -546,6 +574,8 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
         alpha_decode=decode_alpha, alpha_decode_in_ci=bool(compared_ci[0] <= decode_alpha <= compared_ci[1]),
         alpha_decode_ci=decode_ci,
         alpha_intervals_overlap=bool(decode_ci[0] <= compared_ci[1] and compared_ci[0] <= decode_ci[1]),
+        alpha_estimate_in_decode_ci=bool(decode_ci[0] <= compared_value <= decode_ci[1]),
+        alpha_difference_z=alpha_agreement_z(compared_value, compared_ci, decode_alpha, decode_ci),
         alpha_per_position=stats.alpha_per_position(), alpha_survival=survival,
         tokens_per_iteration=stats.tokens_per_iteration(), c=cost.c, v_gamma1=float(cost.verify_cost[gamma]),
         overhead_gamma=float(cost.overhead[gamma]), measured=measured, measured_ci=measured_ci,
@@ -595,9 +625,11 @@ NOTES = {
                           "of greedy decoding from teacher-forced blocks at T = 0; at T > 0 i.i.d. alpha (Eq. 1), "
                           "for prompt lookup over its teacher-forced proposal lengths with alpha_when_proposed",
     "alpha_decode": "DecodeStats.alpha() = accepted / reached draft positions over all positions 1..gamma; "
-                    "compared with the estimator's alpha (alpha_when_proposed for prompt lookup) and its "
-                    "bootstrap interval over prompts; the decode's own interval (bootstrap over its runs) is "
-                    "reported too, since its few prompts make it the noisier of the two",
+                    "compared with the estimator's alpha over the first new_tokens positions of its "
+                    "continuations (alpha_when_proposed for prompt lookup) and its bootstrap interval over "
+                    "prompts; the decode's own interval (bootstrap over its runs) is reported too, since its "
+                    "few prompts make it the noisier of the two; z = (decode - estimate) / sqrt(se_est^2 + "
+                    "se_dec^2) with each se = 95% half-width / 1.96: |z| <= 1.96 = agreement at the 5% level",
 }
 
 

@@ -94,12 +94,14 @@ def plan_table(d: dict[str, Any]) -> str:
 
 def validation_table(d: dict[str, Any]) -> str:
     """Predicted vs measured speedup for every configuration, with relative errors."""
-    lines = ["| M_q | SMPL | gamma | alpha est. | alpha decode [its CI] (in est. CI?) | tokens/iter | "
+    lines = ["| M_q | SMPL | gamma | alpha est. (all / first n [CI]) | alpha decode [its CI] (in est. CI?; two-sample z) | "
+             "tokens/iter | "
              "measured, wall [95% CI] | measured, drift-corrected | (i) paper | (ii) extended | "
              "(iii) ext. estimated | (ii) within 10% (wall / corrected) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in d["rows"]:
-        inside = "yes" if r["alpha_decode_in_ci"] else "no, overlap" if r["alpha_intervals_overlap"] else "no, apart"
+        inside = ("yes" if r["alpha_decode_in_ci"] else "no, overlap" if r["alpha_intervals_overlap"] else "no, apart") \
+            + f"; z {r['alpha_difference_z']:+.1f}"
         corrected = r.get("measured_corrected")
 
         def err(key: str) -> str:
@@ -111,7 +113,8 @@ def validation_table(d: dict[str, Any]) -> str:
         if r.get("extended_within_tolerance_corrected") is not None:
             within += " / " + ("yes" if r["extended_within_tolerance_corrected"] else "NO")
         lines.append(
-            f"| {r['drafter']} | {_t(r['temperature'])} | {r['gamma']} | {r['alpha_estimate']:.3f} | "
+            f"| {r['drafter']} | {_t(r['temperature'])} | {r['gamma']} | {r['alpha_estimate']:.3f} / "
+            f"{r['alpha_compared_value']:.3f} [{r['alpha_compared_ci'][0]:.2f}, {r['alpha_compared_ci'][1]:.2f}] | "
             f"{r['alpha_decode']:.3f} [{r['alpha_decode_ci'][0]:.2f}, {r['alpha_decode_ci'][1]:.2f}] ({inside}) | "
             f"{r['tokens_per_iteration']:.2f} | {r['measured']:.3f}x [{r['measured_ci'][0]:.2f}, "
             f"{r['measured_ci'][1]:.2f}] | {'' if corrected is None else f'{corrected:.3f}x'} | "
@@ -140,6 +143,8 @@ def summary_line(d: dict[str, Any]) -> str:
     rows = d["rows"]
     inside = sum(r["alpha_decode_in_ci"] for r in rows)
     overlap = sum(r["alpha_intervals_overlap"] for r in rows)
+    reverse = sum(r["alpha_estimate_in_decode_ci"] for r in rows)
+    agree = sum(abs(r["alpha_difference_z"]) <= 1.96 for r in rows)
     covered = sum(r["measured_ci_covers_extended"] for r in rows)
     worst = max(rows, key=lambda r: abs(r["error_extended"]))
     text = (f"extended model (ii) within {100 * d['tolerance']:.0f}% of the wall-clock speedup: "
@@ -152,8 +157,9 @@ def summary_line(d: dict[str, Any]) -> str:
         text += (f"; within {100 * d['tolerance']:.0f}% of the drift-corrected speedup: {within}/{len(rows)} "
                  f"(largest error {_pct(worst['error_extended_corrected'])}: {worst['drafter']} "
                  f"{_t(worst['temperature'])} gamma {worst['gamma']})")
-    return text + (f". Decode alpha inside the estimator's 95% CI: {inside}/{len(rows)}, intervals overlapping: "
-                   f"{overlap}/{len(rows)}")
+    return text + (f". Decode alpha inside the estimator's 95% CI: {inside}/{len(rows)}; estimator's alpha inside "
+                   f"the decode's 95% CI: {reverse}/{len(rows)}; intervals overlapping: {overlap}/{len(rows)}; "
+                   f"two-sample |z| <= 1.96 (agreement at the 5% level): {agree}/{len(rows)}")
 
 
 def interference_line(d: dict[str, Any]) -> str:

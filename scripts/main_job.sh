@@ -17,8 +17,8 @@
 # cores; override with environment variables):
 #   MAIN_ALIGNED_TOKENS=16000   target-sampled tokens in the aligned corpus
 #   MAIN_ALPHA_TOKENS=2048      target-sampled positions for the alpha estimator, per temperature
-#   MAIN_PROMPTS=4              held-out prompts decoded per configuration
-#   MAIN_NEW_TOKENS=64          tokens per decode (EOS ignored)
+#   MAIN_PROMPTS=12             held-out prompts decoded per configuration
+#   MAIN_NEW_TOKENS=16          tokens per decode (EOS ignored; short runs, many of them: see docs)
 #   MAIN_GAMMAS=1,2,4           draft lengths
 #   MAIN_REPEATS=1              repeats of each decode
 # On a machine shared with other heavy jobs, run it under the team lock:
@@ -40,8 +40,8 @@ done
 
 ALIGNED_TOKENS="${MAIN_ALIGNED_TOKENS:-16000}"
 ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-2048}"
-PROMPTS="${MAIN_PROMPTS:-4}"
-NEW_TOKENS="${MAIN_NEW_TOKENS:-64}"
+PROMPTS="${MAIN_PROMPTS:-12}"
+NEW_TOKENS="${MAIN_NEW_TOKENS:-16}"
 GAMMAS="${MAIN_GAMMAS:-1,2,4}"
 REPEATS="${MAIN_REPEATS:-1}"
 

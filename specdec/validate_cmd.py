@@ -51,11 +51,11 @@ def split_label(spec: str) -> tuple[str, str]:
               help="Sampling temperatures, comma-separated (0 = greedy).")
 @click.option("--top-k", type=int, default=0, show_default=True, help="For temperatures > 0; 0 = off.")
 @click.option("--top-p", type=float, default=1.0, show_default=True, help="For temperatures > 0; 1 = off.")
-@click.option("--prompts", "n_prompts", type=int, default=4, show_default=True, callback=positive,
+@click.option("--prompts", "n_prompts", type=int, default=12, show_default=True, callback=positive,
               help="Held-out prompts to decode per configuration.")
 @click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive)
-@click.option("--new-tokens", type=int, default=64, show_default=True, callback=positive,
-              help="Tokens each decode emits (EOS ignored).")
+@click.option("--new-tokens", type=int, default=16, show_default=True, callback=positive,
+              help="Tokens each decode emits (EOS ignored). Many short runs average out machine drift.")
 @click.option("--repeats", type=int, default=1, show_default=True, callback=positive,
               help="Repeats of every decode (interleaved).")
 @click.option("--alpha-tokens", type=int, default=2048, show_default=True, callback=positive,

@@ -136,3 +136,26 @@ def test_budgeted_speedup_limits() -> None:
     assert budgeted_speedup(0.0, 2, 3, 0.0, v) == pytest.approx(3 / (1.6 + 1.5 + 1.0))  # k = 2, 1, 0
     # a drafter that never proposes is plain decoding
     assert budgeted_speedup(0.9, 3, 10, 0.0, v, np.array([1.0, 0, 0, 0])) == pytest.approx(1.0)
+
+
+def test_window_alpha_uses_the_decoded_stretch(tiny_result) -> None:
+    from reference.validation import window_alpha
+
+    a = tiny_result.alphas[("neural", 1.0)]
+    name, value, ci = window_alpha(a, 4, False, np.random.default_rng(0))
+    expected = np.concatenate([s.beta[:4] for s in a.scores]).mean()
+    assert value == pytest.approx(expected) and ci[0] <= value <= ci[1] and "first 4" in name
+    lookup = tiny_result.alphas[("lookup", 0.0)]
+    _, value, _ = window_alpha(lookup, 16, True, np.random.default_rng(0))
+    proposed = np.concatenate([s.beta[:16][s.proposed[:16]] for s in lookup.scores])
+    assert value == pytest.approx(proposed.mean()) if proposed.size else np.isnan(value)
+
+
+def test_alpha_agreement_z() -> None:
+    from reference.validation import alpha_agreement_z
+
+    # se of each = 0.1 / 1.96 -> combined sqrt(2) * 0.1 / 1.96
+    z = alpha_agreement_z(0.3, (0.2, 0.4), 0.45, (0.35, 0.55))
+    assert z == pytest.approx(0.15 / (np.sqrt(2) * 0.1 / 1.959964))
+    assert alpha_agreement_z(1.0, (1.0, 1.0), 1.0, (1.0, 1.0)) == 0.0
+    assert alpha_agreement_z(1.0, (1.0, 1.0), 0.9, (0.9, 0.9)) == -np.inf
