@@ -5,9 +5,15 @@
 3. Context-length scaling: time per generated token at 64 vs 1024 tokens of context, and the
    per-iteration overhead outside the target's forward pass (must not grow with context).
 
-Methods are interleaved per repeat so drift in machine load hits all of them alike; the
-median over repeats is reported. Usage:
-    .venv/bin/python benchmarks/bench_decoder.py [--new-tokens 64] [--repeats 3] [--gamma 4]
+Methods are interleaved per repeat (rotating which goes first) so drift in the machine's speed
+hits all of them alike; each of ours is compared with its HF counterpart by the median of the
+per-repeat time ratios. Our prompt lookup runs twice: with HF's matching rule
+(`lookup:2:earliest`: the same proposals, so the same forward passes: a pure implementation
+comparison) and with the default rule (latest match, n-grams up to 3). Ours run as
+`specdec decode` does, with the prompt's encoding fused into the first iteration's pass
+(`fuse_prefill=True`), which is also what HF does: the "target passes" column counts every
+forward pass of the model with a hook, for HF and ours alike. Usage:
+    .venv/bin/python benchmarks/bench_decoder.py [--new-tokens 64] [--repeats 9] [--gamma 4]
 """
 from __future__ import annotations
 
@@ -50,40 +56,87 @@ def hf_generate(model, ids: list[int], n: int, eos: int, lookup: int | None) -> 
     return out[0, len(ids):].tolist()
 
 
-def speed_table(target, n: int, repeats: int, gamma: int) -> list[str]:
-    tok, model = target.tokenizer, target.model
-    eos = tok.eos_token_id
-    scorer = TargetScorer(model)
-    methods = {
+class PassCounter:
+    """Counts the target's forward passes (one per decoding iteration for every method)."""
+
+    def __init__(self, model) -> None:
+        self.calls = 0
+        model.register_forward_hook(self._hook)
+
+    def _hook(self, *_):
+        self.calls += 1
+
+
+def methods_for(target, scorer, n: int, gamma: int) -> dict:
+    eos = target.tokenizer.eos_token_id
+    model = target.model
+
+    def ours_lookup(max_ngram: int, match: str):
+        return lambda ids: speculative_decode(scorer, PromptLookupDrafter(max_ngram, match=match), ids, n, gamma,
+                                              GREEDY, None, eos, fuse_prefill=True).tokens
+    return {
         "HF generate (greedy)": lambda ids: hf_generate(model, ids, n, eos, None),
-        "specdec autoregressive": lambda ids: autoregressive_decode(scorer, ids, n, GREEDY, None, eos).tokens,
+        "specdec autoregressive": lambda ids: autoregressive_decode(scorer, ids, n, GREEDY, None, eos,
+                                                                    fuse_prefill=True).tokens,
         f"HF generate prompt_lookup_num_tokens={gamma}": lambda ids: hf_generate(model, ids, n, eos, gamma),
-        f"specdec lookup drafter, gamma={gamma}": lambda ids: speculative_decode(
-            scorer, PromptLookupDrafter(3), ids, n, gamma, GREEDY, None, eos).tokens,
+        f"specdec lookup:2:earliest (HF's rule), gamma={gamma}": ours_lookup(2, "earliest"),
+        f"specdec lookup (latest, n<=3), gamma={gamma}": ours_lookup(3, "latest"),
     }
-    rows = ["| prompt | method | new tokens | tokens/s (median of %d) | vs HF greedy | same output as HF greedy |" % repeats,
-            "|---|---|---|---|---|---|"]
-    totals = {m: [0, 0.0] for m in methods}  # tokens, median seconds, summed over prompts
+
+
+# each of ours is compared with the HF method of the same work: AR with greedy, lookup with lookup
+PAIRS = {1: 0, 3: 2, 4: 2}
+
+
+def speed_table(target, n: int, repeats: int, gamma: int) -> list[str]:
+    """Per prompt: tokens/s (total tokens / total seconds over the repeats), forward passes, and
+    the paired ratio ours / HF: per repeat the methods run back to back, the ratio of their
+    times is taken within the repeat (so the machine's speed drift cancels), and the median
+    over repeats is reported with its range."""
+    tok = target.tokenizer
+    scorer = TargetScorer(target.model)
+    counter = PassCounter(target.model)
+    methods = methods_for(target, scorer, n, gamma)
+    names = list(methods)
+    rows = [f"| prompt | method | new tokens | target passes | tokens/s ({repeats} repeats) | "
+            f"speed vs HF counterpart: median of per-repeat ratios [min, max] | same output as HF greedy |",
+            "|---|---|---|---|---|---|---|"]
+    totals = {m: [0, 0.0] for m in names}
+    all_ratios: dict[str, list[float]] = {m: [] for m in names}
     for name, text in PROMPTS.items():
         ids = tok(text)["input_ids"]
-        for fn in methods.values():  # warm-up
-            fn(ids)
-        times = {m: [] for m in methods}
-        outs = {}
-        for _ in range(repeats):
-            for m, fn in methods.items():
-                outs[m], dt = timed(lambda: fn(ids))
-                times[m].append(dt)
-        ref = outs["HF generate (greedy)"]
-        ref_tps = len(ref) / statistics.median(times["HF generate (greedy)"])
-        for m in methods:
-            tps = len(outs[m]) / statistics.median(times[m])
-            totals[m][0] += len(outs[m])
-            totals[m][1] += statistics.median(times[m])
-            rows.append(f"| {name} | {m} | {len(outs[m])} | {tps:.2f} | {tps / ref_tps:.3f} | {outs[m] == ref} |")
-    ref_all = totals["HF generate (greedy)"][0] / totals["HF generate (greedy)"][1]
-    for m, (n_tok, sec) in totals.items():
-        rows.append(f"| all prompts | {m} | {n_tok} | {n_tok / sec:.2f} | {n_tok / sec / ref_all:.3f} | |")
+        outs, passes = {}, {}
+        for m, fn in methods.items():  # warm-up, output and pass count
+            counter.calls = 0
+            outs[m] = fn(ids)
+            passes[m] = counter.calls
+        times = {m: [] for m in names}
+        for r in range(repeats):
+            order = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
+            for m in order:
+                times[m].append(timed(lambda: methods[m](ids))[1])
+        ref = outs[names[0]]
+        for i, m in enumerate(names):
+            tokens = len(outs[m]) * repeats
+            totals[m][0] += tokens
+            totals[m][1] += sum(times[m])
+            if i in PAIRS:
+                hf = names[PAIRS[i]]
+                ratios = [h / o for h, o in zip(times[hf], times[m])]
+                all_ratios[m] += ratios
+                vs = f"{statistics.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}]"
+            else:
+                vs = ""
+            rows.append(f"| {name} | {m} | {len(outs[m])} | {passes[m]} | {tokens / sum(times[m]):.2f} | {vs} | "
+                        f"{outs[m] == ref} |")
+    for i, m in enumerate(names):
+        n_tok, sec = totals[m]
+        vs = ""
+        if i in PAIRS:
+            r = all_ratios[m]
+            vs = (f"{statistics.median(r):.3f} [{min(r):.3f}, {max(r):.3f}]; total time ratio "
+                  f"{totals[names[PAIRS[i]]][1] / sec:.3f}")
+        rows.append(f"| all prompts | {m} | {n_tok // repeats} | | {n_tok / sec:.2f} | {vs} | |")
     return rows
 
 
@@ -110,7 +163,7 @@ def context_table(target, repeats: int, gamma: int, n: int = 32) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--gamma", type=int, default=4)
     args = parser.parse_args()
     target = load_model(None)

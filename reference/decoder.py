@@ -34,11 +34,18 @@ def _sync(device: torch.device) -> None:
 def speculative_decode(target: TargetScorer, drafter: Drafter | None, prompt: Sequence[int],
                        max_new_tokens: int, gamma: int, sampling: SamplingConfig,
                        generator: torch.Generator | None, eos_id: int | None = None,
-                       lenience: float = 1.0) -> DecodeResult:
+                       lenience: float = 1.0, fuse_prefill: bool = False) -> DecodeResult:
     """Generate up to max_new_tokens after `prompt` (stops after eos_id if given).
 
     drafter=None or gamma=0 is plain autoregressive decoding. The output distribution is
     the target's (for lenience 1): see reference.verifier.
+
+    fuse_prefill=False: the prompt (but its last token) is encoded first and timed as
+    `time_prefill`, so every iteration is one pass over the pending token and the drafts:
+    the steady state that the validation and the cost model measure. fuse_prefill=True: the
+    first iteration's pass encodes the prompt together with the first drafts (one pass fewer
+    per generation, as HF's `generate` does; what `specdec decode` uses); `time_prefill`
+    then holds only the drafter's own start.
     """
     if gamma < 0:
         raise ValueError(f"gamma must be >= 0, got {gamma}")
@@ -49,7 +56,8 @@ def speculative_decode(target: TargetScorer, drafter: Drafter | None, prompt: Se
     stats = DecodeStats(gamma)
     out: list[int] = []
     t_start = time.perf_counter()
-    target.start(prompt)
+    passes_before = target.session.forward_passes
+    target.start(prompt, fuse_prefill)
     if drafter is not None:
         drafter.start(prompt)
     _sync(device)
@@ -80,12 +88,13 @@ def speculative_decode(target: TargetScorer, drafter: Drafter | None, prompt: Se
     _sync(device)
     stats.time_total = time.perf_counter() - t_start
     stats.new_tokens = len(out)
-    stats.target_passes = stats.iterations
+    stats.target_passes = target.session.forward_passes - passes_before  # the prefill included
     return DecodeResult(out, stats)
 
 
 def autoregressive_decode(target: TargetScorer, prompt: Sequence[int], max_new_tokens: int,
                           sampling: SamplingConfig, generator: torch.Generator | None,
-                          eos_id: int | None = None) -> DecodeResult:
+                          eos_id: int | None = None, fuse_prefill: bool = False) -> DecodeResult:
     """The baseline: one target pass per token, same cache handling and sampling."""
-    return speculative_decode(target, None, prompt, max_new_tokens, 0, sampling, generator, eos_id)
+    return speculative_decode(target, None, prompt, max_new_tokens, 0, sampling, generator, eos_id,
+                              fuse_prefill=fuse_prefill)

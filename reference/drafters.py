@@ -1,7 +1,8 @@
 """Build a drafter from a short command-line spec.
 
     none          no drafter: plain autoregressive decoding
-    lookup[:N]    prompt lookup, longest suffix n-gram up to N tokens (default 3)
+    lookup[:N[:earliest]]  prompt lookup, longest suffix n-gram up to N tokens (default 3),
+                  its latest earlier occurrence (`:earliest`: the first one, HF's rule)
     ngram:PATH    KenLM n-gram model over the target's token ids (ARPA or its folder)
     model:PATH    neural draft model: a local Hugging Face causal LM folder (same vocabulary)
 """
@@ -27,8 +28,10 @@ class DrafterSpec:
             raise ValueError(f"unknown drafter {spec!r}: expected {SPEC_HELP}")
         if kind in ("ngram", "model") and not arg:
             raise ValueError(f"drafter {kind!r} needs a path: {kind}:PATH")
-        if kind == "lookup" and arg and not (arg.isdigit() and int(arg) >= 1):
-            raise ValueError(f"lookup:N needs a positive integer N, got {arg!r}")
+        if kind == "lookup" and arg:
+            n, _, match = arg.partition(":")
+            if not (n.isdigit() and int(n) >= 1) or match not in ("", "latest", "earliest"):
+                raise ValueError(f"lookup:N[:earliest|latest] needs a positive integer N, got {arg!r}")
         return cls(kind, arg or None)
 
 
@@ -40,7 +43,8 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         return None, None
     if s.kind == "lookup":
         from reference.prompt_lookup import PromptLookupDrafter
-        return PromptLookupDrafter(max_ngram=int(s.arg or 3)), None
+        n, _, match = (s.arg or "3").partition(":")
+        return PromptLookupDrafter(max_ngram=int(n), match=match or "latest"), None
     if s.kind == "ngram":
         from reference.ngram_drafter import NgramDrafter
         return NgramDrafter(s.arg, vocab_size=target.vocab_size), None

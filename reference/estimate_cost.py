@@ -209,9 +209,9 @@ class _StubScorer:
 
     def __init__(self, logits: torch.Tensor) -> None:
         self.logits = logits  # [K + 1, V]
-        self.session = type("Session", (), {"device": logits.device})()
+        self.session = type("Session", (), {"device": logits.device, "forward_passes": 0})()
 
-    def start(self, prompt: Sequence[int]) -> None:
+    def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None:
         pass
 
     def score(self, draft: Sequence[int]) -> torch.Tensor:

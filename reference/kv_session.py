@@ -24,14 +24,16 @@ class KVSession:
         self.cache: DynamicCache | None = None
         self.forward_passes = 0
 
-    def start(self, prompt: Sequence[int]) -> None:
-        """Reset to `prompt` and encode all but its last token (which stays pending)."""
+    def start(self, prompt: Sequence[int], encode: bool = True) -> None:
+        """Reset to `prompt` and encode all but its last token (which stays pending); with
+        encode=False nothing is encoded yet: the whole prompt is pending and goes with the
+        next `extend`, in the same forward pass as the tokens appended to it."""
         if len(prompt) == 0:
             raise ValueError("the prompt must contain at least one token")
         self.tokens = [int(t) for t in prompt]
         self.n_cached = 0
         self.cache = DynamicCache(config=self.model.config)
-        if len(self.tokens) > 1:
+        if encode and len(self.tokens) > 1:
             self._forward(self.tokens[:-1], logits_to_keep=1)
             self.n_cached = len(self.tokens) - 1
 

@@ -22,7 +22,7 @@ class DecodeStats:
     reached: list[int] = field(default_factory=list)  # [gamma] reached count per position
     accepted: list[int] = field(default_factory=list)  # [gamma] accepted count per position
     accepted_hist: list[int] = field(default_factory=list)  # [gamma + 1] iterations by n accepted
-    target_passes: int = 0
+    target_passes: int = 0  # forward passes of the target, the prefill included
     time_prefill: float = 0.0
     time_draft: float = 0.0
     time_verify: float = 0.0  # target forward pass + verifier

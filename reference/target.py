@@ -25,8 +25,11 @@ class TargetScorer:
     def committed(self) -> list[int]:
         return self.session.tokens[: self._committed]
 
-    def start(self, prompt: Sequence[int]) -> None:
-        self.session.start(prompt)
+    def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None:
+        """Begin a sequence. fuse_prefill=True defers the prompt's encoding to the first
+        `score`, so the prefill and the first verification are one forward pass (as in HF's
+        assisted generation); otherwise the prompt (but its last token) is encoded now."""
+        self.session.start(prompt, encode=not fuse_prefill)
         self._committed = len(prompt)
 
     def score(self, draft: Sequence[int]) -> torch.Tensor:

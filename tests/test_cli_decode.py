@@ -23,7 +23,7 @@ def run(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-@pytest.mark.parametrize("drafter", ["lookup", "lookup:2", "model:{draft}", "none"])
+@pytest.mark.parametrize("drafter", ["lookup", "lookup:2", "lookup:2:earliest", "model:{draft}", "none"])
 def test_greedy_decode_matches_baseline(folders, drafter: str) -> None:
     target, draft, _ = folders
     out = run("--prompt", PROMPT, "--target", str(target), "--drafter", drafter.format(draft=draft),
@@ -44,6 +44,7 @@ def test_sampled_decode_repeats_with_seed(folders) -> None:
     (["--target", "/nonexistent/model"], "is not a Hugging Face model folder"),
     (["--drafter", "model:{other}"], "vocabulary mismatch"),
     (["--drafter", "beam:3"], "unknown drafter"),
+    (["--drafter", "lookup:2:first"], "lookup:N[:earliest|latest]"),
     (["--temperature", "-1"], "temperature must be >= 0"),
 ])
 def test_bad_input_is_one_line(folders, capsys, args, message) -> None:
