@@ -18,7 +18,7 @@
 #   MAIN_ALIGNED_TOKENS=16000   target-sampled tokens in the aligned corpus
 #   MAIN_ALPHA_TOKENS=2048      target-sampled positions for the alpha estimator, per temperature
 #   MAIN_PROMPTS=12             held-out prompts decoded per configuration
-#   MAIN_NEW_TOKENS=16          tokens per decode (EOS ignored; many short runs average out the machine.s speed drift: README)
+#   MAIN_NEW_TOKENS=16          tokens per decode (EOS ignored; many short runs average out the machine's speed drift: README)
 #   MAIN_GAMMAS=1,2,4           draft lengths
 #   MAIN_REPEATS=1              repeats of each decode
 # On a machine shared with other heavy jobs, run it under the team lock:
