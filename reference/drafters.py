@@ -28,11 +28,17 @@ class DrafterSpec:
             raise ValueError(f"unknown drafter {spec!r}: expected {SPEC_HELP}")
         if kind in ("ngram", "model") and not arg:
             raise ValueError(f"drafter {kind!r} needs a path: {kind}:PATH")
-        if kind == "lookup" and arg:
-            n, _, match = arg.partition(":")
-            if not (n.isdigit() and int(n) >= 1) or match not in ("", "latest", "earliest"):
-                raise ValueError(f"lookup:N[:earliest|latest] needs a positive integer N, got {arg!r}")
+        if kind == "lookup":
+            lookup_args(arg)  # validates
         return cls(kind, arg or None)
+
+
+def lookup_args(arg: str | None) -> tuple[int, str]:
+    """`N[:earliest|latest]` (default 3, latest) -> (max_ngram, match)."""
+    n, _, match = (arg or "3").partition(":")
+    if not (n.isdigit() and int(n) >= 1) or match not in ("", "latest", "earliest"):
+        raise ValueError(f"lookup:N[:earliest|latest] needs a positive integer N, got {arg!r}")
+    return int(n), match or "latest"
 
 
 def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str = "float32"
@@ -43,8 +49,8 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         return None, None
     if s.kind == "lookup":
         from reference.prompt_lookup import PromptLookupDrafter
-        n, _, match = (s.arg or "3").partition(":")
-        return PromptLookupDrafter(max_ngram=int(n), match=match or "latest"), None
+        n, match = lookup_args(s.arg)
+        return PromptLookupDrafter(max_ngram=n, match=match), None
     if s.kind == "ngram":
         from reference.ngram_drafter import NgramDrafter
         return NgramDrafter(s.arg, vocab_size=target.vocab_size), None

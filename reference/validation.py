@@ -527,9 +527,11 @@ def machine_info(device: torch.device) -> dict[str, Any]:
 
 
 def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate, cost: CostEstimate,
-                runs: DecodeRuns, baseline: DecodeRuns, deterministic: bool,
+                runs: DecodeRuns, baseline: DecodeRuns, window: tuple[str, float, tuple[float, float]],
                 rng: np.random.Generator | None = None) -> ValidationRow:
-    """Measured speedup and the three predictions for one configuration (see the module doc)."""
+    """Measured speedup and the three predictions for one configuration (see the module doc).
+    window: the estimator's alpha over the decoded stretch (`window_alpha`), computed once per
+    drafter and temperature so every gamma row shows the same value and interval."""
     rng = rng if rng is not None else np.random.default_rng(0)
     stats = runs.stats
     new_tokens = runs.tokens // max(len(runs.per_run), 1)  # tokens per run
@@ -563,7 +565,7 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
                                               block_probs / block_probs.sum())
     else:
         extended_estimated = budgeted_speedup(alpha.alpha, gamma, new_tokens, c_eff, v_eff)
-    compared, compared_value, compared_ci = window_alpha(alpha, new_tokens, deterministic, rng)
+    compared, compared_value, compared_ci = window
     decode_alpha = stats.alpha()
     step = cost.target.step_seconds
     base_steps = 1.0 + cost.overhead[0]  # predicted baseline time per token, in target steps
@@ -714,9 +716,10 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
         for name in drafters:
             alpha, cost = alphas[(name, temperature)], costs[(name, temperature)]
             plans.append(plan_entry(name, temperature, alpha, cost, config.max_k - 1))
+            window = window_alpha(alpha, config.new_tokens, deterministic[name], rng)
             for g in config.gammas:
                 rows.append(predict_row(name, temperature, g, alpha, cost, runs[(name, g)],
-                                        runs[("baseline", 0)], deterministic[name], rng))
+                                        runs[("baseline", 0)], window, rng))
     pooled = pool_timings([timing, *all_sweeps]) if timing is not None else None
     return ValidationResult(config, rows, alphas, costs, plans, pooled, seconds, machine_info(device), dict(NOTES),
                             interference)

@@ -24,7 +24,8 @@ from reference.sampling import SamplingConfig
 from reference.target import TargetScorer
 from reference.target_samples import generate_continuations, left_pad
 from reference.teacher_forced import NeuralScorer, ProtocolScorer, score_positions
-from tests.test_estimate_fixtures import TINY_VOCAB, ConstantLM, FixedTokenDrafter, MaskedLM, random_prompts
+from tests.test_estimate_fixtures import (TINY_VOCAB, ConstantLM, FixedTokenDrafter, MaskedLM, assert_same_scores,
+                                         random_prompts)
 from tests.tiny_models import tiny_llama
 
 SETTINGS = [SamplingConfig(0.0), SamplingConfig(1.0), SamplingConfig(0.7, top_k=5), SamplingConfig(1.3, top_p=0.8)]
@@ -133,11 +134,7 @@ def test_batched_neural_scoring_equals_protocol(sampling: SamplingConfig) -> Non
     slow = score_positions(target, ProtocolScorer(NeuralDrafter(draft, TINY_VOCAB), max_gamma=4,
                                                   generator=torch.Generator().manual_seed(0)),
                            samples, sampling, TINY_VOCAB, (1.0, 0.5), max_gamma=4)
-    for a, b in zip(fast, slow):
-        np.testing.assert_allclose(a.beta, b.beta, atol=1e-5)
-        np.testing.assert_allclose(a.beta_lenient, b.beta_lenient, atol=1e-5)
-        if sampling.greedy:
-            np.testing.assert_array_equal(a.match, b.match)
+    assert_same_scores(fast, slow, sampling.greedy, atol=1e-5)
 
 
 def test_batched_generation_with_left_padding_equals_greedy_decoding() -> None:

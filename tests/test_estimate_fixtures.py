@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
 
+import numpy as np
 import pytest
 import torch
 from transformers import LlamaConfig
@@ -136,3 +137,12 @@ def test_word_tokenizer_round_trip(tmp_path: Path) -> None:
     tok = word_tokenizer()
     ids = tok("w1 w5 w60", add_special_tokens=False)["input_ids"]
     assert ids == [1, 5, 60]
+
+
+def assert_same_scores(fast, slow, greedy: bool, atol: float) -> None:
+    """Two teacher-forced scorings of the same samples agree position by position."""
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_allclose(a.beta, b.beta, atol=atol)
+        np.testing.assert_allclose(a.beta_lenient, b.beta_lenient, atol=atol)
+        if greedy:
+            np.testing.assert_array_equal(a.match, b.match)

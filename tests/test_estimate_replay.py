@@ -23,7 +23,7 @@ from reference.sampling import SamplingConfig
 from reference.target import TargetScorer
 from reference.target_samples import generate_continuations
 from reference.teacher_forced import NgramScorer, ProtocolScorer, score_positions, scorer_for
-from tests.test_estimate_fixtures import TINY_VOCAB, random_prompts
+from tests.test_estimate_fixtures import TINY_VOCAB, assert_same_scores, random_prompts
 from tests.test_ngram_fixtures import VOCAB, corpus_file, tiny_models  # noqa: F401
 from tests.tiny_models import tiny_llama
 
@@ -91,11 +91,7 @@ def test_ngram_fast_path_equals_protocol(tiny_models, corpus_file, sampling) -> 
     fast = score_positions(target, NgramScorer(drafter), samples, sampling, VOCAB, (1.0, 0.5), max_gamma=4)
     slow = score_positions(target, ProtocolScorer(NgramDrafter(tiny_models[4], VOCAB), 4, torch.Generator()),
                            samples, sampling, VOCAB, (1.0, 0.5), max_gamma=4)
-    for a, b in zip(fast, slow):
-        np.testing.assert_allclose(a.beta, b.beta, atol=2e-5)
-        np.testing.assert_allclose(a.beta_lenient, b.beta_lenient, atol=2e-5)
-        if sampling.greedy:
-            np.testing.assert_array_equal(a.match, b.match)
+    assert_same_scores(fast, slow, sampling.greedy, atol=2e-5)
 
 
 def test_replay_rejects_gamma_beyond_the_recorded_blocks() -> None:
