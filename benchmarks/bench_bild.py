@@ -8,7 +8,7 @@ For held-out Shakespeare/Austen prompts (greedy decoding, EOS respected), runs t
 autoregressive baseline (before and after, timings pooled), BiLD over a grid of
 alpha_FB x alpha_RB (alpha_RB = inf is the no-rollback ablation, "argmax" the exact
 limit), the no-fallback ablation (hand over every N tokens) and exact speculative
-decoding at several gamma. Quality is measured against the target (reference.quality):
+decoding at several gamma. Quality is measured against the target (specdec.reference.bild.quality):
 greedy match rate, exact-match prefix, teacher-forced target-argmax rate and target
 log-likelihood. Writes the trade-off figure and the rows as JSON, prints a Markdown report
 (the tables of benchmarks/RESULTS.md).
@@ -32,15 +32,15 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from figures.bild import bild_tradeoff  # noqa: E402
-from ngram.corpus import eval_prompts  # noqa: E402
-from reference.bild import BildPolicy  # noqa: E402
-from reference.bild_eval import json_safe, run_sweep, sweep_methods  # noqa: E402
-from reference.kv_session import KVSession  # noqa: E402
-from reference.models import load_model  # noqa: E402
-from reference.ngram_drafter import NgramDrafter  # noqa: E402
-from reference.sampling import SamplingConfig  # noqa: E402
-from reference.target import TargetScorer  # noqa: E402
+from specdec.figures.bild import bild_tradeoff  # noqa: E402
+from specdec.reference.data.corpus import eval_prompts  # noqa: E402
+from specdec.reference.bild.policy import BildPolicy  # noqa: E402
+from specdec.reference.bild.sweep import json_safe, run_sweep, sweep_methods  # noqa: E402
+from specdec.reference.core.kv_session import KVSession  # noqa: E402
+from specdec.reference.core.models import load_model  # noqa: E402
+from specdec.reference.drafters.ngram import NgramDrafter  # noqa: E402
+from specdec.reference.core.sampling import SamplingConfig  # noqa: E402
+from specdec.reference.core.target import TargetScorer  # noqa: E402
 
 
 def parse_rollbacks(text: str) -> list:

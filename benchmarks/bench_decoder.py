@@ -24,11 +24,11 @@ import time
 
 import torch
 
-from reference.decoder import autoregressive_decode, speculative_decode
-from reference.models import load_model
-from reference.prompt_lookup import PromptLookupDrafter
-from reference.sampling import SamplingConfig
-from reference.target import TargetScorer
+from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+from specdec.reference.core.models import load_model
+from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import TargetScorer
 
 PROMPTS = {
     "story": "Once upon a time, in a small village by the sea, there lived an old fisherman who",

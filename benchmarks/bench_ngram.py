@@ -36,11 +36,11 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ngram.corpus import eval_prompts  # noqa: E402
-from ngram.model import NgramModel  # noqa: E402
-from reference.default_model import default_target_path  # noqa: E402
-from reference.ngram_drafter import NgramDrafter  # noqa: E402
-from reference.sampling import SamplingConfig  # noqa: E402
+from specdec.reference.data.corpus import eval_prompts  # noqa: E402
+from specdec.ngram.model import NgramModel  # noqa: E402
+from specdec.reference.data.default_model import default_target_path  # noqa: E402
+from specdec.reference.drafters.ngram import NgramDrafter  # noqa: E402
+from specdec.reference.core.sampling import SamplingConfig  # noqa: E402
 
 MODELS = REPO / ".cache" / "ngram"
 VOCAB = 49152
@@ -138,8 +138,8 @@ def target_probs(model, sequences: list[list[int]]) -> torch.Tensor:
 def decode_sweep(target, path: Path, prompts: list[list[int]], new_tokens: int = 48) -> dict:
     """End-to-end speculative decoding with the n-gram drafter against the autoregressive
     baseline (same loop, same cache handling): summed over the prompts, per (mode, gamma)."""
-    from reference.decoder import autoregressive_decode, speculative_decode
-    from reference.target import TargetScorer
+    from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+    from specdec.reference.core.target import TargetScorer
 
     torch.set_num_threads(1)
     scorer = TargetScorer(target)

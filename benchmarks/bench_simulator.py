@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator import optimal_gamma, walltime_improvement_by_gamma
-from simulator.optimal import DEFAULT_MAX_GAMMA, OptimalGamma, best_of_table
+from specdec.simulator import optimal_gamma, walltime_improvement_by_gamma
+from specdec.simulator.optimal import DEFAULT_MAX_GAMMA, OptimalGamma, best_of_table
 
 PLAN_ARGS = ["plan", "--alpha", "0.8", "--c", "0.05", "--json"]
 GRID = 1000

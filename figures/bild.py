@@ -1,7 +1,7 @@
 """BiLD's speed-quality trade-off (Kim et al., NeurIPS 2023, Figures 4, 5 and 10).
 
 One function per figure; it writes one file into the folder it is given and returns its
-path. It only plots rows made by `reference.bild_eval.tradeoff_row` (plain dicts, e.g.
+path. It only plots rows made by `specdec.reference.bild.sweep.tradeoff_row` (plain dicts, e.g.
 read back from the sweep's JSON), so it imports neither torch nor the models. matplotlib
 is used through its object API with the Agg canvas.
 
@@ -16,20 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-DPI = 120
+from specdec.figures.canvas import save
+
 PANELS = (("match_rate", "greedy match rate (first N tokens)"),
           ("argmax_rate", "target-argmax rate (teacher-forced)"),
           ("mean_log_likelihood", "target log-likelihood (nats/token)"))
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI)
-    return path
 
 
 def _order(row: dict) -> float:
@@ -78,4 +71,4 @@ def bild_tradeoff(rows: Sequence[dict], out_dir: Path, title: str = "", name: st
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(title or "BiLD: speed vs quality (marker size ~ fallback threshold; dashed: exact SD, γ)")
-    return _save(fig, Path(out_dir) / name)
+    return save(fig, Path(out_dir) / name)

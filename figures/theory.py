@@ -12,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from simulator import (expected_tokens, operation_increase, optimal_gamma, oracle_expected_tokens,
+from specdec.figures.canvas import save
+
+from specdec.simulator import (expected_tokens, operation_increase, optimal_gamma, oracle_expected_tokens,
                        positional_optimal_gamma, positional_walltime_improvement,
                        verify_cost_walltime_improvement, walltime_improvement)
 
@@ -46,15 +47,6 @@ EXTENSION_C = 0.05
 # A falling per-position profile: alpha_i = 0.95 * 0.95^(i-1), capped below at 0.5.
 FALLING_PER_POSITION = np.maximum(0.95 * 0.95 ** np.arange(31), 0.5)
 
-DPI = 120
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI)
-    return path
-
 
 def figure2_expected_tokens(out_dir: Path) -> Path:
     """Figure 2: expected tokens per iteration (Eq. 1) vs alpha for several gamma, and the gamma -> inf limit."""
@@ -68,7 +60,7 @@ def figure2_expected_tokens(out_dir: Path) -> Path:
            title="Figure 2: E(#tokens) = (1 - α^(γ+1)) / (1 - α)")
     ax.grid(alpha=0.3)
     ax.legend()
-    return _save(fig, Path(out_dir) / "figure2_expected_tokens.png")
+    return save(fig, Path(out_dir) / "figure2_expected_tokens.png")
 
 
 def figure3_optimal_gamma(out_dir: Path) -> Path:
@@ -85,7 +77,7 @@ def figure3_optimal_gamma(out_dir: Path) -> Path:
     for ax in (left, right):
         ax.grid(alpha=0.3)
         ax.legend()
-    return _save(fig, Path(out_dir) / "figure3_optimal_gamma.png")
+    return save(fig, Path(out_dir) / "figure3_optimal_gamma.png")
 
 
 def figure4_speed_and_operations(out_dir: Path) -> Path:
@@ -101,7 +93,7 @@ def figure4_speed_and_operations(out_dir: Path) -> Path:
     for ax in (speed, ops):
         ax.grid(alpha=0.3)
         ax.legend()
-    return _save(fig, Path(out_dir) / "figure4_speed_and_operations.png")
+    return save(fig, Path(out_dir) / "figure4_speed_and_operations.png")
 
 
 def figure_extensions(out_dir: Path) -> Path:
@@ -134,7 +126,7 @@ def figure_extensions(out_dir: Path) -> Path:
     for ax in (cost_ax, position_ax):
         ax.grid(alpha=0.3)
         ax.legend()
-    return _save(fig, Path(out_dir) / "figure_extensions.png")
+    return save(fig, Path(out_dir) / "figure_extensions.png")
 
 
 def table1_markdown(out_dir: Path) -> Path:

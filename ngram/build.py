@@ -18,10 +18,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ngram.arpa import read_counts, unigram_as_bigram
-from ngram.model import ARPA_NAME, BINARY_NAME, META_NAME
-from ngram.tables import load_tables, tables_path
-from ngram.tools import run_build_binary, run_lmplz
+from specdec.ngram.arpa import read_counts, unigram_as_bigram
+from specdec.ngram.model import ARPA_NAME, BINARY_NAME, META_NAME
+from specdec.ngram.tables import load_tables, tables_path
+from specdec.ngram.tools import run_build_binary, run_lmplz
 
 
 @dataclass

@@ -34,7 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ngram.tables import BackoffTables, load_tables
+from specdec.ngram.tables import BackoffTables, load_tables
 
 LN10 = math.log(10.0)
 # Files of a model folder written by `ngram.build`.

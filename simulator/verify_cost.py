@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from simulator.closed_forms import expected_tokens
-from simulator.validation import FloatArray, IntArray, check_gamma, check_nonnegative, check_verify_cost
+from specdec.simulator.closed_forms import expected_tokens
+from specdec.simulator.validation import FloatArray, IntArray, check_gamma, check_nonnegative, check_verify_cost
 
 
 def verify_cost_at(verify_cost: FloatArray, k: IntArray) -> FloatArray:

@@ -1,4 +1,4 @@
-"""Big Little Decoder (reference.bild) on tiny real Hugging Face models (Llama and GPT-2).
+"""Big Little Decoder (specdec.reference.bild.policy) on tiny real Hugging Face models (Llama and GPT-2).
 
 - rollback="argmax" + greedy: BiLD's output == the target's greedy output (ours and HF
   `generate`), for several fallback thresholds, window sizes and little models.
@@ -7,7 +7,7 @@
 - With the paper's -log p_L(y_S) threshold, quality rises toward the target's as
   alpha_RB falls, and the large model is used more.
 - Ablations, the min_confidence keyword of the drafter protocol, seeded sampling, the
-  quality measures (reference.quality) and the evaluation rows (reference.bild_eval).
+  quality measures (specdec.reference.bild.quality) and the evaluation rows (specdec.reference.bild.sweep).
 
 The little model is mostly a *noisy copy* of the target (weights + Gaussian noise): two
 independently initialised tiny models barely agree, so nothing interesting happens;
@@ -22,15 +22,16 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from reference.bild import ARGMAX, BildPolicy, BildStats, accepts_min_confidence, bild_decode, first_rollback
-from reference.bild_eval import Method, evaluate, run_sweep, sweep_methods
-from reference.decoder import autoregressive_decode
-from reference.drafter import Proposal
-from reference.neural_drafter import NeuralDrafter
-from reference.prompt_lookup import PromptLookupDrafter
-from reference.quality import Agreement, greedy_agreement, target_fit
-from reference.sampling import SamplingConfig
-from reference.target import TargetScorer
+from specdec.reference.bild.policy import ARGMAX, BildPolicy, accepts_min_confidence, bild_decode, first_rollback
+from specdec.reference.core.stats import DecodeStats
+from specdec.reference.bild.sweep import Method, evaluate, run_sweep, sweep_methods
+from specdec.reference.core.loop import autoregressive_decode
+from specdec.reference.drafters.protocol import Proposal
+from specdec.reference.drafters.neural import NeuralDrafter
+from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+from specdec.reference.bild.quality import Agreement, greedy_agreement, target_fit
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import TargetScorer
 from tests.tiny_models import tiny_llama
 
 GREEDY = SamplingConfig(temperature=0.0)
@@ -120,7 +121,7 @@ def test_argmax_rollback_equals_greedy_target(arch) -> None:
     target = arch(seed=0)
     littles = {"noisy0.3": noisy_copy(target, 0.3, 1), "noisy0.6": noisy_copy(target, 0.6, 2),
                "independent": arch(seed=3)}
-    total = BildStats(10)
+    total = DecodeStats(10)
     for prompt in PROMPTS[:3]:
         reference = autoregressive_decode(TargetScorer(target), prompt, 40, GREEDY, None).tokens
         assert reference == hf_greedy(target, prompt, 40)
@@ -131,14 +132,14 @@ def test_argmax_rollback_equals_greedy_target(arch) -> None:
                     result = bild_decode(TargetScorer(target), NeuralDrafter(little, VOCAB), prompt, 40, policy,
                                          GREEDY, None)
                     assert result.tokens == reference, (name, policy)
-                    assert len(result.from_little) == 40
+                    assert len(result.from_drafter) == 40
                     if steps == 10:
                         total = total.merge(result.stats)
         result = bild_decode(TargetScorer(target), PromptLookupDrafter(2), prompt, 40, BildPolicy(0.5, ARGMAX, 6),
                              GREEDY, None)
         assert result.tokens == reference
     # the test bites: little tokens were kept, rolled back, and drafting stopped on confidence
-    assert total.little_kept > 100 and total.rollbacks > 20 and total.short_proposals > 20
+    assert total.kept() > 100 and total.rejections() > 20 and total.short_proposals > 20
 
 
 @pytest.mark.parametrize("arch", ARCHS, ids=["llama", "gpt2"])
@@ -154,7 +155,7 @@ def test_matches_algorithm_1(arch, policy: BildPolicy) -> None:
         result = bild_decode(TargetScorer(target), NeuralDrafter(little, VOCAB), prompt, 30, policy, GREEDY, None)
         tokens, src = algorithm1(target, little, prompt, 30, policy)
         assert result.tokens == tokens
-        assert result.from_little == src
+        assert result.from_drafter == src
 
 
 @pytest.mark.parametrize("arch", ARCHS, ids=["llama", "gpt2"])
@@ -182,13 +183,13 @@ def test_ablations() -> None:
     no_rb = bild_decode(TargetScorer(target), NeuralDrafter(little, VOCAB), PROMPTS[0], 40,
                         BildPolicy(0.3, math.inf, 6), GREEDY, None)
     s = no_rb.stats
-    assert s.rollbacks == 0 and s.little_kept == s.little_proposed == sum(no_rb.from_little)
-    assert s.iterations == 40 - s.little_kept and s.short_proposals > 0
+    assert s.rejections() == 0 and s.kept() == s.drafted == sum(no_rb.from_drafter)
+    assert s.iterations == 40 - s.kept() and s.short_proposals > 0
     no_fb = bild_decode(TargetScorer(target), NeuralDrafter(little, VOCAB), PROMPTS[0], 40,
                         BildPolicy(0.0, 2.0, 4), GREEDY, None)
     s = no_fb.stats
     assert s.short_proposals == 0  # every handover after exactly min(4, budget) little tokens
-    assert s.proposed_hist[4] >= s.iterations - 4 and s.rollbacks > 0  # only the last few are budget-capped
+    assert s.proposed_hist[4] >= s.iterations - 4 and s.rejections() > 0  # only the last few are budget-capped
 
 
 class _OldDrafter:
@@ -249,8 +250,8 @@ def test_seeded_sampling_repeats_exactly() -> None:
     sampling = SamplingConfig(1.0, top_k=10)
     runs = [bild_decode(TargetScorer(target), NeuralDrafter(little, VOCAB), PROMPTS[1], 30,
                         BildPolicy(0.3, 2.0, 6), sampling, torch.Generator().manual_seed(5)) for _ in range(2)]
-    assert runs[0].tokens == runs[1].tokens and runs[0].from_little == runs[1].from_little
-    assert runs[0].stats.kept_hist == runs[1].stats.kept_hist
+    assert runs[0].tokens == runs[1].tokens and runs[0].from_drafter == runs[1].from_drafter
+    assert runs[0].stats.accepted_hist == runs[1].stats.accepted_hist
 
 
 def test_first_rollback_rules() -> None:
@@ -304,7 +305,7 @@ def test_target_fit_matches_stepwise_scores() -> None:
 def test_sweep_rows_and_figure(tmp_path) -> None:
     """run_sweep (2 repeats, fastest kept): baseline first (speedup 1), exact SD and
     argmax-BiLD reproduce the greedy target (agreement 1), and the figure function writes its file."""
-    from figures.bild import bild_tradeoff
+    from specdec.figures.bild import bild_tradeoff
 
     target = tiny_llama_sharp(seed=0)
     little = noisy_copy(target, 0.5, 1)

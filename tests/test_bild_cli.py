@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reference.default_model import DEFAULT_CACHE
+from specdec.reference.data.default_model import DEFAULT_CACHE
 from specdec.cli import cli
 from tests.test_bild import noisy_copy
 from tests.tiny_models import tiny_llama

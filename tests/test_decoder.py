@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from reference.decoder import autoregressive_decode, speculative_decode
-from reference.kv_session import KVSession
-from reference.neural_drafter import NeuralDrafter
-from reference.prompt_lookup import PromptLookupDrafter
-from reference.sampling import SamplingConfig
-from reference.target import TargetScorer
+from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+from specdec.reference.core.kv_session import KVSession
+from specdec.reference.drafters.neural import NeuralDrafter
+from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import TargetScorer
 from tests.stats_helpers import chi_square_pvalue
 from tests.tiny_models import exact_joint, tiny_gpt2, tiny_llama
 

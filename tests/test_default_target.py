@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from reference.decoder import autoregressive_decode, speculative_decode
-from reference.prompt_lookup import PromptLookupDrafter
-from reference.sampling import SamplingConfig
-from reference.target import TargetScorer
+from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import TargetScorer
 
 pytestmark = pytest.mark.slow
 GREEDY = SamplingConfig(temperature=0.0)
@@ -13,7 +13,7 @@ GREEDY = SamplingConfig(temperature=0.0)
 
 @pytest.fixture(scope="module")
 def target():
-    from reference.models import load_model
+    from specdec.reference.core.models import load_model
     return load_model(None)
 
 

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from reference.decoder import autoregressive_decode
-from reference.estimate_alpha import bootstrap_ratio_ci, estimate_alpha
-from reference.neural_drafter import NeuralDrafter
-from reference.sampling import SamplingConfig
-from reference.target import TargetScorer
-from reference.target_samples import generate_continuations, left_pad
-from reference.teacher_forced import NeuralScorer, ProtocolScorer, score_positions
+from specdec.reference.core.loop import autoregressive_decode
+from specdec.reference.estimate.alpha import bootstrap_ratio_ci, estimate_alpha
+from specdec.reference.drafters.neural import NeuralDrafter
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import TargetScorer
+from specdec.reference.estimate.samples import generate_continuations, left_pad
+from specdec.reference.estimate.teacher_forced import NeuralScorer, ProtocolScorer, score_positions
 from tests.test_estimate_fixtures import (TINY_VOCAB, ConstantLM, FixedTokenDrafter, MaskedLM, assert_same_scores,
                                          random_prompts)
 from tests.tiny_models import tiny_llama

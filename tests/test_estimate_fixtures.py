@@ -14,8 +14,8 @@ import pytest
 import torch
 from transformers import LlamaConfig
 
-from reference.drafter import Proposal
-from reference.sampling import SamplingConfig
+from specdec.reference.drafters.protocol import Proposal
+from specdec.reference.core.sampling import SamplingConfig
 from tests.tiny_models import tiny_llama
 
 TINY_VOCAB = 64

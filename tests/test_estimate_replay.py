@@ -2,7 +2,7 @@
 
 At temperature 0 the decoder emits the target's greedy sequence, so the accepted-length
 histogram, reached/accepted counts and drafted totals are determined by the teacher-forced
-blocks (`reference.replay`) -- except, for the n-gram drafter, blocks cut short by an EOS
+blocks (`specdec.reference.estimate.replay`) -- except, for the n-gram drafter, blocks cut short by an EOS
 the drafter proposes after its first mismatch (drafted total then an upper bound).
 Checked for a neural drafter, prompt lookup and a KenLM n-gram drafter on tiny real models,
 gamma in {1, 3, 5}. Also: the n-gram fast path (`score_sequence`) equals the generic
@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 import torch
 
-from reference.decoder import speculative_decode
-from reference.neural_drafter import NeuralDrafter
-from reference.ngram_drafter import NgramDrafter
-from reference.prompt_lookup import PromptLookupDrafter
-from reference.replay import replay
-from reference.sampling import SamplingConfig
-from reference.target import TargetScorer
-from reference.target_samples import generate_continuations
-from reference.teacher_forced import NgramScorer, ProtocolScorer, score_positions, scorer_for
+from specdec.reference.core.loop import speculative_decode
+from specdec.reference.drafters.neural import NeuralDrafter
+from specdec.reference.drafters.ngram import NgramDrafter
+from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+from specdec.reference.estimate.replay import replay
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import TargetScorer
+from specdec.reference.estimate.samples import generate_continuations
+from specdec.reference.estimate.teacher_forced import NgramScorer, ProtocolScorer, score_positions, scorer_for
 from tests.test_estimate_fixtures import TINY_VOCAB, assert_same_scores, random_prompts
 from tests.test_ngram_fixtures import VOCAB, corpus_file, tiny_models  # noqa: F401
 from tests.tiny_models import tiny_llama

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ngram.corpus import (Document, chunk_document, eval_prompts, is_heldout, split_paragraphs,
+from specdec.reference.data.corpus import (Document, chunk_document, eval_prompts, is_heldout, split_paragraphs,
                           strip_gutenberg, training_runs)
-from ngram.rdata import lazyload_index, read_lazyload, unserialize
+from specdec.reference.data.rdata import lazyload_index, read_lazyload, unserialize
 
 HEADER = b"X\n" + struct.pack(">iii", 3, 0x040201, 0x030500) + struct.pack(">i", 5) + b"UTF-8"
 NIL = struct.pack(">i", 254)
@@ -117,7 +117,7 @@ def test_chunks_split_and_runs_are_deterministic() -> None:
 
 @pytest.mark.slow
 def test_real_corpus_and_eval_prompts() -> None:
-    from ngram.corpus import load_chunks, prepare_corpus
+    from specdec.reference.data.corpus import load_chunks, prepare_corpus
 
     chunks = load_chunks()
     docs = {(c.source, c.doc) for c in chunks}

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from reference.ngram_drafter import NgramDrafter
-from reference.sampling import SamplingConfig
+from specdec.reference.drafters.ngram import NgramDrafter
+from specdec.reference.core.sampling import SamplingConfig
 from tests.stats_helpers import chi_square_pvalue
 from tests.test_ngram_fixtures import VOCAB, corpus_file, tiny_models  # noqa: F401
 
@@ -120,7 +120,7 @@ def test_min_confidence_stops_before_an_unsure_position(tiny_models, prompt) -> 
 
 
 def test_drafting_stops_at_eos(tmp_path) -> None:
-    from ngram.build import build_model
+    from specdec.ngram.build import build_model
     from tests.test_ngram_fixtures import require_kenlm_tools
 
     require_kenlm_tools()
@@ -141,8 +141,8 @@ def test_score_sequence_matches_q(tiny_models, prompt) -> None:
 
 
 def test_greedy_speculative_decoding_equals_greedy_target(tiny_models, prompt) -> None:
-    decoder = pytest.importorskip("reference.decoder")
-    from reference.target import TargetScorer
+    decoder = pytest.importorskip("specdec.reference.core.loop")
+    from specdec.reference.core.target import TargetScorer
     from tests.tiny_models import tiny_llama
 
     target = tiny_llama(vocab_size=VOCAB, seed=0, sharpness=8.0)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ngram.arpa import read_arpa
-from ngram.build import build_model
-from ngram.model import NgramModel, resolve_arpa
-from ngram.tables import build_tables, load_tables
-from ngram.tools import find_tool, run_lmplz
+from specdec.ngram.arpa import read_arpa
+from specdec.ngram.build import build_model
+from specdec.ngram.model import NgramModel, resolve_arpa
+from specdec.ngram.tables import build_tables, load_tables
+from specdec.ngram.tools import find_tool, run_lmplz
 from tests.test_ngram_fixtures import VOCAB, corpus_file, require_kenlm_tools, tiny_models  # noqa: F401
 
 GOOD = """\\data\\

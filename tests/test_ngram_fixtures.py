@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ngram.build import build_model
-from ngram.tools import find_tool
+from specdec.ngram.build import build_model
+from specdec.ngram.tools import find_tool
 
 VOCAB = 500      # fake target vocabulary: ids 0..499
 SEEN = 400       # the corpus uses ids 0..399 only; 400..499 are <unk> to KenLM

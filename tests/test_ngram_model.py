@@ -16,8 +16,8 @@ import kenlm
 import numpy as np
 import pytest
 
-from ngram.model import NgramModel
-from ngram.tables import load_tables, tables_path
+from specdec.ngram.model import NgramModel
+from specdec.ngram.tables import load_tables, tables_path
 from tests.test_ngram_fixtures import EOS_ID, SEEN, VOCAB, corpus_file, tiny_models  # noqa: F401
 
 TOL = 1e-4
@@ -109,7 +109,7 @@ def test_q_is_a_distribution_built_from_the_raw_scores(tiny_models, corpus_file,
 
 
 def test_q_without_eos_drops_end_of_sentence_mass(tiny_models) -> None:
-    from ngram.tables import load_tables as _load
+    from specdec.ngram.tables import load_tables as _load
     model = NgramModel(_load(tiny_models[3] / "model.arpa"), VOCAB, eos_id=None)
     state = model.state_for([3, 4])
     raw = 10.0 ** model.log10_scores(state).astype(np.float64)
@@ -169,7 +169,7 @@ def test_real_corpus_model_agrees_with_kenlm_and_is_fast(tmp_path) -> None:
     import subprocess
     import sys
 
-    from ngram.corpus import eval_prompts
+    from specdec.reference.data.corpus import eval_prompts
     from tests.test_ngram_fixtures import require_kenlm_tools
 
     require_kenlm_tools()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator import acceptance_rate, lk_divergence, speculative_output_distribution
+from specdec.simulator import acceptance_rate, lk_divergence, speculative_output_distribution
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator import (expected_tokens, gamma1_walltime_improvement, memory_access_reduction, operation_increase,
+from specdec.simulator import (expected_tokens, gamma1_walltime_improvement, memory_access_reduction, operation_increase,
                        optimal_gamma, oracle_expected_tokens, oracle_walltime_improvement, speculation_helps,
                        walltime_improvement)
 

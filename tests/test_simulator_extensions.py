@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator import (expected_tokens, extend_per_position, iteration_time, make_plan, operation_increase,
+from specdec.simulator import (expected_tokens, extend_per_position, iteration_time, make_plan, operation_increase,
                        optimal_gamma, positional_expected_tokens, positional_operation_increase,
                        positional_optimal_gamma, positional_walltime_improvement,
                        verify_cost_walltime_improvement, walltime_improvement)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simulator import (accepted_histogram, acceptance_rate, expected_tokens, mean_tokens,
+from specdec.simulator import (accepted_histogram, acceptance_rate, expected_tokens, mean_tokens,
                        mean_tokens_standard_error, memory_access_reduction, operation_increase,
                        operation_increase_from_counts, oracle_expected_tokens, oracle_walltime_improvement,
                        per_position_acceptance, positional_expected_tokens, positional_walltime_improvement,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator import optimal_gamma, walltime_improvement, walltime_improvement_by_gamma
-from simulator.optimal import best_of_table
+from specdec.simulator import optimal_gamma, walltime_improvement, walltime_improvement_by_gamma
+from specdec.simulator.optimal import best_of_table
 
 
 def assert_same_optimum(alpha: np.ndarray, c: np.ndarray, max_gamma: int) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator import (acceptance_rate, expected_tokens, make_plan, operation_increase, optimal_gamma,
+from specdec.simulator import (acceptance_rate, expected_tokens, make_plan, operation_increase, optimal_gamma,
                        oracle_expected_tokens, positional_expected_tokens, simulate_iid,
                        simulate_speculative_sampling, verify_cost_walltime_improvement, walltime_improvement)
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from reference.sampling import sample
-from reference.verifier import verify
+from specdec.reference.core.sampling import sample
+from specdec.reference.core.verifier import verify
 from tests.stats_helpers import chi_square_pvalue
 
 VOCAB, K, N = 6, 2, 40_000
@@ -73,7 +73,7 @@ def test_nothing_to_verify_draws_no_uniforms() -> None:
 
 
 def test_inverse_cdf_sampler_is_exact() -> None:
-    """reference.sampling.sample over rows with zeros: chi-square, 60,000 draws, α = 1e-3."""
+    """specdec.reference.core.sampling.sample over rows with zeros: chi-square, 60,000 draws, α = 1e-3."""
     gen = torch.Generator().manual_seed(4)
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.2, 0.3, 0.0], [0.1, 0.0, 0.0, 0.0, 0.0, 0.9]])
     draws = sample(probs.expand(30_000, 2, 6), gen)  # [30000, 2]

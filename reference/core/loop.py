@@ -1,0 +1,141 @@
+"""The one decode loop: speculative sampling, the autoregressive baseline and BiLD.
+
+p is the target's distribution, q the draft's, gamma the draft length. Each iteration:
+drafter.propose -> target.score (one pass over the pending token and the k drafts) ->
+an acceptance rule -> commit to both. Methods differ only in their drafter and their rule
+(`SpeculativeSampling` here, BiLD's `BildRollback` in `specdec.reference.bild.policy`);
+the baseline is the same loop with the `NoDrafter`. The method: docs/decoder.md.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import torch
+
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.stats import DecodeStats
+from specdec.reference.core.target import Scorer
+from specdec.reference.core.verifier import Verdict, verify
+from specdec.reference.drafters.protocol import Drafter, NoDrafter, Proposal
+
+
+@dataclass
+class DecodeResult:
+    tokens: list[int]  # generated tokens, prompt excluded
+    from_drafter: list[bool]  # [len(tokens)] True where the token is an accepted (kept) draft
+    stats: DecodeStats
+
+
+class AcceptanceRule(Protocol):
+    """Turns the target's logits over the drafts into the tokens an iteration emits."""
+
+    min_confidence: float  # passed to drafter.propose (BiLD's fallback); 0 = draft all gamma
+
+    def __call__(self, logits: torch.Tensor, proposal: Proposal, sampling: SamplingConfig,
+                 generator: torch.Generator | None) -> Verdict:
+        """logits: [k + 1, vocab] target logits; row i predicts the token after draft[:i]."""
+
+
+@dataclass(frozen=True)
+class SpeculativeSampling:
+    """Algorithm 1 of Leviathan et al. (exact for lenience 1; App. A.5 lenience l < 1 is not)."""
+
+    lenience: float = 1.0
+    min_confidence: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.lenience <= 1:
+            raise ValueError(f"lenience must be in (0, 1], got {self.lenience}")
+
+    def __call__(self, logits: torch.Tensor, proposal: Proposal, sampling: SamplingConfig,
+                 generator: torch.Generator | None) -> Verdict:
+        p = sampling.probs(logits)  # float32 [k + 1, vocab]
+        return verify(p, proposal.q, proposal.tokens.to(p.device), generator, self.lenience)
+
+
+class StageClock:
+    """Wall time by stage; on a GPU the queue is drained before each reading."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.last = self.start = self.now()
+
+    def now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def lap(self) -> float:
+        """Seconds since the previous lap (or the start)."""
+        now = self.now()
+        elapsed, self.last = now - self.last, now
+        return elapsed
+
+
+def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_tokens: int, gamma: int,
+           sampling: SamplingConfig, generator: torch.Generator | None,
+           rule: AcceptanceRule = SpeculativeSampling(), eos_id: int | None = None,
+           fuse_prefill: bool = False) -> DecodeResult:
+    """Generate up to max_new_tokens after `prompt` (stops after eos_id if given).
+
+    gamma: most drafts per iteration (the decoder never drafts past the token budget).
+    fuse_prefill=False: the prompt (but its last token) is encoded first and timed as
+    `time_prefill`, so every iteration is one pass over the pending token and the drafts;
+    True: the first iteration's pass also encodes the prompt (HF's `generate` pass count).
+    """
+    if gamma < 0:
+        raise ValueError(f"gamma must be >= 0, got {gamma}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    stats = DecodeStats(gamma)
+    out: list[int] = []
+    from_drafter: list[bool] = []
+    clock = StageClock(target.device)
+    passes_before = target.forward_passes
+    target.start(prompt, fuse_prefill)
+    drafter.start(prompt)
+    stats.time_prefill = clock.lap()
+    confidence = {"min_confidence": rule.min_confidence} if rule.min_confidence > 0 else {}
+    while len(out) < max_new_tokens:
+        clock.lap()  # bookkeeping of the previous iteration is in no stage
+        room = min(gamma, max_new_tokens - len(out) - 1)
+        proposal = drafter.propose(room, sampling, generator, **confidence) if room > 0 else Proposal.empty()
+        stats.time_draft += clock.lap()
+        logits = target.score(proposal.tokens.tolist())  # [k + 1, vocab]
+        verdict = rule(logits, proposal, sampling, generator)
+        new = verdict.tokens.tolist()
+        target.commit(verdict.n_accepted, new)
+        stats.time_verify += clock.lap()
+        drafter.commit(verdict.n_accepted, new)
+        stats.time_draft += clock.lap()
+        stats.record(len(proposal), verdict.n_accepted, verdict.bonus and len(proposal) > 0, allowed=room)
+        out.extend(new)
+        from_drafter.extend([True] * verdict.n_accepted + [False] * (len(new) - verdict.n_accepted))
+        if eos_id is not None and eos_id in new:
+            cut = out.index(eos_id) + 1
+            del out[cut:], from_drafter[cut:]
+            break
+    del out[max_new_tokens:], from_drafter[max_new_tokens:]
+    stats.time_total = clock.now() - clock.start
+    stats.new_tokens = len(out)
+    stats.target_passes = target.forward_passes - passes_before  # the prefill included
+    return DecodeResult(out, from_drafter, stats)
+
+
+def speculative_decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_tokens: int,
+                       gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                       eos_id: int | None = None, lenience: float = 1.0,
+                       fuse_prefill: bool = False) -> DecodeResult:
+    """Speculative sampling (Algorithm 1): the output follows p exactly for lenience 1."""
+    return decode(target, drafter, prompt, max_new_tokens, gamma, sampling, generator,
+                  SpeculativeSampling(lenience), eos_id, fuse_prefill)
+
+
+def autoregressive_decode(target: Scorer, prompt: Sequence[int], max_new_tokens: int,
+                          sampling: SamplingConfig, generator: torch.Generator | None,
+                          eos_id: int | None = None, fuse_prefill: bool = False) -> DecodeResult:
+    """The baseline: one target pass per token, same cache handling and sampling."""
+    return decode(target, NoDrafter(), prompt, max_new_tokens, 0, sampling, generator, eos_id=eos_id,
+                  fuse_prefill=fuse_prefill)

@@ -1,0 +1,89 @@
+"""The target scorer: one forward pass of the target over the pending token and the drafts.
+
+p is the target's distribution. The target's KV session always holds the committed
+sequence with its last token pending; `score` feeds that token plus k drafted tokens and
+returns k + 1 rows of logits; `commit` crops the drafts that were rejected.
+"""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import torch
+from transformers import PreTrainedModel
+
+from specdec.reference.core.kv_session import KVSession
+
+
+class Scorer(Protocol):
+    """What the decode loop needs from the target side."""
+
+    device: torch.device
+    forward_passes: int  # target forward passes so far (the loop reports the difference)
+
+    def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None: ...
+
+    def score(self, draft: Sequence[int]) -> torch.Tensor:
+        """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus)."""
+
+    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None: ...
+
+
+class TargetScorer:
+    """Scores drafted tokens with the target model, keeping its KV cache across iterations."""
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.session = KVSession(model)
+        self._committed = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.session.device
+
+    @property
+    def forward_passes(self) -> int:
+        return self.session.forward_passes
+
+    @property
+    def model(self) -> PreTrainedModel:
+        return self.session.model
+
+    @property
+    def committed(self) -> list[int]:
+        return self.session.tokens[: self._committed]
+
+    def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None:
+        """Begin a sequence. fuse_prefill=True defers the prompt's encoding to the first
+        `score`, so the prefill and the first verification are one forward pass (as in HF's
+        assisted generation); otherwise the prompt (but its last token) is encoded now."""
+        self.session.start(prompt, encode=not fuse_prefill)
+        self._committed = len(prompt)
+
+    def score(self, draft: Sequence[int]) -> torch.Tensor:
+        """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus)."""
+        return self.session.extend(draft, n_logits=len(draft) + 1)
+
+    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+        """Keep the first n_accepted drafts, then append the remaining `tokens` (pending)."""
+        self.session.truncate(self._committed + n_accepted)
+        self.session.append(tokens[n_accepted:])
+        self._committed += len(tokens)
+
+
+class FixedLogitsScorer:
+    """A scorer that returns the same real logits instantly: the decode loop's own cost
+    (sampling transform, verifier, bookkeeping) is what remains when it is timed."""
+
+    forward_passes = 0
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        self.logits = logits  # [K + 1, vocab]
+        self.device = logits.device
+
+    def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None:
+        pass
+
+    def score(self, draft: Sequence[int]) -> torch.Tensor:
+        return self.logits[:len(draft) + 1]
+
+    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+        pass

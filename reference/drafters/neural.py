@@ -1,0 +1,63 @@
+"""A neural drafter: any Hugging Face causal LM with its own KV cache (q is its distribution)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import PreTrainedModel
+
+from specdec.reference.drafters.protocol import Proposal
+from specdec.reference.core.kv_session import KVSession
+from specdec.reference.core.sampling import SamplingConfig, sample
+
+
+def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Make draft logits [..., V_q] cover the target vocabulary [..., vocab_size].
+
+    Extra draft rows (padding) are dropped; missing rows get -inf so q puts no mass there.
+    """
+    v = logits.shape[-1]
+    if v == vocab_size:
+        return logits
+    if v > vocab_size:
+        return logits[..., :vocab_size]
+    pad = logits.new_full((*logits.shape[:-1], vocab_size - v), float("-inf"))
+    return torch.cat([logits, pad], dim=-1)
+
+
+class NeuralDrafter:
+    """Drafts autoregressively with a small causal LM; its cache is cropped on rejection."""
+
+    def __init__(self, model: PreTrainedModel, vocab_size: int) -> None:
+        self.session = KVSession(model)
+        self.vocab_size = vocab_size
+        self._committed = 0
+
+    def start(self, prompt: Sequence[int]) -> None:
+        self.session.start(prompt)
+        self._committed = len(prompt)
+
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                min_confidence: float = 0.0) -> Proposal:
+        """Draft up to gamma tokens; stop before one whose unadjusted max probability is
+        below min_confidence (see specdec.reference.drafters.protocol.Drafter.propose)."""
+        tokens: list[int] = []
+        qs: list[torch.Tensor] = []
+        for _ in range(gamma):
+            logits = fit_vocab(self.session.extend(tokens[-1:], n_logits=1)[0], self.vocab_size)  # [vocab]
+            if min_confidence > 0 and float(logits.float().softmax(-1).max()) < min_confidence:
+                break  # unsure: hand over to the target (this position's token is not drafted)
+            q = sampling.probs(logits)  # [vocab]
+            x = int(q.argmax()) if sampling.greedy else int(sample(q, generator))
+            tokens.append(x)
+            qs.append(q)
+        # the session now holds committed + tokens[:-1] (committed + tokens after an early
+        # stop); commit crops whatever it holds beyond the accepted drafts
+        q_all = None if sampling.greedy or not qs else torch.stack(qs)  # [k, vocab]
+        return Proposal(torch.tensor(tokens, dtype=torch.long), q_all)
+
+    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+        keep = min(self._committed + n_accepted, len(self.session.tokens))
+        self.session.truncate(keep)
+        self.session.append(tokens[keep - self._committed:])
+        self._committed += len(tokens)

@@ -1,0 +1,107 @@
+"""KenLM n-gram drafter: a negligible-cost draft model (c ~ 0, Leviathan et al. Sec. 3.6).
+
+Names follow the paper: p is the target's distribution, q the draft's, gamma the number of
+drafted tokens. The n-gram model (`ngram.model.NgramModel`) gives q over the target's
+whole vocabulary for a context in well under a millisecond; this module adapts it to the
+drafter protocol of `specdec.reference.drafters.protocol`:
+
+- the committed context is carried as the n-gram state (its last N-1 words), extended by
+  `commit`; `propose` extends a local copy, so rejected drafts need no undo;
+- sampling: q is adjusted with the target's own transform (`SamplingConfig.probs` on
+  log q: temperature, top-k, top-p) and a token is drawn from it by inversion with one
+  uniform from the caller's generator (`specdec.reference.core.sampling.sample`; torch.multinomial would cost more
+  than the rest of the step); the adjusted q rows are returned for the verifier;
+- greedy (temperature 0): the argmax of q, returned with q = None (one-hot), and no
+  random numbers are drawn.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from specdec.ngram.model import NgramModel
+from specdec.reference.drafters.protocol import Proposal
+from specdec.reference.core.sampling import SamplingConfig, sample
+
+
+class NgramDrafter:
+    """Drafts from a KenLM back-off n-gram model over target token ids.
+
+    Args:
+        path: a model folder from `specdec ngram build` (or its model.arpa / model.binary).
+        vocab_size: the target's vocabulary size V (q rows are [V]).
+        eos_id: the target id `</s>` stands for; default: the one recorded at build time.
+        bos: start each sequence from KenLM's sentence-start context `<s>` (matters only
+            for prompts shorter than N-1 tokens).
+        stop_at_eos: stop drafting after proposing eos_id (the decoder stops there anyway).
+    """
+
+    def __init__(self, path: str | os.PathLike, vocab_size: int, eos_id: int | None = None,
+                 bos: bool = True, stop_at_eos: bool = True) -> None:
+        self.model = NgramModel.load(path, vocab_size, eos_id)
+        self.vocab_size = vocab_size
+        self.bos = bos
+        self.stop_at_eos = stop_at_eos
+        self._state = self.model.begin(bos)
+
+    @property
+    def order(self) -> int:
+        return self.model.order
+
+    def start(self, prompt: Sequence[int]) -> None:
+        """The committed sequence becomes `prompt` (only its last N-1 tokens matter)."""
+        self._state = self.model.state_for(_ints(prompt), self.bos)
+
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                min_confidence: float = 0.0) -> Proposal:
+        """Draft up to gamma tokens. q: float32 [k, V] adjusted draft rows, None when greedy.
+
+        min_confidence: stop before the first position whose unadjusted q has a top
+            probability below it (BiLD's fallback; see specdec.reference.drafters.protocol.Drafter.propose).
+        """
+        model, state = self.model, self._state
+        eos = model.eos_id if self.stop_at_eos else None
+        log_min = math.log(min_confidence) if min_confidence > 0 else -math.inf
+        tokens: list[int] = []
+        rows: list[torch.Tensor] = []
+        for _ in range(gamma):
+            log_q = model.log_q(state)                                    # [V] natural log
+            if log_min > -math.inf and float(log_q.max()) < log_min:
+                break  # unsure: hand over to the target (this position is not drafted)
+            if sampling.greedy:
+                token = int(np.argmax(log_q))
+            else:
+                q = sampling.probs(torch.from_numpy(log_q))               # [V] adjusted
+                token = int(sample(q, generator))
+                rows.append(q)
+            tokens.append(token)
+            if token == eos:
+                break
+            state = model.advance(state, token)
+        q_out = torch.stack(rows) if rows else None
+        if q_out is None and not sampling.greedy:
+            q_out = torch.empty(0, self.vocab_size, dtype=torch.float32)
+        return Proposal(torch.tensor(tokens, dtype=torch.long), q_out)
+
+    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+        """Append the decoder's emitted tokens to the committed context."""
+        for t in _ints(tokens):
+            self._state = self.model.advance(self._state, t)
+
+    def score_sequence(self, tokens: Sequence[int], bos: bool | None = None) -> np.ndarray:
+        """Teacher-forced q: float32 [len(tokens), V] natural probabilities (unadjusted).
+
+        Row i is q(. | tokens[:i+1]), aligned with a causal LM's logits[i] (the
+        distribution of tokens[i+1]).
+        """
+        return self.model.score_sequence(_ints(tokens), self.bos if bos is None else bos)
+
+
+def _ints(tokens: Sequence[int] | torch.Tensor) -> list[int]:
+    if isinstance(tokens, torch.Tensor):
+        return tokens.reshape(-1).tolist()
+    return [int(t) for t in tokens]

@@ -1,0 +1,106 @@
+"""The cost side of speculative decoding as one value: c, c_hat, v(k) and the loop overhead.
+
+Names follow Leviathan et al. (ICML 2023): `c` = time of one draft step / time of one target
+step (Definition 7), `c_hat` = arithmetic operations per token of the draft / of the target
+(Theorem 10), v(k) the verify-cost curve, o(k) the decode loop's own time per iteration.
+`assemble_cost` is the one place a `CostEstimate` is put together (used by `specdec
+estimate` and the validation). The method: docs/estimator.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.estimate.timing import (DraftTiming, TargetTiming, context_of, target_logits,
+                                               time_draft_steps, time_loop_overhead, time_target_passes)
+
+
+def flops_per_token(model: torch.nn.Module) -> float:
+    """2 x (parameters used as matrices per token): everything but input embeddings, plus the
+    output layer (counted once even when tied to the input embedding)."""
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    matrix = sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
+    head = model.get_output_embeddings()
+    if head is not None and id(head.weight) in embeddings:
+        matrix += head.weight.numel()
+    return 2.0 * matrix
+
+
+def c_hat_for(drafter, target: torch.nn.Module) -> float:
+    """Arithmetic ratio c_hat of a drafter object to the target (see the module doc)."""
+    from specdec.reference.drafters.neural import NeuralDrafter
+
+    target_flops = flops_per_token(target)
+    if isinstance(drafter, NeuralDrafter):
+        return flops_per_token(drafter.session.model) / target_flops
+    order = getattr(drafter, "order", None)
+    vocab = getattr(drafter, "vocab_size", None)
+    if order is not None and vocab is not None:  # n-gram: ~ (order + 2) operations per vocabulary entry
+        return (order + 2) * vocab / target_flops
+    return 0.0  # prompt lookup and other table/copy drafters: no arithmetic worth counting
+
+
+@dataclass
+class CostEstimate:
+    """c, c_hat, v(k) and the loop overheads for one drafter at one sampling setting.
+
+    overhead_seconds[k]: decoder loop seconds per iteration with k drafts (k = 0..K-1);
+    overhead[k] the same in target steps (/ t(1)).
+    """
+
+    c: float
+    c_hat: float
+    target: TargetTiming
+    draft: DraftTiming | None
+    overhead_seconds: list[float]
+
+    @property
+    def verify_cost(self) -> list[float]:
+        return self.target.verify_cost
+
+    @property
+    def overhead(self) -> list[float]:
+        return [o / self.target.step_seconds for o in self.overhead_seconds]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"c": self.c, "c_hat": self.c_hat, "context_tokens": self.target.context_tokens,
+                "target_step_seconds": self.target.step_seconds,
+                "draft_token_seconds": None if self.draft is None else self.draft.token_seconds,
+                "verify_cost": self.verify_cost, "verify_seconds": self.target.seconds,
+                "verify_spread": self.target.spread, "crop_seconds": self.target.crop_seconds,
+                "overhead_seconds": self.overhead_seconds, "overhead": self.overhead,
+                "draft": None if self.draft is None else self.draft.to_dict(),
+                "repeats": self.target.repeats, "threads": self.target.threads, "device": self.target.device}
+
+
+def loop_overhead(target: torch.nn.Module, tokens: Sequence[int], sampling: SamplingConfig, timing: TargetTiming,
+                  max_k: int, generator: torch.Generator | None = None) -> list[float]:
+    """o(0..max_k-1) in seconds per iteration: the decode loop's own work with k drafts on real
+    logits, plus the target's KV-cache crop after a rejection (k > 0)."""
+    logits = target_logits(target, context_of(tokens, timing.context_tokens + max_k), max_k + 1)
+    overhead = time_loop_overhead(logits, sampling, list(range(max_k)), generator=generator)
+    return [o + (timing.crop_seconds if k > 0 else 0.0) for k, o in enumerate(overhead)]
+
+
+def assemble_cost(drafter, target: torch.nn.Module, timing: TargetTiming, draft: DraftTiming,
+                  overhead_seconds: Sequence[float]) -> CostEstimate:
+    """The one place a CostEstimate is put together: c = draft seconds per token / t(1)."""
+    return CostEstimate(draft.token_seconds / timing.step_seconds, c_hat_for(drafter, target), timing, draft,
+                        list(overhead_seconds))
+
+
+def estimate_cost(target: torch.nn.Module, drafter, tokens: Sequence[int], sampling: SamplingConfig,
+                  context_tokens: int = 128, max_k: int = 16, repeats: int = 7, draft_gamma: int = 4,
+                  draft_repeats: int = 20, generator: torch.Generator | None = None) -> CostEstimate:
+    """c (timed), c_hat (counted), v(1..max_k) and loop overheads o(0..max_k-1).
+
+    tokens: real token ids for the contexts (e.g. a held-out prompt and its continuation).
+    """
+    timing = time_target_passes(target, tokens, context_tokens, max_k, repeats)
+    draft = time_draft_steps(drafter, tokens, sampling, context_tokens, draft_gamma, draft_repeats,
+                             generator=generator, device=target.device)
+    overhead = loop_overhead(target, tokens, sampling, timing, max_k, generator)
+    return assemble_cost(drafter, target, timing, draft, overhead)

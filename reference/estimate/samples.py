@@ -1,0 +1,160 @@
+"""Held-out prompts and the target's own continuations of them, generated in batches.
+
+Names follow Leviathan et al. (ICML 2023): `p` is the target's (adjusted) distribution.
+
+Corollary 3.6 estimates alpha = E[sum_x min(p, q)] over prefixes drawn from the target,
+so the estimator first samples continuations from p. `generate_continuations` runs its own
+batched loop (one KV cache for the batch, left padding with an attention mask and explicit
+position ids) instead of Hugging Face `generate`, so that
+
+- the sampling transform is exactly `SamplingConfig.probs` (the one the decoder and the
+  verifier use: temperature 0 = argmax, top-k, top-p), and
+- randomness comes from the caller's `torch.Generator` (HF `generate` draws from torch's
+  global generator).
+
+Every continuation has exactly `new_tokens` tokens: EOS is not a stop (the validation's
+decoders ignore EOS too, so both see the same kind of sequences).
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from specdec.reference.core.sampling import SamplingConfig, sample
+
+
+@dataclass(frozen=True)
+class TargetSamples:
+    """Prompts and the continuations the target sampled for them.
+
+    prompts: token ids of each prompt.
+    continuations: the sampled ids after each prompt, each exactly new_tokens long.
+    sampling: the transform the continuations were drawn with.
+    seconds: wall time of the generation.
+    """
+
+    prompts: list[list[int]]
+    continuations: list[list[int]]
+    sampling: SamplingConfig
+    seconds: float = 0.0
+    sources: list[str] = field(default_factory=list)  # where each prompt came from (informational)
+
+    @property
+    def n_positions(self) -> int:
+        return sum(len(c) for c in self.continuations)
+
+    def sequences(self) -> list[list[int]]:
+        """prompt + continuation for every sample."""
+        return [list(p) + list(c) for p, c in zip(self.prompts, self.continuations)]
+
+
+def held_out_prompts(n: int, prompt_tokens: int, target_path: str | os.PathLike | None = None
+                     ) -> tuple[list[list[int]], list[str]]:
+    """n held-out prompts of exactly prompt_tokens ids (Shakespeare + Austen evaluation split).
+
+    The prompts come from `specdec.reference.data.corpus.eval_prompts`, the split the n-gram drafters never
+    train on (tokenized with the target's tokenizer). Returns (ids, source names).
+    """
+    from specdec.reference.data.corpus import eval_prompts
+
+    if target_path is None:
+        from specdec.reference.data.default_model import default_target_path
+        target_path = default_target_path()
+    prompts = eval_prompts(n, prompt_tokens, tokenizer_dir=Path(target_path))
+    return [list(p.ids) for p in prompts], [f"{p.source}/{p.doc}/{p.chunk}" for p in prompts]
+
+
+def prompts_from_file(path: str | os.PathLike, tokenizer, prompt_tokens: int | None = None
+                      ) -> tuple[list[list[int]], list[str]]:
+    """Prompts from a text file, one prompt a line (blank lines skipped); ids cut to prompt_tokens.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file holds no non-empty prompt.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"prompts file {str(path)!r} not found")
+    texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    ids = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    ids = [x[:prompt_tokens] if prompt_tokens else x for x in ids]
+    kept = [(x, f"{path.name}:{i + 1}") for i, x in enumerate(ids) if x]
+    if not kept:
+        raise ValueError(f"prompts file {str(path)!r} holds no prompt that encodes to tokens")
+    return [x for x, _ in kept], [s for _, s in kept]
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded ids and attention mask, both LongTensor [B, max_len]."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        if len(p):
+            ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, width - len(p):] = 1
+    return ids, mask
+
+
+@torch.inference_mode()
+def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new_tokens: int,
+                   sampling: SamplingConfig, generator: torch.Generator | None) -> list[list[int]]:
+    """Sample new_tokens ids after each prompt in one batch (KV cache, left padding).
+
+    Returns B lists of exactly new_tokens ids. Row b of each step is drawn from
+    sampling.probs(logits[b]) with `generator` (argmax at temperature 0: nothing drawn).
+    """
+    from transformers import DynamicCache
+
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt must contain at least one token")
+    device = model.device
+    ids, mask = left_pad(prompts)
+    ids, mask = ids.to(device), mask.to(device)
+    position = (mask.cumsum(-1) - 1).clamp_min(0)  # [B, L]
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=cache,
+                use_cache=True, logits_to_keep=1)
+    next_pos = position[:, -1:] + 1  # [B, 1]
+    produced: list[torch.Tensor] = []
+    for step in range(new_tokens):
+        p = sampling.probs(out.logits[:, -1])  # [B, vocab] float32
+        x = p.argmax(-1) if sampling.greedy else sample(p, generator)  # [B]
+        produced.append(x)
+        if step == new_tokens - 1:
+            break
+        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+        out = model(input_ids=x[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
+                    use_cache=True, logits_to_keep=1)
+        next_pos = next_pos + 1
+    return torch.stack(produced, dim=1).tolist() if produced else [[] for _ in prompts]
+
+
+def generate_continuations(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new_tokens: int,
+                           sampling: SamplingConfig, generator: torch.Generator | None, batch_size: int = 16,
+                           progress: bool = False, sources: Sequence[str] | None = None) -> TargetSamples:
+    """Sample a continuation of new_tokens ids for every prompt, batch_size prompts at a time.
+
+    Prompts of equal length need no padding; the held-out prompts all have the same length.
+    """
+    if new_tokens < 1:
+        raise ValueError(f"new_tokens must be >= 1, got {new_tokens}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    start = time.perf_counter()
+    continuations: list[list[int]] = []
+    bar = tqdm(total=len(prompts) * new_tokens, desc=f"sampling the target (T={sampling.temperature:g})",
+               unit="tok", disable=not progress, leave=False)
+    for b in range(0, len(prompts), batch_size):
+        batch = prompts[b:b + batch_size]
+        continuations.extend(generate_batch(model, batch, new_tokens, sampling, generator))
+        bar.update(len(batch) * new_tokens)
+    bar.close()
+    return TargetSamples([list(p) for p in prompts], continuations, sampling, time.perf_counter() - start,
+                         list(sources) if sources is not None else [])

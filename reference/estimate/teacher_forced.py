@@ -1,0 +1,327 @@
+"""Teacher-forced acceptance: p and q at every position of the target's own sequences.
+
+Names follow Leviathan et al. (ICML 2023): `p` is the target's adjusted distribution, `q`
+the draft's, beta = sum_x min(p, q) the acceptance probability of one draft token for one
+prefix (Theorem 3.5), alpha = E(beta) (Corollary 3.6), `l` the lenience of App. A.5.
+
+For a sequence prompt + x_1..x_n sampled from the target, position t (0-based) is the
+prefix prompt + x_<t; p_t and q_t are both computed with that true prefix (teacher
+forcing) and adjusted with the same `SamplingConfig` (temperature / top-k / top-p). What
+each drafter kind contributes at position t:
+
+- neural (any HF causal LM with the target's vocabulary): q_t from ONE batched forward pass
+  over the whole sequences (`NeuralScorer`);
+- KenLM n-gram: q_t from `NgramDrafter.score_sequence` (`NgramScorer`);
+- any drafter of the protocol (`ProtocolScorer`, the generic, slow path; used for prompt
+  lookup): the drafter is started on the prompt and fed the true tokens one by one; at each
+  position `propose` is asked for a block. A stochastic drafter's q_t is the q row of its
+  first drafted token; a deterministic drafter (q None, e.g. prompt lookup) proposes a
+  token d_t, and then q_t is one-hot at d_t, so beta_t = p_t(d_t): the argmax agreement
+  at temperature 0, the target's probability of the proposal at T > 0. A position where it
+  proposes nothing counts as a rejection (beta_t = 0) and is flagged in `proposed`.
+
+At temperature 0 (p and q one-hot) beta_t is 1 exactly when the draft's greedy token is
+the target's greedy token. For deterministic drafters at temperature 0 the module also
+records, for every position t, the drafter's whole block of up to `max_gamma` tokens from
+that true prefix and how many of its leading tokens equal x_t, x_t+1, ... (`match`,
+`block`): that is all greedy speculative decoding ever looks at, so `specdec.reference.estimate.replay` can
+reproduce its accepted-length histogram exactly. For neural and n-gram drafters the greedy
+draft chain from a true prefix follows the true tokens as long as it matches, so `match` is
+the run of consecutive agreements starting at t.
+
+What teacher forcing can NOT give: the acceptance of draft position i >= 2 at T > 0. There
+the draft's own sampled token (distributed as min(p, q)/beta when accepted, not as p) is in
+the prefix, so beta at later positions depends on the draft's samples; teacher forcing
+measures beta along target-distributed prefixes only (the paper's i.i.d. alpha).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from specdec.reference.drafters.neural import fit_vocab
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.estimate.samples import TargetSamples
+
+
+@dataclass
+class PositionScores:
+    """Teacher-forced acceptance data for the n continuation positions of one sequence.
+
+    beta: float64 [n], sum_x min(p_t, q_t).
+    beta_lenient: float64 [n_l, n], sum_x min(p_t / l, q_t) for each lenience l.
+    lenient_argmax: float64 [n_l, n] or None; temperature 0 only: 1 when the draft's token x
+        has p_raw(x) >= l * max p_raw under the unadjusted (temperature-1) target softmax
+        (App. A.5's variant for argmax sampling; the decoder does NOT implement it).
+    proposed: bool [n], whether the drafter proposed a token at t (always True for q-drafters).
+    match: int64 [n] or None; temperature 0 and deterministic drafts: leading tokens of the
+        drafter's block from the true prefix that equal x_t, x_t+1, ... (<= block[t]).
+    block: int64 [n] or None; length of that block (<= max_gamma; shorter near the end of
+        the sequence only for drafters whose proposals are shorter). For deterministic
+        protocol drafters (prompt lookup) also recorded at T > 0, where only its length is used.
+    """
+
+    beta: np.ndarray
+    beta_lenient: np.ndarray
+    lenient_argmax: np.ndarray | None
+    proposed: np.ndarray
+    match: np.ndarray | None = None
+    block: np.ndarray | None = None
+    proposes_tokens: bool = False  # a deterministic protocol drafter (q one-hot at its proposal)
+
+
+@dataclass
+class DraftRows:
+    """The draft side of one sequence's n continuation positions.
+
+    q: float32 [n, vocab] adjusted draft distributions, or None for deterministic proposals.
+    token: LongTensor [n], the proposed token at each position (-1 = no proposal); used when q
+        is None. At temperature 0 a neural / n-gram q is one-hot, so it is given as its argmax.
+    blocks: for deterministic protocol drafters, the proposed block at each position (list
+        of n lists of ids); None otherwise.
+    chain: True when the block from position t is the greedy chain of per-position argmaxes
+        (neural and n-gram drafters at temperature 0).
+    stop_token: a chain drafter stops its block after proposing this token (the n-gram
+        drafter's EOS); None: blocks are always max_gamma long.
+    """
+
+    q: torch.Tensor | None
+    token: torch.Tensor | None
+    blocks: list[list[int]] | None = None
+    chain: bool = False
+    stop_token: int | None = None
+
+
+class DraftScorer(Protocol):
+    """Teacher-forced draft rows for a batch of sequences."""
+
+    def rows(self, samples: TargetSamples, indices: Sequence[int], sampling: SamplingConfig,
+             vocab_size: int) -> list[DraftRows]:
+        """DraftRows for samples.prompts[i] + samples.continuations[i], i in indices."""
+
+
+@torch.inference_mode()
+def continuation_logits(model: torch.nn.Module, samples: TargetSamples, indices: Sequence[int]
+                        ) -> list[torch.Tensor]:
+    """Teacher-forced logits at the continuation positions, one batched forward pass.
+
+    Returns, per index i, logits [n_i, V]: row t predicts continuation token t from the true
+    prefix prompt + x_<t. Sequences are right-padded (causal attention: padding after a
+    position never changes it), and only the last K logits are kept, K covering every
+    sequence's continuation.
+    """
+    seqs = [samples.prompts[i] + samples.continuations[i][:-1] for i in indices]  # inputs
+    starts = [len(samples.prompts[i]) - 1 for i in indices]  # position predicting x_0
+    width = max(len(s) for s in seqs)
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    for b, s in enumerate(seqs):
+        ids[b, :len(s)] = torch.tensor(s, dtype=torch.long)
+    keep = width - min(starts)
+    logits = model(input_ids=ids.to(model.device), logits_to_keep=keep).logits  # [B, keep, V]
+    out = []
+    for b, i in enumerate(indices):
+        first = starts[b] - (width - keep)
+        out.append(logits[b, first:first + len(samples.continuations[i])])
+    return out
+
+
+class NeuralScorer:
+    """q from a Hugging Face causal LM with the target's vocabulary, batched teacher forcing."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    def rows(self, samples: TargetSamples, indices: Sequence[int], sampling: SamplingConfig,
+             vocab_size: int) -> list[DraftRows]:
+        out = []
+        for logits in continuation_logits(self.model, samples, indices):
+            logits = fit_vocab(logits, vocab_size)  # [n, V]
+            if sampling.greedy:
+                out.append(DraftRows(None, logits.argmax(-1), chain=True))
+            else:
+                out.append(DraftRows(sampling.probs(logits), None))
+        return out
+
+
+class NgramScorer:
+    """q from a KenLM n-gram drafter (`NgramDrafter.score_sequence`), adjusted like its proposals."""
+
+    def __init__(self, drafter) -> None:
+        self.drafter = drafter
+
+    def rows(self, samples: TargetSamples, indices: Sequence[int], sampling: SamplingConfig,
+             vocab_size: int) -> list[DraftRows]:
+        out = []
+        for i in indices:
+            prompt, cont = samples.prompts[i], samples.continuations[i]
+            q_all = self.drafter.score_sequence(prompt + cont[:-1])  # [L, V] natural probabilities
+            q = torch.from_numpy(np.ascontiguousarray(q_all[len(prompt) - 1:]))  # [n, V]
+            if sampling.greedy:
+                stop = self.drafter.model.eos_id if getattr(self.drafter, "stop_at_eos", False) else None
+                out.append(DraftRows(None, q.argmax(-1), chain=True, stop_token=stop))
+            else:
+                # the drafter adjusts log q with the target's transform: do the same
+                out.append(DraftRows(sampling.probs(torch.log(q)), None))
+        return out
+
+
+class ProtocolScorer:
+    """Any drafter of the protocol, fed the true sequence token by token (generic, slow).
+
+    Deterministic drafters (q None) at temperature 0 also record their blocks of up to
+    max_gamma tokens for `specdec.reference.estimate.replay`.
+    """
+
+    def __init__(self, drafter, max_gamma: int = 16, generator: torch.Generator | None = None) -> None:
+        self.drafter = drafter
+        self.max_gamma = max_gamma
+        self.generator = generator
+
+    def rows(self, samples: TargetSamples, indices: Sequence[int], sampling: SamplingConfig,
+             vocab_size: int) -> list[DraftRows]:
+        out = []
+        for i in indices:
+            prompt, cont = samples.prompts[i], samples.continuations[i]
+            self.drafter.start(prompt)
+            tokens: list[int] = []
+            qs: list[torch.Tensor | None] = []
+            blocks: list[list[int]] = []
+            for x in cont:
+                proposal = self.drafter.propose(self.max_gamma, sampling, self.generator)
+                block = proposal.tokens.tolist()
+                blocks.append(block)
+                tokens.append(block[0] if block else -1)
+                qs.append(None if proposal.q is None or not block else proposal.q[0].float())
+                self.drafter.commit(0, [int(x)])
+            if any(q is not None for q in qs):
+                if any(q is None for q in qs):
+                    raise ValueError("a drafter returned q for some proposals and None for others")
+                out.append(DraftRows(torch.stack(qs), None))
+            else:
+                out.append(DraftRows(None, torch.tensor(tokens, dtype=torch.long), blocks=blocks))
+        return out
+
+
+def leading_matches(block: Sequence[int], truth: Sequence[int]) -> int:
+    """How many leading tokens of block equal truth (truth may be shorter)."""
+    n = 0
+    for a, b in zip(block, truth):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def chain_matches(agree: np.ndarray, cap: int) -> np.ndarray:
+    """Run length of consecutive True values starting at each position, capped: int64 [n]."""
+    run = np.zeros(agree.shape[0] + 1, dtype=np.int64)
+    for t in range(agree.shape[0] - 1, -1, -1):
+        run[t] = run[t + 1] + 1 if agree[t] else 0
+    return np.minimum(run[:-1], cap)
+
+
+def chain_blocks(tokens: np.ndarray, match: np.ndarray, cap: int, stop_token: int | None) -> np.ndarray:
+    """Block lengths of a greedy chain drafter from each position: int64 [n].
+
+    The chain from t is known up to its first mismatch: tokens[t .. t + match[t]]. A drafter
+    that stops after `stop_token` has a block ending there when the stop token is in that
+    known part; otherwise the block is taken as `cap` long (what follows the first mismatch
+    is the draft's own continuation, which teacher forcing does not see: acceptance counts
+    stay exact, the number of drafted tokens may then be overestimated).
+    """
+    n = tokens.shape[0]
+    block = np.full(n, cap, dtype=np.int64)
+    if stop_token is None:
+        return block
+    stops = np.nonzero(tokens == stop_token)[0]
+    for t in range(n):
+        j = np.searchsorted(stops, t)
+        if j < stops.size and stops[j] <= t + match[t] and stops[j] - t < cap:
+            block[t] = stops[j] - t + 1
+    return block
+
+
+def position_scores(p_logits: torch.Tensor, draft: DraftRows, truth: Sequence[int], sampling: SamplingConfig,
+                    lenience: Sequence[float], max_gamma: int) -> PositionScores:
+    """beta, lenient beta and replay data for one sequence.
+
+    p_logits: [n, V] target logits at the continuation positions; truth: x_0..x_n-1.
+    """
+    p = sampling.probs(p_logits)  # [n, V] float32
+    n = p.shape[0]
+    ls = [float(l) for l in lenience]
+    lenient_argmax = None
+    if draft.q is not None:
+        q = draft.q.to(p.device)
+        beta = torch.minimum(p, q).sum(-1, dtype=torch.float64)  # [n]
+        lenient = torch.stack([torch.minimum(p / l, q).sum(-1, dtype=torch.float64) for l in ls]) if ls else \
+            torch.zeros(0, n, dtype=torch.float64)
+        proposed = np.ones(n, dtype=bool)
+    else:
+        token = draft.token.to(p.device)
+        proposed_t = token >= 0
+        p_x = torch.where(proposed_t, p.gather(-1, token.clamp_min(0)[:, None])[:, 0], torch.zeros_like(p[:, 0]))
+        beta = p_x.double()
+        lenient = torch.stack([torch.clamp(p_x.double() / l, max=1.0) for l in ls]) if ls else \
+            torch.zeros(0, n, dtype=torch.float64)
+        proposed = proposed_t.cpu().numpy()
+        if sampling.greedy and ls:
+            raw = p_logits.float().softmax(-1)  # [n, V] unadjusted target distribution
+            raw_x = torch.where(proposed_t, raw.gather(-1, token.clamp_min(0)[:, None])[:, 0],
+                                torch.full_like(raw[:, 0], -1.0))
+            top = raw.max(-1).values
+            lenient_argmax = torch.stack([(raw_x >= l * top).double() for l in ls]).cpu().numpy()
+    match = block = None
+    if draft.blocks is not None:  # a deterministic protocol drafter: block lengths at any temperature
+        block = np.array([len(b) for b in draft.blocks], dtype=np.int64)
+    if sampling.greedy and draft.q is None:
+        truth = [int(t) for t in truth]
+        if draft.chain:
+            tokens = draft.token.cpu().numpy()
+            match = chain_matches(tokens == np.asarray(truth), max_gamma)
+            block = chain_blocks(tokens, match, max_gamma, draft.stop_token)
+        elif draft.blocks is not None:
+            match = np.array([leading_matches(b, truth[t:]) for t, b in enumerate(draft.blocks)], dtype=np.int64)
+    # sum_x min(p, q) <= 1 exactly; float32 rows can overshoot by ~1e-7
+    beta, lenient = beta.clamp(0.0, 1.0), lenient.clamp(0.0, 1.0)
+    return PositionScores(beta.cpu().numpy(), lenient.cpu().numpy(), lenient_argmax, proposed, match, block,
+                          proposes_tokens=draft.q is None and not draft.chain)
+
+
+@torch.inference_mode()
+def score_positions(target: torch.nn.Module, scorer: DraftScorer, samples: TargetSamples, sampling: SamplingConfig,
+                    vocab_size: int, lenience: Sequence[float] = (1.0,), batch_size: int = 8,
+                    max_gamma: int = 16, progress: bool = False) -> list[PositionScores]:
+    """Teacher-forced PositionScores for every sample, batch_size sequences per forward pass."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    out: list[PositionScores] = []
+    n = len(samples.prompts)
+    bar = tqdm(total=samples.n_positions, desc="teacher-forced scoring", unit="pos", disable=not progress,
+               leave=False)
+    for b in range(0, n, batch_size):
+        indices = list(range(b, min(n, b + batch_size)))
+        p_logits = continuation_logits(target, samples, indices)
+        drafts = scorer.rows(samples, indices, sampling, vocab_size)
+        for i, logits, draft in zip(indices, p_logits, drafts):
+            out.append(position_scores(logits[:, :vocab_size], draft, samples.continuations[i], sampling,
+                                       lenience, max_gamma))
+            bar.update(len(samples.continuations[i]))
+    bar.close()
+    return out
+
+
+def scorer_for(drafter, max_gamma: int = 16, generator: torch.Generator | None = None) -> DraftScorer:
+    """The fastest teacher-forced scorer for a drafter object: batched for neural drafters,
+    `score_sequence` for n-gram drafters, the generic protocol replay for anything else."""
+    from specdec.reference.drafters.neural import NeuralDrafter
+
+    if isinstance(drafter, NeuralDrafter):
+        return NeuralScorer(drafter.session.model)
+    if hasattr(drafter, "score_sequence"):
+        return NgramScorer(drafter)
+    return ProtocolScorer(drafter, max_gamma, generator)

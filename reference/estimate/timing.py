@@ -1,0 +1,245 @@
+"""Timing the target and the drafter: t(k), v(k), the draft step, the decode loop's overhead.
+
+Names follow Leviathan et al. (ICML 2023); v(k) = t(k) / t(1) is the verify-cost curve.
+Every time is the median of repeated runs after warm-up runs, with the GPU queue drained
+before each clock reading. What is timed and why: docs/estimator.md.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from specdec.reference.core.loop import speculative_decode
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import FixedLogitsScorer
+from specdec.reference.drafters.protocol import Proposal
+
+
+def sync(device: torch.device) -> None:
+    """Wait for queued GPU work so the clock measures it (no-op on CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def context_of(tokens: Sequence[int], length: int) -> list[int]:
+    """`length` real token ids (tokens repeated if too short)."""
+    if not tokens:
+        raise ValueError("need at least one token to build a timing context")
+    reps = -(-length // len(tokens))
+    return (list(tokens) * reps)[:length]
+
+
+@dataclass
+class TargetTiming:
+    """Median target pass times at one context length.
+
+    seconds[k-1]: one pass over k new tokens (k = 1..K); verify_cost[k-1] = v(k);
+    crop_seconds: cropping k tokens from the KV cache (median over k); spread: relative
+    interquartile range of each k's runs (noise indicator); runs[k-1]: every timed run.
+    """
+
+    context_tokens: int
+    seconds: list[float]
+    verify_cost: list[float]
+    spread: list[float]
+    crop_seconds: float
+    repeats: int
+    warmup: int
+    threads: int
+    device: str
+    runs: list[list[float]] = field(default_factory=list, repr=False)
+
+    @property
+    def step_seconds(self) -> float:
+        return self.seconds[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@torch.inference_mode()
+def time_target_passes(model: torch.nn.Module, tokens: Sequence[int], context_tokens: int = 128, max_k: int = 16,
+                       repeats: int = 7, warmup: int = 2) -> TargetTiming:
+    """t(k) and v(k) for k = 1..max_k with the KV cache at context_tokens tokens.
+
+    The k's are interleaved within each repeat so slow drifts of the machine hit every k.
+    """
+    from transformers import DynamicCache
+
+    if context_tokens < 1 or max_k < 1:
+        raise ValueError(f"need context_tokens >= 1 and max_k >= 1, got {context_tokens}, {max_k}")
+    device = model.device
+    ids = torch.tensor([context_of(tokens, context_tokens + max_k)], dtype=torch.long, device=device)
+    cache = DynamicCache(config=model.config)
+    model(input_ids=ids[:, :context_tokens], past_key_values=cache, use_cache=True, logits_to_keep=1)
+    runs: dict[int, list[float]] = {k: [] for k in range(1, max_k + 1)}
+    crops: list[float] = []
+    for r in range(warmup + repeats):
+        for k in range(1, max_k + 1):
+            x = ids[:, context_tokens:context_tokens + k]
+            sync(device)
+            start = time.perf_counter()
+            model(input_ids=x, past_key_values=cache, use_cache=True, logits_to_keep=k)
+            sync(device)
+            mid = time.perf_counter()
+            cache.crop(-k)  # transformers 5: negative = number of tokens to drop
+            sync(device)
+            end = time.perf_counter()
+            if r >= warmup:
+                runs[k].append(mid - start)
+                crops.append(end - mid)
+    return _timing_from_runs(context_tokens, [runs[k] for k in range(1, max_k + 1)], float(np.median(crops)),
+                             repeats, warmup, str(device))
+
+
+def _timing_from_runs(context_tokens: int, runs: list[list[float]], crop_seconds: float, repeats: int,
+                      warmup: int, device: str) -> TargetTiming:
+    """Medians, v(k) and spreads from the raw runs of each k (runs[k-1])."""
+    seconds = [float(np.median(r)) for r in runs]
+    spread = [float((np.quantile(r, 0.75) - np.quantile(r, 0.25)) / np.median(r)) for r in runs]
+    return TargetTiming(context_tokens, seconds, [s / seconds[0] for s in seconds], spread, crop_seconds,
+                        repeats, warmup, torch.get_num_threads(), device, [list(r) for r in runs])
+
+
+def pool_timings(timings: Sequence[TargetTiming]) -> TargetTiming:
+    """One timing from several (e.g. sweeps taken between decode runs): the runs of every k
+    are pooled, k = 1..K of the longest; each k's median uses every sweep that timed it."""
+    if not timings:
+        raise ValueError("nothing to pool")
+    top = max(len(t.runs) for t in timings)
+    runs = [[x for t in timings if len(t.runs) > k for x in t.runs[k]] for k in range(top)]
+    first = timings[0]
+    return _timing_from_runs(first.context_tokens, runs, float(np.median([t.crop_seconds for t in timings])),
+                             sum(t.repeats for t in timings), first.warmup, first.device)
+
+
+@dataclass
+class DraftTiming:
+    """Median draft cost per drafted token (propose + commit, divided by the tokens drafted)."""
+
+    token_seconds: float
+    iteration_seconds: float
+    mean_proposed: float
+    gamma: int
+    repeats: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def time_draft_steps(drafter, tokens: Sequence[int], sampling: SamplingConfig, context_tokens: int = 128,
+                     gamma: int = 4, repeats: int = 20, warmup: int = 3, generator: torch.Generator | None = None,
+                     device: torch.device = torch.device("cpu")) -> DraftTiming:
+    """Time the drafter's propose(gamma) + commit cycle from real contexts.
+
+    The drafter starts on the first context_tokens ids; each cycle proposes, then commits
+    the next true token with nothing accepted (so the context moves along real text and
+    speculative state is discarded as after a rejection).
+    """
+    if gamma < 1:
+        raise ValueError(f"gamma must be >= 1, got {gamma}")
+    ids = context_of(tokens, context_tokens + warmup + repeats)
+    drafter.start(ids[:context_tokens])
+    per_token, per_iter, proposed = [], [], []
+    for i in range(warmup + repeats):
+        sync(device)
+        start = time.perf_counter()
+        proposal = drafter.propose(gamma, sampling, generator)
+        drafter.commit(0, [ids[context_tokens + i]])
+        sync(device)
+        elapsed = time.perf_counter() - start
+        if i >= warmup:
+            k = len(proposal)
+            per_iter.append(elapsed)
+            per_token.append(elapsed / max(k, 1))
+            proposed.append(k)
+    return DraftTiming(float(np.median(per_token)), float(np.median(per_iter)), float(np.mean(proposed)),
+                       gamma, repeats)
+
+
+class FixedDrafter:
+    """Proposes the same k tokens (with q rows when sampling) at no cost."""
+
+    def __init__(self, tokens: torch.Tensor, q: torch.Tensor | None) -> None:
+        self.tokens, self.q = tokens, q
+
+    def start(self, prompt: Sequence[int]) -> None:
+        pass
+
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                min_confidence: float = 0.0) -> Proposal:
+        return Proposal(self.tokens[:gamma], None if self.q is None else self.q[:gamma])
+
+    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+        pass
+
+
+def time_loop_overhead(logits: torch.Tensor, sampling: SamplingConfig, ks: Sequence[int], tokens: int = 64,
+                       repeats: int = 3, generator: torch.Generator | None = None) -> list[float]:
+    """Decoder seconds per iteration spent outside the models, for each draft length k in ks.
+
+    logits: real target logits [K + 1, V] (K >= max(ks)). Drafts are the argmax tokens of the
+    next rows (so some are accepted); at T > 0 their q is the adjusted next row.
+    """
+    if logits.shape[0] < max(ks) + 1:
+        raise ValueError(f"need {max(ks) + 1} rows of logits, got {logits.shape[0]}")
+    rolled = logits.roll(-1, dims=0)
+    draft_tokens = rolled.argmax(-1)  # [K + 1]
+    q = None if sampling.greedy else sampling.probs(rolled)
+    out = []
+    for k in ks:
+        best = float("inf")
+        for _ in range(repeats):
+            result = speculative_decode(FixedLogitsScorer(logits), FixedDrafter(draft_tokens, q), [0], tokens, k,
+                                        sampling, generator)
+            s = result.stats
+            best = min(best, (s.time_total - s.time_prefill) / s.iterations)
+        out.append(best)
+    return out
+
+
+def target_logits(model: torch.nn.Module, tokens: Sequence[int], rows: int) -> torch.Tensor:
+    """Real target logits for the last `rows` positions of tokens: [rows, V] (for overhead timing)."""
+    with torch.inference_mode():
+        ids = torch.tensor([list(tokens)], dtype=torch.long, device=model.device)
+        return model(input_ids=ids, logits_to_keep=rows).logits[0].float()
+
+
+class TargetProbe:
+    """A quick speed reference: the median time of a few one-token target passes at a fixed
+    context, with its own KV cache (cropped back after each pass).
+
+    Used between decode runs so that each run's walltime can be expressed in target steps
+    of that moment: on a machine whose speed drifts (a VM's CPU share changing within
+    seconds), time / probe cancels the drift that a single up-front t(1) cannot.
+    """
+
+    def __init__(self, model: torch.nn.Module, tokens: Sequence[int], context_tokens: int = 96,
+                 passes: int = 3) -> None:
+        from transformers import DynamicCache
+
+        self.model, self.passes = model, passes
+        self.ids = torch.tensor([context_of(tokens, context_tokens + 1)], dtype=torch.long, device=model.device)
+        self.cache = DynamicCache(config=model.config)
+        with torch.inference_mode():
+            model(input_ids=self.ids[:, :context_tokens], past_key_values=self.cache, use_cache=True,
+                  logits_to_keep=1)
+        self.context_tokens = context_tokens
+
+    @torch.inference_mode()
+    def __call__(self) -> float:
+        device = self.model.device
+        times = []
+        x = self.ids[:, self.context_tokens:self.context_tokens + 1]
+        for _ in range(self.passes):
+            sync(device)
+            start = time.perf_counter()
+            self.model(input_ids=x, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+            sync(device)
+            times.append(time.perf_counter() - start)
+            self.cache.crop(-1)
+        return float(np.median(times))

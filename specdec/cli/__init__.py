@@ -1,0 +1,77 @@
+"""The `specdec` command line: a thin click group whose commands load lazily.
+
+Each command lives in its own module and is imported only when invoked, so
+`specdec plan` never imports torch. Library errors (bad α, missing model file, corrupt
+ARPA file ...) become a one-line `Error: ...` and exit status 1; set SPECDEC_DEBUG=1 to
+see the traceback instead.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+
+import click
+
+# command name -> "module:attribute"
+COMMANDS: dict[str, str] = {
+    "plan": "specdec.cli.plan:plan",
+    "figures": "specdec.cli.plan:figures",
+    "decode": "specdec.cli.decode:decode",
+    "ngram": "specdec.cli.ngram:ngram",
+    "estimate": "specdec.cli.estimate:estimate",
+    "validate": "specdec.cli.validate:validate",
+    "bild": "specdec.cli.bild:bild",
+}
+
+# Exceptions the library raises for bad input; shown as one line, never as a traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, NotADirectoryError,
+                                                PermissionError, KeyError)
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a command's module only when the command runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(c for c in COMMANDS if _available(c))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr = COMMANDS[name].split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+def _available(name: str) -> bool:
+    return importlib.util.find_spec(COMMANDS[name].split(":")[0]) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="specdec")
+def cli() -> None:
+    """Plan, measure and check speculative decoding (Leviathan et al., ICML 2023)."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the group, turning library errors into one-line messages."""
+    try:
+        cli.main(args=argv, prog_name="specdec", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except USER_ERRORS as exc:
+        if os.environ.get("SPECDEC_DEBUG"):
+            raise
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        click.echo(f"Error: {msg}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

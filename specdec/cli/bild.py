@@ -1,0 +1,124 @@
+"""`specdec bild`: Big Little Decoder (fallback + rollback) vs the target, speed and quality.
+
+One policy: decode the prompts with BiLD and with the greedy autoregressive baseline,
+report the speedup and the quality measured against the target. `--sweep`: run a grid
+of fallback x rollback thresholds, the two ablations and exact speculative decoding at
+several gamma, write bild_sweep.json and the trade-off figure into --out.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from specdec.cli.common import (drafter_option, json_option, model_options, parse_floats, parse_positive_ints,
+                                require_drafter, sampling_options, seed_option)
+
+
+def _rollback(text: str, name: str = "--rollback") -> float | str:
+    from specdec.reference.bild.policy import BildPolicy
+    try:
+        return BildPolicy.parse_rollback(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=name) from None
+
+
+@click.command()
+@click.option("--prompt", "prompts", multiple=True, help="Prompt text (repeatable). Default: held-out corpus prompts.")
+@click.option("--heldout", type=int, default=8, show_default=True,
+              help="Without --prompt: how many held-out Shakespeare/Austen prompts to use.")
+@click.option("--prompt-tokens", type=int, default=64, show_default=True, help="Length of each held-out prompt.")
+@model_options
+@drafter_option
+@click.option("--fallback", type=float, default=0.5, show_default=True,
+              help="alpha_FB in [0, 1]: the little model hands over before a token whose top probability "
+                   "is below it; 0 = no fallback policy (hand over every --max-little-steps tokens).")
+@click.option("--rollback", default="3", show_default=True,
+              help="alpha_RB in nats: roll back at the first little token y with -log p_L(y) > alpha_RB; "
+                   "'inf' = no rollback; 'argmax' = roll back any token that is not the target's argmax.")
+@click.option("--max-little-steps", type=int, default=10, show_default=True,
+              help="Most little-model tokens per large-model pass.")
+@sampling_options
+@click.option("--max-new-tokens", type=int, default=64, show_default=True)
+@click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
+@click.option("--sweep", is_flag=True, help="Sweep thresholds, ablations and exact SD; write --out/bild_tradeoff.png "
+                                            "(--fallback/--rollback are then ignored).")
+@click.option("--fallbacks", default="0.05,0.1,0.2,0.4", show_default=True, callback=parse_floats, help="Sweep: alpha_FB values.")
+@click.option("--rollbacks", default="2,4,inf,argmax", show_default=True,
+              help="Sweep: alpha_RB values (inf = no-rollback ablation).")
+@click.option("--handovers", default="4", show_default=True,
+              callback=lambda ctx, param, value: parse_positive_ints(ctx, param, value) if value.strip() else (),
+              help="Sweep: no-fallback ablation, hand over every N little tokens ('' = skip).")
+@click.option("--gammas", default="1,2,4", show_default=True, callback=parse_positive_ints, help="Sweep: exact speculative decoding gammas.")
+@click.option("--repeats", type=int, default=1, show_default=True,
+              help="Run everything this many times and keep the fastest time per (method, prompt).")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Sweep: folder for bild_sweep.json and bild_tradeoff.png.")
+@seed_option
+@json_option
+def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, drafter, fallback, rollback, max_little_steps,
+         temperature, top_k, top_p, max_new_tokens, ignore_eos, sweep, fallbacks, rollbacks, handovers, gammas,
+         repeats, out, seed, as_json):
+    """Big Little Decoder: the drafter is the little model, the target the large one."""
+    if max_new_tokens < 1:
+        raise click.BadParameter(f"must be >= 1, got {max_new_tokens}", param_hint="--max-new-tokens")
+    if repeats < 1:
+        raise click.BadParameter(f"must be >= 1, got {repeats}", param_hint="--repeats")
+    if sweep and out is None:
+        raise click.BadParameter("--sweep writes a figure: give --out DIR", param_hint="--out")
+    from specdec.reference.bild.policy import BildPolicy
+    from specdec.reference.bild.sweep import Method, json_safe, run_sweep, sweep_methods
+    from specdec.reference.drafters.factory import make_drafter
+    from specdec.reference.core.models import load_model
+    from specdec.reference.core.sampling import SamplingConfig
+    from specdec.reference.core.target import TargetScorer
+
+    if sweep:
+        methods = sweep_methods(fallbacks, [_rollback(r, "--rollbacks") for r in rollbacks.split(",") if r.strip()],
+                                gammas, handovers, max_little_steps)
+    else:
+        methods = [Method("bild", policy=BildPolicy(fallback, _rollback(rollback), max_little_steps))]
+    require_drafter(drafter, "BiLD needs a little model: lookup[:N], ngram:PATH or model:PATH")
+    sampling = SamplingConfig(temperature, top_k, top_p)
+    target = load_model(target_path, device, dtype)
+    little, note = make_drafter(drafter, target, device, dtype)
+    if prompts:
+        ids = [target.tokenizer(p)["input_ids"] for p in prompts]
+        if not all(ids):
+            raise click.BadParameter("a prompt encodes to no tokens", param_hint="--prompt")
+    else:
+        from specdec.reference.data.corpus import eval_prompts
+        ids = [list(p.ids) for p in eval_prompts(heldout, prompt_tokens, tokenizer_dir=target.path)]
+    eos = None if ignore_eos else target.tokenizer.eos_token_id
+    progress = None if as_json else (lambda label: click.echo(f"running {label}", err=True))
+    rows = run_sweep(TargetScorer(target.model), little, ids, methods, max_new_tokens, sampling, seed, eos, repeats,
+                     progress)
+    report = {"drafter": drafter, "note": note, "temperature": temperature, "top_k": top_k, "top_p": top_p,
+              "seed": seed, "max_new_tokens": max_new_tokens, "prompts": len(ids), "repeats": repeats, "rows": rows}
+    if sweep:
+        from specdec.figures.bild import bild_tradeoff
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "bild_sweep.json").write_text(json.dumps(json_safe(report), indent=1) + "\n")
+        report["figure"] = str(bild_tradeoff(rows, Path(out), title=f"BiLD trade-off: little model {drafter}"))
+    elif len(ids) == 1:
+        report["text"] = target.tokenizer.decode(rows[1]["outputs"][0])
+        report["target_text"] = target.tokenizer.decode(rows[0]["outputs"][0])
+    if as_json:
+        click.echo(json.dumps(json_safe(report)))
+        return
+    if note:
+        click.echo(f"note: {note}", err=True)
+    if "text" in report:
+        click.echo(f"BiLD:   {report['text']!r}\ntarget: {report['target_text']!r}\n")
+    click.echo(f"little model {drafter}, {len(ids)} prompt(s), up to {max_new_tokens} new tokens, "
+               f"quality vs the target's greedy output")
+    click.echo(f"{'method':<36} {'speedup':>7} {'(cpu)':>6} {'tok/pass':>8} {'little':>6} {'match':>6} {'prefix':>6} "
+               f"{'argmax':>6} {'loglik':>7}")
+    for r in rows:
+        click.echo(f"{r['label']:<36} {r['speedup']:7.2f} {r['speedup_cpu']:6.2f} {r['tokens_per_pass']:8.2f} "
+                   f"{r['little_fraction']:6.2f} "
+                   f"{r['match_rate']:6.3f} {r['mean_prefix']:6.1f} {r['argmax_rate']:6.3f} "
+                   f"{r['mean_log_likelihood']:7.3f}")
+    if "figure" in report:
+        click.echo(f"wrote {report['figure']} and {Path(out) / 'bild_sweep.json'}")

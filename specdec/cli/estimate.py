@@ -1,0 +1,131 @@
+"""`specdec estimate`: alpha (Corollary 3.6) and the costs c, c_hat, v(k) of one drafter.
+
+Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `c` draft/target step
+time ratio, `c_hat` arithmetic ratio, v(k) the verify-cost curve, `l` the lenience.
+
+Thin: parse the options, call specdec.reference.estimate.alpha / specdec.reference.estimate.cost, print a
+summary or one JSON object. torch is imported only when the command runs.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import click
+
+from specdec.cli.common import (drafter_option, generator, json_option, load_prompts, model_options,
+                                parse_lenience, positive, require_drafter, sampling_options, seed_option)
+
+
+@click.command()
+@model_options
+@drafter_option
+@click.option("--tokens", type=int, default=10_000, show_default=True, callback=positive,
+              help="Target-sampled positions to score: ceil(tokens / new-tokens) prompts.")
+@click.option("--new-tokens", type=int, default=128, show_default=True, callback=positive,
+              help="Tokens the target samples after each prompt.")
+@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive,
+              help="Prompt length in tokens (held-out Shakespeare/Austen chunks, or cut from --prompts-file).")
+@click.option("--prompts-file", type=click.Path(dir_okay=False), default=None,
+              help="Text file with one prompt a line, instead of the held-out corpus prompts.")
+@sampling_options
+@click.option("--lenience", default="1,0.5,0.3,0.1", show_default=True, callback=parse_lenience,
+              help="Lenience values l in (0, 1] (App. A.5): alpha = E sum min(p/l, q).")
+@click.option("--batch-size", type=int, default=16, show_default=True, callback=positive,
+              help="Prompts per batched generation / teacher-forced pass.")
+@click.option("--bootstrap", type=int, default=2000, show_default=True, callback=positive,
+              help="Bootstrap resamples (over prompts) for the 95% interval.")
+@click.option("--context", type=int, default=128, show_default=True, callback=positive,
+              help="KV-cache length (tokens) at which the steps are timed.")
+@click.option("--max-k", type=int, default=16, show_default=True, callback=positive,
+              help="Verify-cost curve v(1..max_k).")
+@click.option("--timing-repeats", type=int, default=7, show_default=True, callback=positive)
+@click.option("--no-timing", is_flag=True, help="Skip the timings (alpha only; c, v(k) are null).")
+@seed_option
+@json_option
+def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tokens, prompts_file, temperature,
+             top_k, top_p, lenience, batch_size, bootstrap, context, max_k, timing_repeats, no_timing, seed, as_json):
+    """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k)."""
+    import numpy as np
+    import torch
+
+    from specdec.reference.drafters.factory import make_drafter
+    from specdec.reference.estimate.alpha import estimate_alpha
+    from specdec.reference.estimate.cost import estimate_cost
+    from specdec.reference.estimate.interference import run_undisturbed
+    from specdec.reference.core.models import load_model
+    from specdec.reference.estimate.replay import replay
+    from specdec.reference.core.sampling import SamplingConfig
+    from specdec.reference.estimate.samples import generate_continuations
+
+    require_drafter(drafter, "estimating alpha needs a drafter (not 'none')")
+    sampling = SamplingConfig(temperature, top_k, top_p)
+    target = load_model(target_path, device, dtype)
+    draft, note = make_drafter(drafter, target, device, dtype)
+    prompts, sources = load_prompts(target, math.ceil(tokens / new_tokens), prompt_tokens, prompts_file)
+    gen = generator(target.model.device, seed)
+    samples = generate_continuations(target.model, prompts, new_tokens, sampling, gen, batch_size,
+                                     progress=True, sources=sources)
+    max_gamma = min(max_k - 1, 8)
+    est = estimate_alpha(target.model, draft, samples, target.vocab_size, np.random.default_rng(seed), lenience,
+                         batch_size=min(batch_size, 8), max_gamma=max_gamma, n_boot=bootstrap, generator=gen,
+                         progress=True)
+    report = {"drafter": drafter, "target": str(target.path), "note": note,
+              "sampling": {"temperature": temperature, "top_k": top_k, "top_p": top_p},
+              "prompts": len(prompts), "new_tokens": new_tokens, "prompt_tokens": prompt_tokens,
+              "generation_seconds": samples.seconds, "seed": seed, **est.to_dict()}
+    if all(s.match is not None for s in est.scores):
+        report["greedy_replay"] = {}
+        for g in range(1, max_gamma + 1):
+            stats, _ = replay([s.match for s in est.scores], [s.block for s in est.scores], g, max_gamma)
+            report["greedy_replay"][str(g)] = {"tokens_per_iteration": stats.tokens_per_iteration(),
+                                               "alpha": stats.alpha(),
+                                               "alpha_per_position": stats.alpha_per_position()}
+    cost = None
+    if not no_timing:
+        context_ids = samples.sequences()[0]
+        cost, _, _ = run_undisturbed(lambda: estimate_cost(
+            target.model, draft, context_ids, sampling, context, max_k, timing_repeats,
+            generator=generator(target.model.device, seed)), retries=2)
+    report.update({"c": None if cost is None else cost.c,
+                   "c_hat": None if cost is None else cost.c_hat,
+                   "verify_cost": None if cost is None else cost.verify_cost,
+                   "cost": None if cost is None else cost.to_dict()})
+    if cost is None:
+        from specdec.reference.estimate.cost import c_hat_for
+        report["c_hat"] = c_hat_for(draft, target.model)
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    _print(report, note)
+
+
+def _print(r: dict, note: str | None) -> None:
+    if note:
+        click.echo(f"note: {note}", err=True)
+    s = r["sampling"]
+    click.echo(f"drafter {r['drafter']}  temperature {s['temperature']:g}  top-k {s['top_k']}  top-p {s['top_p']:g}")
+    click.echo(f"positions {r['n_positions']} ({r['prompts']} prompts x {r['new_tokens']} target-sampled tokens)")
+    click.echo(f"alpha {r['alpha']:.4f}  95% CI [{r['alpha_ci'][0]:.4f}, {r['alpha_ci'][1]:.4f}] "
+               "(bootstrap over prompts)")
+    if r["proposal_rate"] < 1:
+        click.echo(f"proposal rate {r['proposal_rate']:.3f}  alpha when proposed {r['alpha_when_proposed']:.4f}"
+                   " (positions without a proposal count as rejections in alpha)")
+    q = r["beta_quantiles"]
+    click.echo("beta quantiles " + "  ".join(f"{k} {v:.3f}" for k, v in q.items()))
+    click.echo("alpha with lenience " + "  ".join(f"l={k}: {v:.4f}" for k, v in r["alpha_lenience"].items()))
+    if r.get("alpha_lenient_argmax"):
+        click.echo("  argmax rule (p(x) >= l max p, T=0 variant of App. A.5, not in the decoder) "
+                   + "  ".join(f"l={k}: {v:.4f}" for k, v in r["alpha_lenient_argmax"].items()))
+    if r.get("greedy_replay"):
+        click.echo("greedy replay (exact at T=0): tokens/iteration by gamma "
+                   + "  ".join(f"{g}: {v['tokens_per_iteration']:.3f}" for g, v in r["greedy_replay"].items()))
+    click.echo(f"what: {r['estimates']}")
+    if r["c"] is not None:
+        cost = r["cost"]
+        click.echo(f"c {r['c']:.5f}  c_hat {r['c_hat']:.3g}  target step {1000 * cost['target_step_seconds']:.2f} ms, "
+                   f"draft {1000 * cost['draft_token_seconds']:.3f} ms/token at {cost['context_tokens']} tokens "
+                   "of context")
+        click.echo("v(k) " + " ".join(f"{v:.2f}" for v in r["verify_cost"]))
+        o = cost["overhead"]
+        click.echo(f"loop overhead o(0) {o[0]:.4f}  o(4) {o[min(4, len(o) - 1)]:.4f} target steps")

@@ -1,0 +1,172 @@
+"""`specdec plan` and `specdec figures`: thin commands over simulator/ and figures/.
+
+Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `gamma` draft tokens per
+iteration, `c` (`c_hat`) draft/target time (arithmetic) ratio.
+
+Both commands only parse, call the library and print. Values are checked by the simulator's
+own checks, turned into click.BadParameter so the message names the option. matplotlib is
+imported only by `figures`, and torch never, so `specdec plan` starts fast.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from specdec.simulator.optimal import DEFAULT_MAX_GAMMA
+from specdec.simulator.plan import Plan, make_plan
+from specdec.simulator.validation import (check_alpha, check_gamma, check_max_gamma, check_nonnegative,
+                                  check_per_position, check_verify_cost)
+
+# Rows shown past the larger of the optimal and the asked-for gamma in the human-readable table.
+ROWS_PAST_BEST = 3
+
+
+def _checked(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback running a simulator check; its ValueError becomes a BadParameter."""
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            check(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+        return value
+    return callback
+
+
+def _number_list(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback parsing "0.9,0.8,0.7" into a tuple of floats, then running a simulator check."""
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
+        if value is None:
+            return None
+        try:
+            numbers = tuple(float(part) for part in value.split(","))
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated numbers such as 0.9,0.8,0.7, got {value!r}",
+                                     ctx=ctx, param=param) from None
+        return _checked(check)(ctx, param, numbers)
+    return callback
+
+
+def _verify_cost_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> tuple[float, ...] | None:
+    """Read a verify-cost curve: a JSON list v(1..K), or an object holding it under "verify_cost"."""
+    if value is None:
+        return None
+    try:
+        data = json.loads(value.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise click.BadParameter(f"cannot read {value} as JSON: {exc}", ctx=ctx, param=param) from None
+    if isinstance(data, dict):
+        data = data.get("verify_cost")
+    if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in data):
+        raise click.BadParameter(f"{value} must hold a JSON list of numbers v(1), ..., v(K) "
+                                 'or an object {"verify_cost": [...]}', ctx=ctx, param=param)
+    return _checked(check_verify_cost)(ctx, param, tuple(float(x) for x in data))
+
+
+@click.command()
+@click.option("--alpha", type=float, callback=_checked(lambda a: check_alpha(a, allow_one=False)),
+              help="Acceptance rate alpha in [0, 1) (i.i.d. model of the paper).")
+@click.option("--alpha-per-position", "alpha_per_position", metavar="A1,A2,...",
+              callback=_number_list(check_per_position),
+              help="Per-position acceptances alpha_1,...,alpha_K, each in [0, 1]: alpha_i is the chance "
+                   "draft i is accepted given drafts 1..i-1 were. Replaces --alpha; gamma > K reuses alpha_K.")
+@click.option("--c", "c", type=float, required=True, callback=_checked(lambda c: check_nonnegative(c, "c")),
+              help="Cost coefficient c >= 0: time of one draft step / time of one target step.")
+@click.option("--c-hat", "c_hat", type=float, callback=_checked(lambda c: check_nonnegative(c, "c_hat")),
+              help="Arithmetic-operations ratio c_hat >= 0 for the operations factor (Theorem 10). "
+                   "Default: equal to --c.")
+@click.option("--gamma", type=int, callback=_checked(check_gamma),
+              help="Evaluate this number of draft tokens per iteration. Default: the optimal gamma.")
+@click.option("--max-gamma", "max_gamma", type=int, default=DEFAULT_MAX_GAMMA, show_default=True,
+              callback=_checked(check_max_gamma), help="Largest gamma the optimal-gamma search tries.")
+@click.option("--verify-cost", "verify_cost", metavar="V1,V2,...", callback=_number_list(check_verify_cost),
+              help="Verify-cost curve v(1),...,v(K): time of one target pass over k tokens / time over 1 "
+                   "token (so v(1) = 1). An iteration then takes gamma*c + v(gamma+1) target steps "
+                   "instead of the paper's gamma*c + 1, and gamma is limited to K - 1.")
+@click.option("--verify-cost-file", "verify_cost_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              callback=_verify_cost_file,
+              help='Read the verify-cost curve from a JSON file: [1, 1.1, ...] or {"verify_cost": [...]}.')
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: float, c_hat: float | None,
+         gamma: int | None, max_gamma: int, verify_cost: tuple[float, ...] | None,
+         verify_cost_file: tuple[float, ...] | None, as_json: bool) -> None:
+    """Expected speedup, operations and memory traffic of speculative decoding, and the best gamma.
+
+    Implements Leviathan et al. (ICML 2023): expected tokens per iteration (Eq. 1), walltime
+    improvement (Theorem 8), operations increase (Theorem 10), memory-access reduction
+    (Section 3.4), the gamma = 1 guarantee (Corollary 9) and the oracle-gamma bound
+    (Section 3.5). Without --gamma the optimal gamma in 0..--max-gamma is evaluated
+    (0 = do not speculate, i.e. alpha <= c). Give --alpha or --alpha-per-position.
+
+    \b
+    Examples:
+      specdec plan --alpha 0.8 --c 0.05
+      specdec plan --alpha 0.75 --gamma 7 --c 0.02 --json
+      specdec plan --alpha-per-position 0.9,0.8,0.7 --c 0.05 --verify-cost 1,1.5,1.6,1.7,1.8
+    """
+    if alpha is None and alpha_per_position is None:
+        raise click.UsageError("give --alpha or --alpha-per-position")
+    if alpha is not None and alpha_per_position is not None:
+        raise click.UsageError("give either --alpha or --alpha-per-position, not both")
+    if verify_cost is not None and verify_cost_file is not None:
+        raise click.UsageError("give either --verify-cost or --verify-cost-file, not both")
+    result = make_plan(c=c, alpha=alpha, alpha_per_position=alpha_per_position, c_hat=c_hat, gamma=gamma,
+                       max_gamma=max_gamma, verify_cost=verify_cost if verify_cost is not None else verify_cost_file)
+    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else format_plan(result))
+
+
+def format_plan(result: Plan) -> str:
+    """The human-readable report of `specdec plan`."""
+    d = result.as_dict()
+    acceptance = (f"alpha = {result.alpha:g} (i.i.d.)" if result.alpha is not None else
+                  "alpha_i = " + ",".join(f"{a:g}" for a in result.alpha_per_position) + " (per position)")
+    cost = ("v(k) = 1 (paper)" if result.verify_cost is None else
+            f"v(1..{len(result.verify_cost)}) = " + ",".join(f"{v:g}" for v in result.verify_cost))
+    which = "optimal" if d["gamma_is_optimal"] else f"given; optimal is {result.optimal_gamma}"
+    iid = result.alpha is not None  # else per-position acceptances, an extension of the paper
+    timed_as_paper = iid and result.verify_cost is None  # else a verify-cost curve as well
+
+    def ref(source: str, as_paper: bool = iid) -> str:
+        return f"({source})" if as_paper else "(extended model)"
+
+    lines = [
+        f"{acceptance}, c = {result.c:g}, c_hat = {result.c_hat:g}, verify cost {cost}",
+        f"gamma = {result.gamma} ({which}, searched 0..{result.max_gamma}):",
+        f"  expected tokens per iteration  {d['expected_tokens']:.3f}   {ref('Eq. 1')}, incl. the target's token",
+        f"  walltime improvement           {d['speedup']:.3f}X  {ref('Theorem 8', timed_as_paper)}",
+        f"  arithmetic operations          {d['op_increase']:.3f}X  {ref('Theorem 10')}",
+        f"  target memory reads            {d['memory_reduction']:.3f}X fewer  {ref('Section 3.4')}",
+        f"some gamma in 1..{result.max_gamma} beats plain decoding: {'yes' if d['speculation_helps'] else 'no'}"
+        + ("" if d["gamma1_speedup"] is None else
+           f"; at gamma = 1 the speedup is {d['gamma1_speedup']:.3f}X {ref('Corollary 9', timed_as_paper)}"),
+    ]
+    if d["oracle"] is not None:
+        oracle_speedup = d["oracle"]["speedup"]
+        lines.append(f"oracle gamma (Section 3.5): {d['oracle']['expected_tokens']:.3f} tokens per iteration"
+                     + ("" if oracle_speedup is None else f", speedup {oracle_speedup:.3f}X"))
+    lines += ["", f"{'gamma':>5}  {'tokens/iter':>11}  {'speedup':>8}  {'operations':>10}  {'memory reads':>12}"]
+    last = min(len(d["table"]) - 1, max(result.optimal_gamma, result.gamma) + ROWS_PAST_BEST)
+    for row in d["table"][:last + 1]:
+        mark = "  <- best" if row["gamma"] == result.optimal_gamma else ""
+        lines.append(f"{row['gamma']:>5}  {row['expected_tokens']:>11.3f}  {row['speedup']:>7.3f}X  "
+                     f"{row['op_increase']:>9.3f}X  {row['memory_reduction']:>11.3f}X{mark}")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the PNG figures and Markdown tables (created if missing).")
+def figures(out: Path) -> None:
+    """Reproduce the paper's Figures 2-4, Table 1 and Table 4's EXP column from the simulator.
+
+    Also draws the extensions (verify-cost curve, per-position acceptance). Prints the
+    paths written.
+    """
+    from specdec.figures.theory import write_all  # matplotlib is imported here only
+
+    for path in write_all(out):
+        click.echo(str(path))

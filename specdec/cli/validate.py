@@ -1,0 +1,112 @@
+"""`specdec validate`: measured vs predicted speedup for drafters x gammas x temperatures.
+
+Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `gamma` draft tokens per
+iteration, `c` draft/target step-time ratio.
+
+Thin: parse, call specdec.reference.validation.run.run_validation, print the tables (or one JSON
+object) and write validation.json, validation.md and the figures into --out.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+from specdec.cli.common import (json_option, load_prompts, model_options, parse_drafter, parse_positive_ints,
+                                parse_temperatures, positive, require_drafter, seed_option, split_label)
+from specdec.reference.drafters.spec import SPEC_HELP
+
+
+@click.command()
+@model_options
+@click.option("--drafter", "drafters", multiple=True, required=True,
+              help=f"Draft model, repeatable; optionally LABEL=SPEC. SPEC: {SPEC_HELP}")
+@click.option("--gammas", default="1,2,4", show_default=True, callback=parse_positive_ints,
+              help="Draft lengths to run, comma-separated.")
+@click.option("--temperatures", default="0,1", show_default=True, callback=parse_temperatures,
+              help="Sampling temperatures, comma-separated (0 = greedy).")
+@click.option("--top-k", type=int, default=0, show_default=True, help="For temperatures > 0; 0 = off.")
+@click.option("--top-p", type=float, default=1.0, show_default=True, help="For temperatures > 0; 1 = off.")
+@click.option("--prompts", "n_prompts", type=int, default=12, show_default=True, callback=positive,
+              help="Held-out prompts to decode per configuration.")
+@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive)
+@click.option("--new-tokens", type=int, default=16, show_default=True, callback=positive,
+              help="Tokens each decode emits (EOS ignored). Many short runs average out machine drift.")
+@click.option("--repeats", type=int, default=1, show_default=True, callback=positive,
+              help="Repeats of every decode (interleaved).")
+@click.option("--alpha-tokens", type=int, default=2048, show_default=True, callback=positive,
+              help="Target-sampled positions for the alpha estimator, per temperature.")
+@click.option("--alpha-new-tokens", type=int, default=64, show_default=True, callback=positive,
+              help="Length of each target-sampled continuation for the estimator "
+                   "(ceil(alpha-tokens / alpha-new-tokens) prompts).")
+@click.option("--prompts-file", type=click.Path(dir_okay=False), default=None,
+              help="Text file with one prompt a line, instead of the held-out corpus prompts.")
+@click.option("--max-k", type=int, default=16, show_default=True, callback=positive,
+              help="Verify-cost curve v(1..max_k); gammas must be < max_k.")
+@click.option("--timing-repeats", type=int, default=7, show_default=True, callback=positive,
+              help="Runs of each k for the up-front verify-cost curve v(1..max_k).")
+@click.option("--sweep-repeats", type=int, default=2, show_default=True,
+              help="Runs of each k <= max(gammas)+1 timed again before every decode block (0 = off).")
+@click.option("--retries", type=int, default=3, show_default=True,
+              help="Redo a timed run up to this many times when other processes used > 0.1 CPU cores meanwhile.")
+@click.option("--probe/--no-probe", default=True, show_default=True,
+              help="Time a one-token target pass between decode runs (drift-corrected speedup).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out", show_default=True,
+              help="Folder for validation.json, validation.md and the figures.")
+@click.option("--no-figures", is_flag=True, help="Do not draw the figures.")
+@seed_option
+@json_option
+def validate(target_path, device, dtype, drafters, gammas, temperatures, top_k, top_p, n_prompts, prompt_tokens,
+             new_tokens, repeats, alpha_tokens, alpha_new_tokens, prompts_file, max_k, timing_repeats,
+             sweep_repeats, retries, probe, out_dir, no_figures, seed, as_json):
+    """Run the reference decoder and the baseline, and compare the measured speedups with the
+    simulator's predictions (the paper's Theorem 8 and the extended model)."""
+    from specdec.reference.drafters.factory import make_drafter
+    from specdec.reference.core.models import load_model
+    from specdec.reference.validation.run import ValidationConfig, run_validation
+    from specdec.reference.validation.report import full_report
+
+    if new_tokens < 2:
+        raise click.BadParameter(f"must be >= 2, got {new_tokens}", param_hint="--new-tokens")
+    if max(gammas) >= max_k:
+        raise click.BadParameter(f"gammas must be < --max-k {max_k}, got {max(gammas)}", param_hint="--gammas")
+    alpha_prompts = math.ceil(alpha_tokens / alpha_new_tokens)
+    config = ValidationConfig(gammas=gammas, temperatures=temperatures, top_k=top_k, top_p=top_p,
+                              prompts=n_prompts, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
+                              alpha_prompts=alpha_prompts, alpha_new_tokens=alpha_new_tokens, max_k=max_k,
+                              timing_repeats=timing_repeats, sweep_repeats=sweep_repeats, retries=retries,
+                              probe=probe, seed=seed)
+    labelled = [split_label(spec) for spec in drafters]
+    for i, (label, spec) in enumerate(labelled):
+        if label in [seen for seen, _ in labelled[:i]]:
+            raise click.BadParameter(f"drafter {label!r} given twice", param_hint="--drafter")
+        parse_drafter(None, None, spec)
+        require_drafter(spec, "'none' is the baseline, which always runs; give a real drafter")
+    target = load_model(target_path, device, dtype)
+    built = {}
+    for label, spec in labelled:
+        drafter, note = make_drafter(spec, target, device, dtype)
+        if note:
+            click.echo(f"note ({label}): {note}", err=True)
+        built[label] = drafter
+    ids, _ = load_prompts(target, max(n_prompts, alpha_prompts), prompt_tokens, prompts_file)
+    result = run_validation(target, built, ids[:n_prompts], ids[:alpha_prompts], config, progress=True)
+    report = result.to_dict()
+    report["target"] = str(target.path)
+    report["drafters"] = {label: spec for label, spec in (split_label(s) for s in drafters)}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "validation.json").write_text(json.dumps(report, indent=1) + "\n")
+    text = full_report(report, target.path.name)
+    (out / "validation.md").write_text(text + "\n")
+    if not no_figures:
+        from specdec.figures.validation import write_all
+        report["figures"] = [str(p) for p in write_all(report, out)]
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    click.echo(text)
+    click.echo(f"\nwrote {out / 'validation.json'}, {out / 'validation.md'}"
+               + ("" if no_figures else " and " + ", ".join(Path(p).name for p in report["figures"])))

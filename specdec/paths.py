@@ -1,0 +1,26 @@
+"""Where specdec keeps what it builds: the one place for default paths (imports nothing).
+
+The cache is `$SPECDEC_CACHE` when set, else `.cache/` in the checkout this package runs
+from (an editable install, as `scripts/setup.sh` makes), else `~/.cache/specdec`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CACHE_ENV = "SPECDEC_CACHE"
+CHECKOUT = Path(__file__).resolve().parent.parent  # the repository root in an editable install
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    if (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "reference").is_dir():
+        return CHECKOUT / ".cache"
+    return Path.home() / ".cache" / "specdec"
+
+
+CACHE_DIR = cache_dir()
+DEFAULT_TARGET_DIR = CACHE_DIR / "models" / "smollm2-135m-instruct"  # float32 SmolLM2-135M-Instruct
+CORPUS_DIR = CACHE_DIR / "corpus"  # raw texts, normalised chunks, token ids, aligned corpora
+KENLM_BIN_DIR = CACHE_DIR / "kenlm" / "bin"  # lmplz and build_binary built by scripts/setup.sh
