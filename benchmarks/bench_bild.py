@@ -19,7 +19,6 @@ log-likelihood. Writes the trade-off figure and the rows as JSON, prints a Markd
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -35,7 +34,8 @@ sys.path.insert(0, str(REPO))
 from specdec.figures.bild import bild_tradeoff  # noqa: E402
 from specdec.reference.data.corpus import eval_prompts  # noqa: E402
 from specdec.reference.bild.policy import BildPolicy  # noqa: E402
-from specdec.reference.bild.sweep import json_safe, run_sweep, sweep_methods  # noqa: E402
+from specdec.cli.common import to_json  # noqa: E402
+from specdec.reference.bild.sweep import run_sweep, sweep_methods  # noqa: E402
 from specdec.reference.core.kv_session import KVSession  # noqa: E402
 from specdec.reference.core.models import load_model  # noqa: E402
 from specdec.reference.drafters.ngram import NgramDrafter  # noqa: E402
@@ -147,7 +147,7 @@ def main() -> None:
               "repeats": args.repeats, "pass_ms": pass_ms,
               "wall_s": time.perf_counter() - t0, "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "RESULTS-bild.json").write_text(json.dumps(json_safe(report), indent=1) + "\n")
+    (args.out / "RESULTS-bild.json").write_text(to_json(report, indent=1) + "\n")
     bild_tradeoff(rows, args.out, title=f"BiLD vs exact SD: SmolLM2-135M target, n-gram {args.ngram.name} little "
                                         f"model, {len(prompts)} prompts x {args.max_new_tokens} tokens, 2-core CPU",
                   name="RESULTS-bild.png", x_key="speedup_cpu")

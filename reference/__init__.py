@@ -1,0 +1,1 @@
+"""The exact reference decoder and everything measured with it (docs/decoder.md)."""

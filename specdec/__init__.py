@@ -1,0 +1,1 @@
+"""specdec: plan, measure and check speculative decoding. Layout and rules: docs/architecture.md."""

@@ -44,8 +44,8 @@ def test_sampled_decode_repeats_with_seed(folders) -> None:
     (["--target", "/nonexistent/model"], "is not a Hugging Face model folder"),
     (["--drafter", "model:{other}"], "vocabulary mismatch"),
     (["--drafter", "beam:3"], "unknown drafter"),
-    (["--drafter", "lookup:2:first"], "lookup:N[:earliest|latest]"),
-    (["--temperature", "-1"], "temperature must be >= 0"),
+    (["--drafter", "lookup:2:first"], "lookup[:N[:earliest|latest]]"),
+    (["--temperature", "-1"], "'--temperature': must be finite and in [0, inf)"),
 ])
 def test_bad_input_is_one_line(folders, capsys, args, message) -> None:
     target, _, other = folders

@@ -191,17 +191,6 @@ def sweep_methods(fallbacks: Sequence[float], rollbacks: Sequence[float | str], 
     return methods
 
 
-def json_safe(value):
-    """NaN and infinities as strings (JSON has no literal for them), recursively."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
 def run_sweep(target: TargetScorer, drafter: Drafter | None, prompts: Sequence[Sequence[int]],
               methods: Sequence[Method], max_new_tokens: int, sampling: SamplingConfig, seed: int = 0,
               eos_id: int | None = None, repeats: int = 1, progress=None) -> list[dict]:

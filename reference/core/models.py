@@ -5,6 +5,7 @@ specdec.reference.data.default_model); any other Hugging Face model folder works
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,23 +35,66 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
-    """Load a causal LM and its tokenizer from a local folder (None = the default target)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
 
-    if path is None:
-        from specdec.reference.data.default_model import default_target_path
-        path = default_target_path()
+
+def check_model_folder(path: str | Path) -> Path:
+    """The folder, if it holds a config, weights and tokenizer files; else a one-line ValueError
+    naming what is missing (checked before anything heavy loads)."""
     path = Path(path)
     if not path.is_dir() or not (path / "config.json").is_file():
         raise FileNotFoundError(f"model path {str(path)!r} is not a Hugging Face model folder "
                                 "(no config.json there)")
+    if not any((path / name).is_file() for name in WEIGHT_FILES):
+        raise FileNotFoundError(f"no weights in {str(path)!r}: expected one of {', '.join(WEIGHT_FILES)}")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise FileNotFoundError(f"no tokenizer files in {str(path)!r}: expected one of {', '.join(TOKENIZER_FILES)}")
+    return path
+
+
+def context_limit(path: str | Path) -> int | None:
+    """The model's position limit (config.json's max_position_embeddings / n_positions), read
+    without loading the model; None when the config states none."""
+    config = json.loads((Path(path) / "config.json").read_text())
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        if isinstance(config.get(key), int) and config[key] > 0:
+            return int(config[key])
+    return None
+
+
+def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
+    """Load a causal LM and its tokenizer from a local folder (None = the default target).
+
+    Raises ValueError / FileNotFoundError with one line naming the folder or file when the
+    folder is incomplete or a file is corrupt.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    if path is None:
+        from specdec.reference.data.default_model import default_target_path
+        path = default_target_path()
+    path = check_model_folder(path)
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}: choose one of {sorted(set(DTYPES))}")
     dev = resolve_device(device)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]).to(dev).eval()
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar: commands print their own progress
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except Exception as exc:  # transformers raises many types for a broken tokenizer
+        raise ValueError(f"cannot load the tokenizer in {str(path)!r}: {_first_line(exc)}") from exc
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]).to(dev).eval()
+    except Exception as exc:  # OSError, SafetensorError, RuntimeError (shape mismatch) ...
+        raise ValueError(f"cannot load the weights in {str(path)!r}: {_first_line(exc)}") from exc
     return LoadedModel(model, tokenizer, path)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text.splitlines()[0]}"
 
 
 def check_pair(target: LoadedModel, draft: LoadedModel) -> str | None:

@@ -8,6 +8,7 @@ logits' dtype, so acceptance ratios are computed in float32 or better.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -27,8 +28,8 @@ class SamplingConfig:
     top_p: float = 1.0
 
     def __post_init__(self) -> None:
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be finite and >= 0, got {self.temperature}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
         if not 0 < self.top_p <= 1:
@@ -44,7 +45,9 @@ class SamplingConfig:
         if self.greedy:
             out = torch.zeros_like(logits)
             return out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-        logits = logits / self.temperature
+        # shift by the row maximum first: (l - max) / T <= 0 never overflows, however small T
+        # is (exp(0) = 1 at the maximum, so no NaN); T -> 0 tends to uniform over the argmaxes
+        logits = (logits - logits.max(-1, keepdim=True).values) / self.temperature
         if self.top_k and self.top_k < logits.shape[-1]:
             kth = torch.topk(logits, self.top_k, dim=-1).values[..., -1:]
             logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -1,0 +1,1 @@
+"""Drafters: the protocol, the torch-free spec grammar, prompt lookup, KenLM n-gram and neural drafters."""

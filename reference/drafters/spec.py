@@ -1,7 +1,7 @@
 """The drafter spec of the command line, parsed without importing torch (so --help is fast).
 
     none                    no drafter: plain autoregressive decoding
-    lookup[:N[:earliest]]   prompt lookup, longest suffix n-gram up to N tokens (default 3),
+    lookup[:N[:earliest|latest]]  prompt lookup, longest suffix n-gram up to N tokens (default 3),
                             its latest earlier occurrence (`:earliest`: the first one, HF's rule)
     ngram:PATH              KenLM n-gram model over the target's token ids (ARPA or its folder)
     model:PATH              neural draft model: a local Hugging Face causal LM folder (same vocabulary)
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SPEC_HELP = "none | lookup[:N[:earliest]] (prompt lookup) | ngram:PATH (KenLM) | model:PATH (HF causal LM folder)"
+SPEC_HELP = "none | lookup[:N[:earliest|latest]] (prompt lookup) | ngram:PATH (KenLM) | model:PATH (HF causal LM folder)"
 KINDS = ("none", "lookup", "ngram", "model")
 
 
@@ -35,5 +35,5 @@ def lookup_args(arg: str | None) -> tuple[int, str]:
     """`N[:earliest|latest]` (default 3, latest) -> (max_ngram, match)."""
     n, _, match = (arg or "3").partition(":")
     if not (n.isdigit() and int(n) >= 1) or match not in ("", "latest", "earliest"):
-        raise ValueError(f"lookup:N[:earliest|latest] needs a positive integer N, got {arg!r}")
+        raise ValueError(f"lookup[:N[:earliest|latest]] needs a positive integer N, got {arg!r}")
     return int(n), match or "latest"

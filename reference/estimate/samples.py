@@ -1,4 +1,4 @@
-"""Held-out prompts and the target's own continuations of them, generated in batches.
+"""The target's own continuations of prompts, generated in batches.
 
 Names follow Leviathan et al. (ICML 2023): `p` is the target's (adjusted) distribution.
 
@@ -17,15 +17,13 @@ decoders ignore EOS too, so both see the same kind of sequences).
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import torch
-from tqdm.auto import tqdm
 
+from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig, sample
 
 
@@ -52,42 +50,6 @@ class TargetSamples:
     def sequences(self) -> list[list[int]]:
         """prompt + continuation for every sample."""
         return [list(p) + list(c) for p, c in zip(self.prompts, self.continuations)]
-
-
-def held_out_prompts(n: int, prompt_tokens: int, target_path: str | os.PathLike | None = None
-                     ) -> tuple[list[list[int]], list[str]]:
-    """n held-out prompts of exactly prompt_tokens ids (Shakespeare + Austen evaluation split).
-
-    The prompts come from `specdec.reference.data.corpus.eval_prompts`, the split the n-gram drafters never
-    train on (tokenized with the target's tokenizer). Returns (ids, source names).
-    """
-    from specdec.reference.data.corpus import eval_prompts
-
-    if target_path is None:
-        from specdec.reference.data.default_model import default_target_path
-        target_path = default_target_path()
-    prompts = eval_prompts(n, prompt_tokens, tokenizer_dir=Path(target_path))
-    return [list(p.ids) for p in prompts], [f"{p.source}/{p.doc}/{p.chunk}" for p in prompts]
-
-
-def prompts_from_file(path: str | os.PathLike, tokenizer, prompt_tokens: int | None = None
-                      ) -> tuple[list[list[int]], list[str]]:
-    """Prompts from a text file, one prompt a line (blank lines skipped); ids cut to prompt_tokens.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: the file holds no non-empty prompt.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"prompts file {str(path)!r} not found")
-    texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    ids = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    ids = [x[:prompt_tokens] if prompt_tokens else x for x in ids]
-    kept = [(x, f"{path.name}:{i + 1}") for i, x in enumerate(ids) if x]
-    if not kept:
-        raise ValueError(f"prompts file {str(path)!r} holds no prompt that encodes to tokens")
-    return [x for x, _ in kept], [s for _, s in kept]
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,8 +111,8 @@ def generate_continuations(model: torch.nn.Module, prompts: Sequence[Sequence[in
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     start = time.perf_counter()
     continuations: list[list[int]] = []
-    bar = tqdm(total=len(prompts) * new_tokens, desc=f"sampling the target (T={sampling.temperature:g})",
-               unit="tok", disable=not progress, leave=False)
+    bar = progress_bar(len(prompts) * new_tokens, f"sampling the target (T={sampling.temperature:g})", "tok",
+                       progress)
     for b in range(0, len(prompts), batch_size):
         batch = prompts[b:b + batch_size]
         continuations.extend(generate_batch(model, batch, new_tokens, sampling, generator))

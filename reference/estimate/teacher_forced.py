@@ -41,9 +41,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from specdec.reference.drafters.neural import fit_vocab
+from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.estimate.samples import TargetSamples
 
@@ -301,8 +301,7 @@ def score_positions(target: torch.nn.Module, scorer: DraftScorer, samples: Targe
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     out: list[PositionScores] = []
     n = len(samples.prompts)
-    bar = tqdm(total=samples.n_positions, desc="teacher-forced scoring", unit="pos", disable=not progress,
-               leave=False)
+    bar = progress_bar(samples.n_positions, "teacher-forced scoring", "pos", progress)
     for b in range(0, n, batch_size):
         indices = list(range(b, min(n, b + batch_size)))
         p_logits = continuation_logits(target, samples, indices)

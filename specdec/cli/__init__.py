@@ -2,8 +2,9 @@
 
 Each command lives in its own module and is imported only when invoked, so
 `specdec plan` never imports torch. Library errors (bad α, missing model file, corrupt
-ARPA file ...) become a one-line `Error: ...` and exit status 1; set SPECDEC_DEBUG=1 to
-see the traceback instead.
+ARPA file ...) become a one-line `Error: ...` and exit status 1, usage errors a one-line
+`Error: Invalid value for '--option': ...` and exit status 2; set SPECDEC_DEBUG=1 to see a
+library error's traceback instead.
 """
 from __future__ import annotations
 
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(1)
+    except click.UsageError as exc:  # one line naming the option, status 2 (no usage banner)
+        click.echo(f"Error: {_one_line(exc.format_message())}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -69,8 +73,12 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("SPECDEC_DEBUG"):
             raise
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        click.echo(f"Error: {msg}", err=True)
+        click.echo(f"Error: {_one_line(str(msg))}", err=True)
         sys.exit(1)
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
 
 
 if __name__ == "__main__":

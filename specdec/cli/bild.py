@@ -7,13 +7,14 @@ several gamma, write bild_sweep.json and the trade-off figure into --out.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from specdec.cli.common import (drafter_option, json_option, model_options, parse_floats, parse_positive_ints,
-                                require_drafter, sampling_options, seed_option)
+from specdec.cli.common import (MAX_GAMMA, check_context, check_out_dir, check_text, drafter_option, in_range,
+                                json_option, model_options, parse_floats, parse_positive_ints, positive,
+                                preflight_target, probability, require_drafter, sampling_options, seed_option,
+                                to_json, write_atomic)
 
 
 def _rollback(text: str, name: str = "--rollback") -> float | str:
@@ -25,22 +26,25 @@ def _rollback(text: str, name: str = "--rollback") -> float | str:
 
 
 @click.command()
-@click.option("--prompt", "prompts", multiple=True, help="Prompt text (repeatable). Default: held-out corpus prompts.")
-@click.option("--heldout", type=int, default=8, show_default=True,
+@click.option("--prompt", "prompts", multiple=True, callback=check_text,
+              help="Prompt text (repeatable, UTF-8). Default: held-out corpus prompts.")
+@click.option("--heldout", type=int, default=8, show_default=True, callback=positive,
               help="Without --prompt: how many held-out Shakespeare/Austen prompts to use.")
-@click.option("--prompt-tokens", type=int, default=64, show_default=True, help="Length of each held-out prompt.")
+@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive,
+              help="Length of each held-out prompt.")
 @model_options
 @drafter_option
-@click.option("--fallback", type=float, default=0.5, show_default=True,
+@click.option("--fallback", type=float, default=0.5, show_default=True, callback=probability,
               help="alpha_FB in [0, 1]: the little model hands over before a token whose top probability "
                    "is below it; 0 = no fallback policy (hand over every --max-little-steps tokens).")
 @click.option("--rollback", default="3", show_default=True,
               help="alpha_RB in nats: roll back at the first little token y with -log p_L(y) > alpha_RB; "
                    "'inf' = no rollback; 'argmax' = roll back any token that is not the target's argmax.")
-@click.option("--max-little-steps", type=int, default=10, show_default=True,
-              help="Most little-model tokens per large-model pass.")
+@click.option("--max-little-steps", type=int, default=10, show_default=True, callback=in_range(1, MAX_GAMMA),
+              help=f"Most little-model tokens per large-model pass, 1 .. {MAX_GAMMA}.")
 @sampling_options
-@click.option("--max-new-tokens", type=int, default=64, show_default=True)
+@click.option("--max-new-tokens", type=int, default=64, show_default=True, callback=positive,
+              help="Most tokens to generate per prompt.")
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
 @click.option("--sweep", is_flag=True, help="Sweep thresholds, ablations and exact SD; write --out/bild_tradeoff.png "
                                             "(--fallback/--rollback are then ignored).")
@@ -51,7 +55,7 @@ def _rollback(text: str, name: str = "--rollback") -> float | str:
               callback=lambda ctx, param, value: parse_positive_ints(ctx, param, value) if value.strip() else (),
               help="Sweep: no-fallback ablation, hand over every N little tokens ('' = skip).")
 @click.option("--gammas", default="1,2,4", show_default=True, callback=parse_positive_ints, help="Sweep: exact speculative decoding gammas.")
-@click.option("--repeats", type=int, default=1, show_default=True,
+@click.option("--repeats", type=int, default=1, show_default=True, callback=positive,
               help="Run everything this many times and keep the fastest time per (method, prompt).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Sweep: folder for bild_sweep.json and bild_tradeoff.png.")
@@ -61,14 +65,23 @@ def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, drafter, f
          temperature, top_k, top_p, max_new_tokens, ignore_eos, sweep, fallbacks, rollbacks, handovers, gammas,
          repeats, out, seed, as_json):
     """Big Little Decoder: the drafter is the little model, the target the large one."""
-    if max_new_tokens < 1:
-        raise click.BadParameter(f"must be >= 1, got {max_new_tokens}", param_hint="--max-new-tokens")
-    if repeats < 1:
-        raise click.BadParameter(f"must be >= 1, got {repeats}", param_hint="--repeats")
     if sweep and out is None:
         raise click.BadParameter("--sweep writes a figure: give --out DIR", param_hint="--out")
+    if any(f > 1 for f in fallbacks):
+        raise click.BadParameter(f"fallback thresholds must be in [0, 1], got {max(fallbacks):g}",
+                                 param_hint="--fallbacks")
+    if any(f < 0 for f in fallbacks):
+        raise click.BadParameter(f"fallback thresholds must be in [0, 1], got {min(fallbacks):g}",
+                                 param_hint="--fallbacks")
+    steps = max([max_little_steps, *gammas, *handovers]) if sweep else max_little_steps
+    require_drafter(drafter, "BiLD needs a little model: lookup[:N], ngram:PATH or model:PATH")
+    path, limit = preflight_target(target_path)
+    if not prompts:
+        check_context(limit, prompt_tokens + max_new_tokens + steps, "--prompt-tokens plus --max-new-tokens",
+                      "--max-new-tokens")
+    out_dir = check_out_dir(out) if sweep else None
     from specdec.reference.bild.policy import BildPolicy
-    from specdec.reference.bild.sweep import Method, json_safe, run_sweep, sweep_methods
+    from specdec.reference.bild.sweep import Method, run_sweep, sweep_methods
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.core.models import load_model
     from specdec.reference.core.sampling import SamplingConfig
@@ -79,14 +92,15 @@ def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, drafter, f
                                 gammas, handovers, max_little_steps)
     else:
         methods = [Method("bild", policy=BildPolicy(fallback, _rollback(rollback), max_little_steps))]
-    require_drafter(drafter, "BiLD needs a little model: lookup[:N], ngram:PATH or model:PATH")
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target = load_model(target_path, device, dtype)
+    target = load_model(path, device, dtype)
     little, note = make_drafter(drafter, target, device, dtype)
     if prompts:
         ids = [target.tokenizer(p)["input_ids"] for p in prompts]
         if not all(ids):
             raise click.BadParameter("a prompt encodes to no tokens", param_hint="--prompt")
+        check_context(limit, max(map(len, ids)) + max_new_tokens + steps, "the longest --prompt plus "
+                      "--max-new-tokens", "--prompt")
     else:
         from specdec.reference.data.corpus import eval_prompts
         ids = [list(p.ids) for p in eval_prompts(heldout, prompt_tokens, tokenizer_dir=target.path)]
@@ -98,14 +112,13 @@ def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, drafter, f
               "seed": seed, "max_new_tokens": max_new_tokens, "prompts": len(ids), "repeats": repeats, "rows": rows}
     if sweep:
         from specdec.figures.bild import bild_tradeoff
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "bild_sweep.json").write_text(json.dumps(json_safe(report), indent=1) + "\n")
-        report["figure"] = str(bild_tradeoff(rows, Path(out), title=f"BiLD trade-off: little model {drafter}"))
+        write_atomic(out_dir / "bild_sweep.json", to_json(report, indent=1) + "\n")
+        report["figure"] = str(bild_tradeoff(rows, out_dir, title=f"BiLD trade-off: little model {drafter}"))
     elif len(ids) == 1:
         report["text"] = target.tokenizer.decode(rows[1]["outputs"][0])
         report["target_text"] = target.tokenizer.decode(rows[0]["outputs"][0])
     if as_json:
-        click.echo(json.dumps(json_safe(report)))
+        click.echo(to_json(report))
         return
     if note:
         click.echo(f"note: {note}", err=True)

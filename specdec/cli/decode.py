@@ -1,31 +1,33 @@
 """`specdec decode`: speculative decoding of one prompt, with its statistics."""
 from __future__ import annotations
 
-import json
-
 import click
 
-from specdec.cli.common import drafter_option, generator, json_option, model_options, sampling_options, seed_option
+from specdec.cli.common import (MAX_GAMMA, check_context, check_text, drafter_option, generator, in_range,
+                                json_option, model_options, positive, preflight_target, sampling_options,
+                                seed_option, to_json)
 
 
 @click.command()
-@click.option("--prompt", required=True, help="Prompt text.")
+@click.option("--prompt", required=True, callback=check_text, help="Prompt text (UTF-8).")
 @model_options
 @drafter_option
-@click.option("--gamma", type=int, default=4, show_default=True, help="Draft tokens per iteration.")
+@click.option("--gamma", type=int, default=4, show_default=True, callback=in_range(0, MAX_GAMMA),
+              help=f"Draft tokens per iteration, 0 .. {MAX_GAMMA} (0 = no drafting).")
 @sampling_options
-@click.option("--lenience", type=float, default=1.0, show_default=True,
+@click.option("--lenience", type=float, default=1.0, show_default=True, callback=in_range(0, 1, low_open=True),
               help="App. A.5 lenience l in (0, 1]; l < 1 is NOT exact (output no longer follows p).")
-@click.option("--max-new-tokens", type=int, default=64, show_default=True)
+@click.option("--max-new-tokens", type=int, default=64, show_default=True, callback=positive,
+              help="Most tokens to generate (the prompt plus these must fit the model's context).")
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
 @click.option("--baseline", is_flag=True, help="Also run the autoregressive baseline and report the speedup.")
 @seed_option
 @json_option
 def decode(prompt, target_path, device, dtype, drafter, gamma, temperature, top_k, top_p, lenience,
            max_new_tokens, ignore_eos, baseline, seed, as_json):
-    """Decode PROMPT with the target and a drafter; print the text and the statistics."""
-    if gamma < 0:
-        raise click.BadParameter(f"must be >= 0, got {gamma}", param_hint="--gamma")
+    """Decode a prompt with the target and a drafter; print the text and the statistics."""
+    path, limit = preflight_target(target_path)
+    check_context(limit, 1 + max_new_tokens + gamma, "--max-new-tokens with --gamma", "--max-new-tokens")
 
     from specdec.reference.core.loop import autoregressive_decode, speculative_decode
     from specdec.reference.drafters.factory import make_drafter
@@ -34,11 +36,13 @@ def decode(prompt, target_path, device, dtype, drafter, gamma, temperature, top_
     from specdec.reference.core.target import TargetScorer
 
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target = load_model(target_path, device, dtype)
+    target = load_model(path, device, dtype)
     draft, note = make_drafter(drafter, target, device, dtype)
     ids = target.tokenizer(prompt)["input_ids"]
     if not ids:
         raise click.BadParameter("the prompt encodes to no tokens", param_hint="--prompt")
+    check_context(limit, len(ids) + max_new_tokens + gamma, f"a {len(ids)}-token prompt with --max-new-tokens "
+                  f"{max_new_tokens} and --gamma {gamma}", "--prompt")
     eos = None if ignore_eos else target.tokenizer.eos_token_id
     scorer = TargetScorer(target.model)
     if baseline:  # warm-up, so neither timed run pays for first-call allocations
@@ -58,7 +62,7 @@ def decode(prompt, target_path, device, dtype, drafter, gamma, temperature, top_
         report["speedup"] = base.stats.time_total / result.stats.time_total * (
             result.stats.new_tokens / max(base.stats.new_tokens, 1))
     if as_json:
-        click.echo(json.dumps(report))
+        click.echo(to_json(report))
         return
     s = result.stats
     if note:

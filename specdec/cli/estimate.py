@@ -8,13 +8,15 @@ summary or one JSON object. torch is imported only when the command runs.
 """
 from __future__ import annotations
 
-import json
 import math
 
 import click
 
-from specdec.cli.common import (drafter_option, generator, json_option, load_prompts, model_options,
-                                parse_lenience, positive, require_drafter, sampling_options, seed_option)
+from specdec.cli.common import (MAX_GAMMA, check_context, drafter_option, generator, in_range, json_option,
+                                load_prompts, model_options, parse_lenience, positive, preflight_target,
+                                prompts_file_option, require_drafter, sampling_options, seed_option, to_json)
+
+FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts is flagged as unreliable
 
 
 @click.command()
@@ -26,8 +28,7 @@ from specdec.cli.common import (drafter_option, generator, json_option, load_pro
               help="Tokens the target samples after each prompt.")
 @click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive,
               help="Prompt length in tokens (held-out Shakespeare/Austen chunks, or cut from --prompts-file).")
-@click.option("--prompts-file", type=click.Path(dir_okay=False), default=None,
-              help="Text file with one prompt a line, instead of the held-out corpus prompts.")
+@prompts_file_option
 @sampling_options
 @click.option("--lenience", default="1,0.5,0.3,0.1", show_default=True, callback=parse_lenience,
               help="Lenience values l in (0, 1] (App. A.5): alpha = E sum min(p/l, q).")
@@ -37,9 +38,10 @@ from specdec.cli.common import (drafter_option, generator, json_option, load_pro
               help="Bootstrap resamples (over prompts) for the 95% interval.")
 @click.option("--context", type=int, default=128, show_default=True, callback=positive,
               help="KV-cache length (tokens) at which the steps are timed.")
-@click.option("--max-k", type=int, default=16, show_default=True, callback=positive,
-              help="Verify-cost curve v(1..max_k).")
-@click.option("--timing-repeats", type=int, default=7, show_default=True, callback=positive)
+@click.option("--max-k", type=int, default=16, show_default=True, callback=in_range(2, MAX_GAMMA + 1),
+              help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_GAMMA + 1}.")
+@click.option("--timing-repeats", type=int, default=7, show_default=True, callback=positive,
+              help="Timed runs of each k (the median is kept).")
 @click.option("--no-timing", is_flag=True, help="Skip the timings (alpha only; c, v(k) are null).")
 @seed_option
 @json_option
@@ -52,17 +54,26 @@ def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tok
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.estimate.alpha import estimate_alpha
     from specdec.reference.estimate.cost import estimate_cost
-    from specdec.reference.estimate.interference import run_undisturbed
+    from specdec.reference.core.progress import phase
+    from specdec.reference.estimate.interference import DEFAULT_THRESHOLD, run_undisturbed
     from specdec.reference.core.models import load_model
     from specdec.reference.estimate.replay import replay
     from specdec.reference.core.sampling import SamplingConfig
     from specdec.reference.estimate.samples import generate_continuations
 
     require_drafter(drafter, "estimating alpha needs a drafter (not 'none')")
+    path, limit = preflight_target(target_path)
+    check_context(limit, prompt_tokens + new_tokens, "--prompt-tokens plus --new-tokens", "--new-tokens")
+    if not no_timing:
+        check_context(limit, context + max_k, "--context plus --max-k", "--context")
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target = load_model(target_path, device, dtype)
+    target = load_model(path, device, dtype)
     draft, note = make_drafter(drafter, target, device, dtype)
     prompts, sources = load_prompts(target, math.ceil(tokens / new_tokens), prompt_tokens, prompts_file)
+    warnings = []
+    if len(prompts) < FEW_PROMPTS:
+        warnings.append(f"only {len(prompts)} prompt(s): the 95% interval (bootstrap over prompts) is unreliable; "
+                        f"use --tokens >= {FEW_PROMPTS} x --new-tokens")
     gen = generator(target.model.device, seed)
     samples = generate_continuations(target.model, prompts, new_tokens, sampling, gen, batch_size,
                                      progress=True, sources=sources)
@@ -84,9 +95,16 @@ def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tok
     cost = None
     if not no_timing:
         context_ids = samples.sequences()[0]
-        cost, _, _ = run_undisturbed(lambda: estimate_cost(
+        phase(f"timing the target (t(k), k = 1..{max_k}, {timing_repeats} runs each at {context} tokens of "
+              "context), the drafter and the decode loop")
+        cost, load, attempts = run_undisturbed(lambda: estimate_cost(
             target.model, draft, context_ids, sampling, context, max_k, timing_repeats,
-            generator=generator(target.model.device, seed)), retries=2)
+            generator=generator(target.model.device, seed)), retries=3)
+        report["timing_interference"] = {"threshold_cores": DEFAULT_THRESHOLD, "load_cores": load,
+                                         "attempts": attempts, "disturbed": load > DEFAULT_THRESHOLD}
+        if load > DEFAULT_THRESHOLD:
+            warnings.append(f"other processes kept {load:.2f} CPU cores busy during the timings (after {attempts} "
+                            "attempts): c and v(k) are inflated; rerun on a quiet machine")
     report.update({"c": None if cost is None else cost.c,
                    "c_hat": None if cost is None else cost.c_hat,
                    "verify_cost": None if cost is None else cost.verify_cost,
@@ -94,8 +112,9 @@ def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tok
     if cost is None:
         from specdec.reference.estimate.cost import c_hat_for
         report["c_hat"] = c_hat_for(draft, target.model)
+    report["warnings"] = warnings
     if as_json:
-        click.echo(json.dumps(report))
+        click.echo(to_json(report))
         return
     _print(report, note)
 
@@ -103,29 +122,36 @@ def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tok
 def _print(r: dict, note: str | None) -> None:
     if note:
         click.echo(f"note: {note}", err=True)
+    for warning in r["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
     s = r["sampling"]
     click.echo(f"drafter {r['drafter']}  temperature {s['temperature']:g}  top-k {s['top_k']}  top-p {s['top_p']:g}")
     click.echo(f"positions {r['n_positions']} ({r['prompts']} prompts x {r['new_tokens']} target-sampled tokens)")
-    click.echo(f"alpha {r['alpha']:.4f}  95% CI [{r['alpha_ci'][0]:.4f}, {r['alpha_ci'][1]:.4f}] "
-               "(bootstrap over prompts)")
+    low, high = r["alpha_ci"]
+    click.echo(f"alpha {_f(r['alpha'], '.4f')}  95% CI [{_f(low, '.4f')}, {_f(high, '.4f')}] (bootstrap over prompts)")
     if r["proposal_rate"] < 1:
-        click.echo(f"proposal rate {r['proposal_rate']:.3f}  alpha when proposed {r['alpha_when_proposed']:.4f}"
-                   " (positions without a proposal count as rejections in alpha)")
+        click.echo(f"proposal rate {_f(r['proposal_rate'], '.3f')}  "
+                   f"alpha when proposed {_f(r['alpha_when_proposed'], '.4f')} (positions without a proposal count as rejections in alpha)")
     q = r["beta_quantiles"]
-    click.echo("beta quantiles " + "  ".join(f"{k} {v:.3f}" for k, v in q.items()))
-    click.echo("alpha with lenience " + "  ".join(f"l={k}: {v:.4f}" for k, v in r["alpha_lenience"].items()))
+    click.echo("beta quantiles " + "  ".join(f"{k} {_f(v, '.3f')}" for k, v in q.items()))
+    click.echo("alpha with lenience " + "  ".join(f"l={k}: {_f(v, '.4f')}" for k, v in r["alpha_lenience"].items()))
     if r.get("alpha_lenient_argmax"):
         click.echo("  argmax rule (p(x) >= l max p, T=0 variant of App. A.5, not in the decoder) "
-                   + "  ".join(f"l={k}: {v:.4f}" for k, v in r["alpha_lenient_argmax"].items()))
+                   + "  ".join(f"l={k}: {_f(v, '.4f')}" for k, v in r["alpha_lenient_argmax"].items()))
     if r.get("greedy_replay"):
         click.echo("greedy replay (exact at T=0): tokens/iteration by gamma "
-                   + "  ".join(f"{g}: {v['tokens_per_iteration']:.3f}" for g, v in r["greedy_replay"].items()))
+                   + "  ".join(f"{g}: {_f(v['tokens_per_iteration'], '.3f')}" for g, v in r["greedy_replay"].items()))
     click.echo(f"what: {r['estimates']}")
     if r["c"] is not None:
         cost = r["cost"]
-        click.echo(f"c {r['c']:.5f}  c_hat {r['c_hat']:.3g}  target step {1000 * cost['target_step_seconds']:.2f} ms, "
-                   f"draft {1000 * cost['draft_token_seconds']:.3f} ms/token at {cost['context_tokens']} tokens "
+        click.echo(f"c {_f(r['c'], '.5f')}  c_hat {_f(r['c_hat'], '.3g')}  target step {_f(1000 * cost['target_step_seconds'], '.2f')} ms, "
+                   f"draft {_f(1000 * cost['draft_token_seconds'], '.3f')} ms/token at {cost['context_tokens']} tokens "
                    "of context")
-        click.echo("v(k) " + " ".join(f"{v:.2f}" for v in r["verify_cost"]))
+        click.echo("v(k) " + " ".join(f"{_f(v, '.2f')}" for v in r["verify_cost"]))
         o = cost["overhead"]
-        click.echo(f"loop overhead o(0) {o[0]:.4f}  o(4) {o[min(4, len(o) - 1)]:.4f} target steps")
+        click.echo(f"loop overhead o(0) {_f(o[0], '.4f')}  o(4) {_f(o[min(4, len(o) - 1)], '.4f')} target steps")
+
+
+def _f(value: float | None, spec: str) -> str:
+    """A number for the text report; undefined values (None, NaN) read "n/a"."""
+    return "n/a" if value is None or value != value else format(value, spec)

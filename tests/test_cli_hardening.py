@@ -1,0 +1,169 @@
+"""Bad and edge input to `decode`, `estimate` and `bild`, through the real command line
+(`specdec.cli.main`): every usage error is one line naming the option with exit status 2,
+checked before any model loads; library errors one line with status 1; never a traceback;
+every `--json` output parses with a strict parser (no NaN / Infinity)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specdec.cli import main
+from specdec.reference.core.sampling import SamplingConfig
+from tests.tiny_models import save_tiny_model
+
+PROMPT = "w1 w2 w3 w4 w1 w2"
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    return save_tiny_model(tmp_path_factory.mktemp("models") / "target", seed=0)
+
+
+def run(capsys, argv: list[str]) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of one real command line."""
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err and "Traceback" not in out.out
+    return code, out.out, out.err
+
+
+def strict_json(text: str) -> dict:
+    def refuse(name: str):
+        raise ValueError(f"non-strict JSON constant {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def expect_usage_error(capsys, argv: list[str], option: str) -> str:
+    code, out, err = run(capsys, argv)
+    lines = err.strip().splitlines()
+    assert code == 2, (argv, err)
+    assert len(lines) == 1 and lines[0].startswith("Error:") and option in lines[0], lines
+    assert out == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--gamma", "1000000000"], "--gamma"),                  # used to hang
+    (["--gamma", "-1"], "--gamma"),
+    (["--lenience", "0"], "--lenience"),                     # used to accept: output = the drafter's text
+    (["--lenience", "nan"], "--lenience"),
+    (["--lenience", "2"], "--lenience"),
+    (["--temperature", "inf"], "--temperature"),
+    (["--temperature", "nan"], "--temperature"),
+    (["--top-p", "0"], "--top-p"),
+    (["--top-p", "2"], "--top-p"),
+    (["--top-k", "-3"], "--top-k"),
+    (["--max-new-tokens", "0"], "--max-new-tokens"),
+    (["--max-new-tokens", "600"], "--max-new-tokens"),        # beyond the tiny model's 512 positions
+    (["--seed", "1180591620717411303424"], "--seed"),
+    (["--seed", "-1"], "--seed"),
+    (["--drafter", "ngram:/nonexistent/model"], "--drafter"),
+    (["--drafter", "lookup:x"], "--drafter"),
+])
+def test_decode_usage_errors(capsys, target, args, option) -> None:
+    expect_usage_error(capsys, ["decode", "--prompt", PROMPT, "--target", str(target), *args], option)
+
+
+def test_decode_prompt_past_the_context(capsys, target) -> None:
+    line = expect_usage_error(capsys, ["decode", "--prompt", " ".join(["w1"] * 500), "--target", str(target),
+                                       "--max-new-tokens", "20"], "--prompt")
+    assert "512" in line
+
+
+def test_invalid_utf8_prompt(capsys, target) -> None:
+    bad = b"\xff\xfe bad utf8".decode("utf-8", "surrogateescape")  # what the shell hands Python
+    expect_usage_error(capsys, ["decode", "--prompt", bad, "--target", str(target)], "--prompt")
+    expect_usage_error(capsys, ["bild", "--prompt", bad, "--target", str(target)], "--prompt")
+
+
+def test_invalid_utf8_prompts_file(capsys, target, tmp_path) -> None:
+    path = tmp_path / "prompts.txt"
+    path.write_bytes(b"w1 w2\n\xff\xfe w3\n")
+    code, _, err = run(capsys, ["estimate", "--target", str(target), "--drafter", "lookup", "--prompts-file",
+                                str(path), "--no-timing", "--tokens", "10", "--new-tokens", "5"])
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "prompts.txt" in err and "UTF-8" in err
+
+
+@pytest.mark.parametrize("remove, message", [("model.safetensors", "no weights"),
+                                             ("tokenizer.json", "no tokenizer files")])
+def test_incomplete_target_folder(capsys, tmp_path, remove, message) -> None:
+    folder = save_tiny_model(tmp_path / "m")
+    (folder / remove).unlink()
+    line = expect_usage_error(capsys, ["decode", "--prompt", PROMPT, "--target", str(folder)], "--target")
+    assert message in line
+
+
+def test_corrupt_weights(capsys, tmp_path) -> None:
+    folder = save_tiny_model(tmp_path / "m")
+    (folder / "model.safetensors").write_bytes(b"not a safetensors file")
+    code, _, err = run(capsys, ["decode", "--prompt", PROMPT, "--target", str(folder)])
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "cannot load the weights" in err and str(folder) in err
+
+
+def test_decode_json_is_strict_when_nothing_is_drafted(capsys, target) -> None:
+    """A prompt with no repeat: prompt lookup never proposes, alpha is undefined -> null."""
+    code, out, _ = run(capsys, ["decode", "--prompt", "w9 w8 w7", "--target", str(target), "--drafter", "lookup",
+                                "--max-new-tokens", "3", "--ignore-eos", "--json"])
+    d = strict_json(out)
+    assert code == 0 and d["stats"]["drafted"] == 0 and d["stats"]["alpha"] is None
+
+
+def test_tiny_temperature_is_not_nan(capsys, target) -> None:
+    """T = 1e-38 used to overflow logits / T into a NaN softmax; now it tends to greedy."""
+    code, out, _ = run(capsys, ["decode", "--prompt", PROMPT, "--target", str(target), "--temperature", "1e-38",
+                                "--drafter", "none", "--max-new-tokens", "8", "--ignore-eos", "--json"])
+    greedy = run(capsys, ["decode", "--prompt", PROMPT, "--target", str(target), "--drafter", "none",
+                          "--max-new-tokens", "8", "--ignore-eos", "--json"])[1]
+    assert code == 0 and strict_json(out)["tokens"] == strict_json(greedy)["tokens"]
+
+
+def test_sampling_transform_is_finite_for_any_temperature() -> None:
+    logits = torch.tensor([[3.0, 1.0, 3.0, -2.0], [1e4, -1e4, 0.0, 5.0]])
+    for t in (1e-38, 1e-12, 1e-3, 1.0, 1e6):
+        p = SamplingConfig(t).probs(logits)
+        assert torch.isfinite(p).all() and torch.allclose(p.sum(-1), torch.ones(2))
+    assert torch.allclose(SamplingConfig(1e-38).probs(logits)[0], torch.tensor([0.5, 0.0, 0.5, 0.0]))
+    for bad in (float("inf"), float("nan"), -1.0):
+        with pytest.raises(ValueError, match="temperature"):
+            SamplingConfig(bad)
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--context", "100000"], "--context"),                  # beyond the model's 512 positions
+    (["--new-tokens", "600"], "--new-tokens"),
+    (["--max-k", "1000"], "--max-k"),
+    (["--lenience", "0,1"], "--lenience"),
+    (["--temperature", "inf"], "--temperature"),
+    (["--drafter", "none"], "--drafter"),
+])
+def test_estimate_usage_errors(capsys, target, args, option) -> None:
+    expect_usage_error(capsys, ["estimate", "--target", str(target), "--drafter", "lookup", *args], option)
+
+
+def test_estimate_warns_about_few_prompts(capsys, target, tmp_path) -> None:
+    path = tmp_path / "prompts.txt"
+    path.write_text("w1 w2 w3 w1 w2\n")
+    code, out, _ = run(capsys, ["estimate", "--target", str(target), "--drafter", "lookup", "--prompts-file",
+                                str(path), "--tokens", "8", "--new-tokens", "8", "--no-timing", "--json"])
+    d = strict_json(out)
+    assert code == 0 and d["prompts"] == 1 and any("unreliable" in w for w in d["warnings"])
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--heldout", "0"], "--heldout"),                       # used to be an IndexError
+    (["--prompt-tokens", "0"], "--prompt-tokens"),
+    (["--fallback", "1.5"], "--fallback"),
+    (["--max-little-steps", "0"], "--max-little-steps"),
+    (["--sweep", "--out", "/proc/specdec-not-writable"], "--out"),
+    (["--sweep", "--fallbacks", "0.1,nan", "--out", "x"], "--fallbacks"),
+    (["--sweep", "--gammas", "1,1", "--out", "x"], "--gammas"),
+])
+def test_bild_usage_errors(capsys, target, args, option) -> None:
+    expect_usage_error(capsys, ["bild", "--target", str(target), "--drafter", "lookup", *args], option)

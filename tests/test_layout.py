@@ -1,0 +1,77 @@
+"""The architecture's rules, checked from the code (docs/architecture.md):
+
+- one import namespace: pyproject installs only `specdec` (no top-level `reference`,
+  `figures`, ... in site-packages), and every package folder is mapped into it;
+- dependency direction: `simulator` and `ngram` import nothing from `reference`, the CLI or
+  the figures; the library never imports the CLI; no command imports another;
+- modules stay small (at most 400 lines; the target is ~350).
+"""
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ("simulator", "reference", "ngram", "figures")
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module name a file imports (top level or inside functions)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _files(*folders: str) -> list[Path]:
+    return sorted(p for f in folders for p in (ROOT / f).rglob("*.py"))
+
+
+def test_one_namespace() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert all(p == "specdec" or p.startswith("specdec.") for p in config["packages"])
+    mapped = {name: ROOT / folder for name, folder in config["package-dir"].items()}
+    for package in config["packages"]:  # each package resolves to a folder with an __init__.py
+        head = max((n for n in mapped if package == n or package.startswith(n + ".")), key=len)
+        folder = mapped[head].joinpath(*package[len(head):].split(".")[1:])
+        assert (folder / "__init__.py").is_file(), package
+    packaged = {str(f.parent.relative_to(ROOT)) for f in _files(*LIBRARY, "specdec") if f.name == "__init__.py"}
+    covered = {str(mapped[head].joinpath(*p[len(head):].split(".")[1:]).relative_to(ROOT))
+               for p in config["packages"]
+               for head in [max((n for n in mapped if p == n or p.startswith(n + ".")), key=len)]}
+    assert packaged <= covered, f"package folders not installed: {sorted(packaged - covered)}"
+
+
+@pytest.mark.parametrize("folder", ["simulator", "ngram"])
+def test_theory_and_ngram_stand_alone(folder: str) -> None:
+    for path in _files(folder):
+        bad = {m for m in _imports(path) if m.startswith(("specdec.reference", "specdec.cli", "specdec.figures",
+                                                           "torch", "transformers"))}
+        if folder == "ngram":  # KenLM tables may not need torch, but may use specdec.paths
+            bad = {m for m in bad if not m.startswith("torch")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_library_never_imports_the_cli() -> None:
+    for path in _files(*LIBRARY):
+        bad = {m for m in _imports(path) if m.startswith("specdec.cli")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_no_command_imports_another() -> None:
+    commands = {p.stem for p in (ROOT / "specdec" / "cli").glob("*.py")} - {"__init__", "common"}
+    for path in (ROOT / "specdec" / "cli").glob("*.py"):
+        others = {m for m in _imports(path) if m.startswith("specdec.cli.") and m.split(".")[-1] in commands}
+        assert not others - {f"specdec.cli.{path.stem}"}, f"{path.name} imports {sorted(others)}"
+
+
+def test_modules_stay_small() -> None:
+    long = {str(p.relative_to(ROOT)): n for p in _files(*LIBRARY, "specdec")
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long
