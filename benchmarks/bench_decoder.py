@@ -13,7 +13,7 @@ comparison) and with the default rule (latest match, n-grams up to 3). Ours run 
 `specdec decode` does, with the prompt's encoding fused into the first iteration's pass
 (`fuse_prefill=True`), which is also what HF does: the "target passes" column counts every
 forward pass of the model with a hook, for HF and ours alike. Usage:
-    .venv/bin/python benchmarks/bench_decoder.py [--new-tokens 64] [--repeats 9] [--gamma 4]
+    .venv/bin/python benchmarks/bench_decoder.py [--new-tokens 64] [--repeats 9] [--gamma 4] [--target-backend fast]
 """
 from __future__ import annotations
 
@@ -165,10 +165,12 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--gamma", type=int, default=4)
+    parser.add_argument("--target-backend", default="eager", choices=("eager", "fast"),
+                        help="fast: the packed-weight kernel (HF generate then runs on it too)")
     args = parser.parse_args()
-    target = load_model(None)
+    target = load_model(None, backend=args.target_backend)
     print(f"machine: {platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}; "
-          f"target {target.path.name} float32 on CPU")
+          f"target {target.path.name} float32 on CPU, backend {target.backend}")
     print("\n".join(speed_table(target, args.new_tokens, args.repeats, args.gamma)))
     print()
     print("\n".join(context_table(target, args.repeats, args.gamma)))

@@ -20,6 +20,7 @@ class LoadedModel:
     model: torch.nn.Module
     tokenizer: object
     path: Path
+    backend: str = "eager"  # how the matrix products run (specdec.reference.core.backend)
 
     @property
     def vocab_size(self) -> int:
@@ -64,8 +65,10 @@ def context_limit(path: str | Path) -> int | None:
     return None
 
 
-def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
-    """Load a causal LM and its tokenizer from a local folder (None = the default target).
+def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str = "float32",
+               backend: str = "eager") -> LoadedModel:
+    """Load a causal LM and its tokenizer from a local folder (None = the default target),
+    running on `backend` ("eager", "fast" or "auto": specdec.reference.core.backend).
 
     Raises ValueError / FileNotFoundError with one line naming the folder or file when the
     folder is incomplete or a file is corrupt.
@@ -89,7 +92,8 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
         model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]).to(dev).eval()
     except Exception as exc:  # OSError, SafetensorError, RuntimeError (shape mismatch) ...
         raise ValueError(f"cannot load the weights in {str(path)!r}: {_first_line(exc)}") from exc
-    return LoadedModel(model, tokenizer, path)
+    from specdec.reference.core.backend import use_backend
+    return LoadedModel(model, tokenizer, path, use_backend(model, backend))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,1 +1,3 @@
-"""Data: default paths are in specdec.paths; here the corpora, held-out prompts, the target-aligned corpus and the default target model."""
+"""Data: default paths are in specdec.paths; here the corpora, held-out prompts, the target-
+aligned corpus and the default target model.
+"""

@@ -1,1 +1,3 @@
-"""Drafters: the protocol, the torch-free spec grammar, prompt lookup, KenLM n-gram and neural drafters."""
+"""Drafters: the protocol, the torch-free spec grammar, prompt lookup, KenLM n-gram and neural
+drafters.
+"""

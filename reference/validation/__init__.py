@@ -1,1 +1,3 @@
-"""Predicted vs measured speedup: configuration, decode runs, predictions, typed rows, report (docs/validation.md)."""
+"""Predicted vs measured speedup: configuration, decode runs, predictions, typed rows, report
+(docs/validation.md).
+"""

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (MAX_GAMMA, check_context, check_out_dir, check_text, drafter_option, in_range,
-                                json_option, model_options, parse_floats, parse_positive_ints, positive,
-                                preflight_target, probability, require_drafter, sampling_options, seed_option,
-                                to_json, write_atomic)
+from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_out_dir, check_text,
+                                drafter_option, in_range, json_option, model_options, parse_floats,
+                                parse_positive_ints, positive, preflight_target, probability, require_drafter,
+                                sampling_options, seed_option, to_json, write_atomic)
 
 
 def _rollback(text: str, name: str = "--rollback") -> float | str:
@@ -33,6 +33,7 @@ def _rollback(text: str, name: str = "--rollback") -> float | str:
 @click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive,
               help="Length of each held-out prompt.")
 @model_options
+@backend_option
 @drafter_option
 @click.option("--fallback", type=float, default=0.5, show_default=True, callback=probability,
               help="alpha_FB in [0, 1]: the little model hands over before a token whose top probability "
@@ -61,9 +62,9 @@ def _rollback(text: str, name: str = "--rollback") -> float | str:
               help="Sweep: folder for bild_sweep.json and bild_tradeoff.png.")
 @seed_option
 @json_option
-def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, drafter, fallback, rollback, max_little_steps,
-         temperature, top_k, top_p, max_new_tokens, ignore_eos, sweep, fallbacks, rollbacks, handovers, gammas,
-         repeats, out, seed, as_json):
+def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, backend, drafter, fallback, rollback,
+         max_little_steps, temperature, top_k, top_p, max_new_tokens, ignore_eos, sweep, fallbacks, rollbacks,
+         handovers, gammas, repeats, out, seed, as_json):
     """Big Little Decoder: the drafter is the little model, the target the large one."""
     if sweep and out is None:
         raise click.BadParameter("--sweep writes a figure: give --out DIR", param_hint="--out")
@@ -93,7 +94,7 @@ def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, drafter, f
     else:
         methods = [Method("bild", policy=BildPolicy(fallback, _rollback(rollback), max_little_steps))]
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target = load_model(path, device, dtype)
+    target = load_model(path, device, dtype, backend)
     little, note = make_drafter(drafter, target, device, dtype)
     if prompts:
         ids = [target.tokenizer(p)["input_ids"] for p in prompts]

@@ -153,6 +153,10 @@ model_options = stack(
     click.option("--dtype", default="float32", show_default=True,
                  type=click.Choice(["float32", "bfloat16", "float16"])),
 )
+backend_option = click.option(
+    "--target-backend", "backend", default="auto", show_default=True, type=click.Choice(["auto", "eager", "fast"]),
+    help="How the models' matrix products run: eager (PyTorch) or fast (a packed-weight kernel for passes over "
+         "1..16 tokens, CPU float32, built once); auto = fast where it runs.")
 sampling_options = stack(
     click.option("--temperature", type=float, default=0.0, show_default=True, callback=nonnegative,
                  help="0 = greedy (argmax); > 0 samples from the tempered distribution."),

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (MAX_GAMMA, check_context, check_text, drafter_option, generator, in_range,
-                                json_option, model_options, positive, preflight_target, sampling_options,
+from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_text, drafter_option, generator,
+                                in_range, json_option, model_options, positive, preflight_target, sampling_options,
                                 seed_option, to_json)
 
 
 @click.command()
 @click.option("--prompt", required=True, callback=check_text, help="Prompt text (UTF-8).")
 @model_options
+@backend_option
 @drafter_option
 @click.option("--gamma", type=int, default=4, show_default=True, callback=in_range(0, MAX_GAMMA),
               help=f"Draft tokens per iteration, 0 .. {MAX_GAMMA} (0 = no drafting).")
@@ -23,7 +24,7 @@ from specdec.cli.common import (MAX_GAMMA, check_context, check_text, drafter_op
 @click.option("--baseline", is_flag=True, help="Also run the autoregressive baseline and report the speedup.")
 @seed_option
 @json_option
-def decode(prompt, target_path, device, dtype, drafter, gamma, temperature, top_k, top_p, lenience,
+def decode(prompt, target_path, device, dtype, backend, drafter, gamma, temperature, top_k, top_p, lenience,
            max_new_tokens, ignore_eos, baseline, seed, as_json):
     """Decode a prompt with the target and a drafter; print the text and the statistics."""
     path, limit = preflight_target(target_path)
@@ -36,7 +37,7 @@ def decode(prompt, target_path, device, dtype, drafter, gamma, temperature, top_
     from specdec.reference.core.target import TargetScorer
 
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target = load_model(path, device, dtype)
+    target = load_model(path, device, dtype, backend)
     draft, note = make_drafter(drafter, target, device, dtype)
     ids = target.tokenizer(prompt)["input_ids"]
     if not ids:

@@ -12,15 +12,17 @@ import math
 
 import click
 
-from specdec.cli.common import (MAX_GAMMA, check_context, drafter_option, generator, in_range, json_option,
-                                load_prompts, model_options, parse_lenience, positive, preflight_target,
-                                prompts_file_option, require_drafter, sampling_options, seed_option, to_json)
+from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, drafter_option, generator, in_range,
+                                json_option, load_prompts, model_options, parse_lenience, positive,
+                                preflight_target, prompts_file_option, require_drafter, sampling_options,
+                                seed_option, to_json)
 
 FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts is flagged as unreliable
 
 
 @click.command()
 @model_options
+@backend_option
 @drafter_option
 @click.option("--tokens", type=int, default=10_000, show_default=True, callback=positive,
               help="Target-sampled positions to score: ceil(tokens / new-tokens) prompts.")
@@ -45,8 +47,9 @@ FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts 
 @click.option("--no-timing", is_flag=True, help="Skip the timings (alpha only; c, v(k) are null).")
 @seed_option
 @json_option
-def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tokens, prompts_file, temperature,
-             top_k, top_p, lenience, batch_size, bootstrap, context, max_k, timing_repeats, no_timing, seed, as_json):
+def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, prompt_tokens, prompts_file,
+             temperature, top_k, top_p, lenience, batch_size, bootstrap, context, max_k, timing_repeats, no_timing,
+             seed, as_json):
     """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k)."""
     import numpy as np
     import torch
@@ -56,6 +59,7 @@ def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tok
     from specdec.reference.estimate.cost import estimate_cost
     from specdec.reference.core.progress import phase
     from specdec.reference.estimate.interference import DEFAULT_THRESHOLD, run_undisturbed
+    from specdec.reference.estimate.limits import measure_limits
     from specdec.reference.core.models import load_model
     from specdec.reference.estimate.replay import replay
     from specdec.reference.core.sampling import SamplingConfig
@@ -67,7 +71,7 @@ def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tok
     if not no_timing:
         check_context(limit, context + max_k, "--context plus --max-k", "--context")
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target = load_model(path, device, dtype)
+    target = load_model(path, device, dtype, backend)
     draft, note = make_drafter(drafter, target, device, dtype)
     prompts, sources = load_prompts(target, math.ceil(tokens / new_tokens), prompt_tokens, prompts_file)
     warnings = []
@@ -81,7 +85,7 @@ def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tok
     est = estimate_alpha(target.model, draft, samples, target.vocab_size, np.random.default_rng(seed), lenience,
                          batch_size=min(batch_size, 8), max_gamma=max_gamma, n_boot=bootstrap, generator=gen,
                          progress=True)
-    report = {"drafter": drafter, "target": str(target.path), "note": note,
+    report = {"drafter": drafter, "target": str(target.path), "backend": target.backend, "note": note,
               "sampling": {"temperature": temperature, "top_k": top_k, "top_p": top_p},
               "prompts": len(prompts), "new_tokens": new_tokens, "prompt_tokens": prompt_tokens,
               "generation_seconds": samples.seconds, "seed": seed, **est.to_dict()}
@@ -105,6 +109,8 @@ def estimate(target_path, device, dtype, drafter, tokens, new_tokens, prompt_tok
         if load > DEFAULT_THRESHOLD:
             warnings.append(f"other processes kept {load:.2f} CPU cores busy during the timings (after {attempts} "
                             "attempts): c and v(k) are inflated; rerun on a quiet machine")
+        phase("measuring the hardware's floor (memory bandwidth, fp32 FLOP rate)")
+        report["limits"] = measure_limits(target.model).to_dict(max_k)
     report.update({"c": None if cost is None else cost.c,
                    "c_hat": None if cost is None else cost.c_hat,
                    "verify_cost": None if cost is None else cost.verify_cost,
@@ -143,11 +149,18 @@ def _print(r: dict, note: str | None) -> None:
                    + "  ".join(f"{g}: {_f(v['tokens_per_iteration'], '.3f')}" for g, v in r["greedy_replay"].items()))
     click.echo(f"what: {r['estimates']}")
     if r["c"] is not None:
-        cost = r["cost"]
-        click.echo(f"c {_f(r['c'], '.5f')}  c_hat {_f(r['c_hat'], '.3g')}  target step {_f(1000 * cost['target_step_seconds'], '.2f')} ms, "
-                   f"draft {_f(1000 * cost['draft_token_seconds'], '.3f')} ms/token at {cost['context_tokens']} tokens "
-                   "of context")
-        click.echo("v(k) " + " ".join(f"{_f(v, '.2f')}" for v in r["verify_cost"]))
+        cost, limits = r["cost"], r["limits"]
+        click.echo(f"c {_f(r['c'], '.5f')}  c_hat {_f(r['c_hat'], '.3g')}  draft "
+                   f"{_f(1000 * cost['draft_token_seconds'], '.3f')} ms/token  (backend {r['backend']}, "
+                   f"{cost['context_tokens']} tokens of context)")
+        click.echo("k         " + " ".join(f"{k:>6d}" for k in range(1, len(r["verify_cost"]) + 1)))
+        click.echo("t(k) ms   " + " ".join(f"{1000 * s:6.1f}" for s in cost["verify_seconds"]))
+        click.echo("v(k)      " + " ".join(f"{_f(v, '6.2f')}" for v in r["verify_cost"]))
+        click.echo("floor ms  " + " ".join(f"{1000 * s:6.1f}" for s in limits["min_seconds"]))
+        click.echo(f"floor: {limits['weight_bytes'] / 1e6:.0f} MB of weights at {limits['bandwidth'] / 1e9:.1f} GB/s "
+                   f"(STREAM triad), {limits['matrix_flops_per_token'] / 1e6:.0f} MFLOP per token at "
+                   f"{limits['flops'] / 1e9:.0f} GFLOP/s; t(1) is {cost['verify_seconds'][0] / limits['min_seconds'][0]:.1f}x "
+                   "the floor")
         o = cost["overhead"]
         click.echo(f"loop overhead o(0) {_f(o[0], '.4f')}  o(4) {_f(o[min(4, len(o) - 1)], '.4f')} target steps")
 

@@ -1,0 +1,82 @@
+"""Target backends side by side (issue 12): t(1) and v(k), k = 1..16, eager vs fast, in one run,
+next to the hardware's floor (STREAM bandwidth and fp32 FLOP rate; specdec.reference.estimate.limits).
+
+Both backends load the same fp32 weights; each repeat times every k once for both, the order
+of the backends alternating per repeat, so the machine's drift hits both alike; medians over
+repeats; the paired ratio fast/eager of t(1) is the median of the per-repeat ratios. Also
+decodes with the autoregressive baseline and prompt lookup (gamma 1..4) on both backends to
+show the end-to-end effect. Usage:
+    .venv/bin/python benchmarks/bench_backend.py [--context 72] [--repeats 9] [--new-tokens 48]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import torch
+
+from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+from specdec.reference.core.models import load_model
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import TargetScorer
+from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+from specdec.reference.estimate.limits import measure_limits
+from specdec.reference.estimate.timing import pool_timings, time_target_passes
+
+PROMPT = ("Rewrite the following paragraph in the past tense.\n\nThe cat sits on the mat. It watches the birds in "
+          "the garden and waits for the sun to set. Then it walks to the kitchen, where the old woman gives it a "
+          "bowl of milk.\n\nPast tense:\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--context", type=int, default=72)
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--new-tokens", type=int, default=48)
+    args = parser.parse_args()
+    models = {"eager": load_model(None, backend="eager"), "fast": load_model(None, backend="fast")}
+    tokens = models["eager"].tokenizer(PROMPT)["input_ids"]
+    runs = {name: [] for name in models}
+    for r in range(args.repeats):
+        for name in (list(models) if r % 2 == 0 else list(models)[::-1]):
+            runs[name].append(time_target_passes(models[name].model, tokens, args.context, 16, repeats=1, warmup=1))
+    pooled = {name: pool_timings(t) for name, t in runs.items()}
+    ratio = statistics.median(f.seconds[0] / e.seconds[0] for e, f in zip(runs["eager"], runs["fast"]))
+    limits = measure_limits(models["eager"].model)
+    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch "
+          f"{torch.__version__}; context {args.context} tokens, {args.repeats} paired repeats")
+    print(f"floor: {limits.weight_bytes / 1e6:.0f} MB at {limits.bandwidth / 1e9:.1f} GB/s (triad), "
+          f"{limits.flops / 1e9:.0f} GFLOP/s fp32\n")
+    print("| k | " + " | ".join(str(k) for k in range(1, 17)) + " |")
+    print("|---|" + "---|" * 16)
+    for name, t in pooled.items():
+        print(f"| {name} t(k) ms | " + " | ".join(f"{1000 * s:.1f}" for s in t.seconds) + " |")
+    for name, t in pooled.items():
+        print(f"| {name} v(k) | " + " | ".join(f"{v:.2f}" for v in t.verify_cost) + " |")
+    print("| floor ms | " + " | ".join(f"{1000 * limits.min_seconds(k):.1f}" for k in range(1, 17)) + " |")
+    print(f"\nfast t(1) / eager t(1) = {ratio:.2f} (median of paired repeats)")
+    greedy = SamplingConfig(0.0)
+    print("\n| decode (greedy, 48 tokens) | eager s | fast s | fast/eager | same tokens |\n|---|---|---|---|---|")
+    configs = [("autoregressive", 0)] + [(f"lookup gamma={g}", g) for g in (1, 2, 3, 4)]
+    for label, gamma in configs:
+        seconds = {name: [] for name in models}
+        outputs = {}
+        for r in range(3):
+            for name in (list(models) if r % 2 == 0 else list(models)[::-1]):
+                scorer = TargetScorer(models[name].model)
+                start = time.perf_counter()
+                if gamma == 0:
+                    result = autoregressive_decode(scorer, tokens, args.new_tokens, greedy, None)
+                else:
+                    result = speculative_decode(scorer, PromptLookupDrafter(3), tokens, args.new_tokens, gamma,
+                                                greedy, None)
+                seconds[name].append(time.perf_counter() - start)
+                outputs[name] = result.tokens
+        e, f = statistics.median(seconds["eager"]), statistics.median(seconds["fast"])
+        print(f"| {label} | {e:.2f} | {f:.2f} | {f / e:.2f} | {outputs['eager'] == outputs['fast']} |")
+
+
+if __name__ == "__main__":
+    main()

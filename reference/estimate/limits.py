@@ -1,0 +1,71 @@
+"""The hardware's floor under a verify pass: how fast can t(k) be on this machine?
+
+A pass over k tokens must read every weight once (memory bound) and do 2 k FLOPs per
+matrix weight (compute bound), so t_min(k) = max(weight bytes / bandwidth, 2 k matrix
+weights / peak FLOP rate). Bandwidth is a STREAM-style triad (a = b + s c over arrays far
+larger than the caches); the FLOP rate a large fp32 matrix product. Both use the threads
+torch uses. Measured once per run; docs/fast-backend.md discusses the numbers.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from specdec.reference.estimate.cost import flops_per_token
+
+
+@dataclass(frozen=True)
+class HardwareLimits:
+    bandwidth: float  # bytes per second, STREAM triad (3 arrays of `array_bytes` each)
+    flops: float  # fp32 FLOP per second of a square matrix product
+    weight_bytes: int  # bytes of the target's parameters (tied weights once)
+    matrix_flops_per_token: float  # 2 x matrix weights (specdec.reference.estimate.cost.flops_per_token)
+    threads: int
+
+    def min_seconds(self, k: int) -> float:
+        """The lowest possible time of one pass over k tokens (ignoring attention and caches)."""
+        return max(self.weight_bytes / self.bandwidth, k * self.matrix_flops_per_token / self.flops)
+
+    def to_dict(self, max_k: int = 16) -> dict[str, Any]:
+        d = asdict(self)
+        d["min_seconds"] = [self.min_seconds(k) for k in range(1, max_k + 1)]
+        return d
+
+
+def triad_bandwidth(array_bytes: int = 128 * 2**20, repeats: int = 8) -> float:
+    """Best-of-repeats STREAM triad bandwidth in bytes per second (reads b, c; writes a)."""
+    n = array_bytes // 4
+    a, b, c = torch.empty(n), torch.rand(n), torch.rand(n)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        torch.add(b, c, alpha=3.0, out=a)
+        best = min(best, time.perf_counter() - start)
+    return 3 * 4 * n / best
+
+
+def matmul_flops(size: int = 1536, repeats: int = 5) -> float:
+    """Best-of-repeats fp32 FLOP rate of a size x size matrix product."""
+    x, y = torch.rand(size, size), torch.rand(size, size)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        torch.mm(x, y)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the model's parameters, each tensor once (tied embeddings are not doubled)."""
+    seen: dict[int, int] = {}
+    for p in model.parameters():
+        seen[p.data_ptr()] = p.numel() * p.element_size()
+    return int(sum(seen.values()))
+
+
+def measure_limits(model: torch.nn.Module) -> HardwareLimits:
+    return HardwareLimits(triad_bandwidth(), matmul_flops(), weight_bytes(model), flops_per_token(model),
+                          torch.get_num_threads())
