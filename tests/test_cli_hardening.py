@@ -167,3 +167,28 @@ def test_estimate_warns_about_few_prompts(capsys, target, tmp_path) -> None:
 ])
 def test_bild_usage_errors(capsys, target, args, option) -> None:
     expect_usage_error(capsys, ["bild", "--target", str(target), "--drafter", "lookup", *args], option)
+
+
+def test_bild_json_is_strict(capsys, target) -> None:
+    """Rates that are undefined (nothing kept, no rollback) are null, never NaN."""
+    code, out, _ = run(capsys, ["bild", "--target", str(target), "--drafter", "lookup", "--prompt", "w9 w8 w7",
+                                "--max-new-tokens", "4", "--ignore-eos", "--json"])
+    d = strict_json(out)
+    assert code == 0 and d["prompts"] == 1 and len(d["rows"]) == 2
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--out", "/proc/specdec-not-writable"], "--out"),      # used to fail only after the whole run
+    (["--gammas", "1,1"], "--gammas"),
+    (["--gammas", "100"], "--gammas"),
+    (["--top-p", "2"], "--top-p"),                            # used to be ignored when every temperature is 0
+    (["--temperatures", "0,inf"], "--temperatures"),
+    (["--max-k", "1000"], "--max-k"),
+    (["--new-tokens", "600"], "--new-tokens"),
+    (["--drafter", "none"], "--drafter"),
+])
+def test_validate_usage_errors(capsys, target, args, option) -> None:
+    argv = ["validate", "--target", str(target), "--temperatures", "0", *args]
+    if "--drafter" not in args:
+        argv += ["--drafter", "lookup"]
+    expect_usage_error(capsys, argv, option)

@@ -13,8 +13,13 @@ def _t(temperature: float) -> str:
     return f"t={temperature:g}"
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:+.1f}%"
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or x != x else f"{100 * x:+.1f}%"
+
+
+def _num(x: float | None, spec: str) -> str:
+    """A number in a table; undefined values (None, NaN: e.g. a drafter that never proposed) read n/a."""
+    return "n/a" if x is None or x != x else format(x, spec)
 
 
 def sizes_line(d: dict[str, Any]) -> str:
@@ -33,9 +38,9 @@ def alpha_table(d: dict[str, Any], target: str = "target") -> str:
              "|---|---|---|---|---|---|---|"]
     for a in d["alpha"]:
         when = ("" if a["proposal_rate"] >= 1
-                else f"{a['alpha_when_proposed']:.3f} ({100 * a['proposal_rate']:.0f}% proposed)")
-        lines.append(f"| {target} | {a['drafter']} | {_t(a['temperature'])} | {a['alpha']:.3f} | "
-                     f"[{a['alpha_ci'][0]:.3f}, {a['alpha_ci'][1]:.3f}] | {when} | {a['n_positions']} |")
+                else f"{_num(a['alpha_when_proposed'], '.3f')} ({_num(100 * a['proposal_rate'], '.0f')}% proposed)")
+        lines.append(f"| {target} | {a['drafter']} | {_t(a['temperature'])} | {_num(a['alpha'], '.3f')} | "
+                     f"[{_num(a['alpha_ci'][0], '.3f')}, {_num(a['alpha_ci'][1], '.3f')}] | {when} | {a['n_positions']} |")
     return "\n".join(lines)
 
 
@@ -47,7 +52,7 @@ def alpha_pivot(d: dict[str, Any]) -> str:
     lines = ["| M_q | " + " | ".join(f"alpha ({_t(t)})" for t in temps) + " |",
              "|---|" + "---|" * len(temps)]
     for n in names:
-        lines.append(f"| {n} | " + " | ".join(f"{value[(n, t)]:.3f}" for t in temps) + " |")
+        lines.append(f"| {n} | " + " | ".join(f"{_num(value[(n, t)], '.3f')}" for t in temps) + " |")
     return "\n".join(lines)
 
 
@@ -57,28 +62,28 @@ def lenience_table(d: dict[str, Any]) -> str:
     ls = list(first["alpha_lenience"].keys())
     lines = ["| M_q | SMPL | " + " | ".join(f"l={l}" for l in ls) + " |", "|---|---|" + "---|" * len(ls)]
     for a in d["alpha"]:
-        cells = [f"{a['alpha_lenience'][l]:.3f}" for l in ls]
+        cells = [f"{_num(a['alpha_lenience'][l], '.3f')}" for l in ls]
         if a.get("alpha_lenient_argmax"):
-            cells = [f"{a['alpha_lenience'][l]:.3f} (argmax rule {a['alpha_lenient_argmax'][l]:.3f})" for l in ls]
+            cells = [f"{_num(a['alpha_lenience'][l], '.3f')} (argmax rule {_num(a['alpha_lenient_argmax'][l], '.3f')})" for l in ls]
         lines.append(f"| {a['drafter']} | {_t(a['temperature'])} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def cost_table(d: dict[str, Any]) -> str:
     """c (timed), c_hat (counted), the draft step and the target step."""
-    lines = [f"target step t(1) = {1000 * d['target_step_seconds']:.1f} ms at {d['context_tokens']} tokens of context",
+    lines = [f"target step t(1) = {_num(1000 * d['target_step_seconds'], '.1f')} ms at {d['context_tokens']} tokens of context",
              "", "| M_q | SMPL | draft ms/token | c | c_hat | loop overhead o(0) | o(4) |",
              "|---|---|---|---|---|---|---|"]
     for c in d["cost"]:
         o = c["overhead"]
-        lines.append(f"| {c['drafter']} | {_t(c['temperature'])} | {1000 * c['draft_token_seconds']:.3f} | "
-                     f"{c['c']:.4f} | {c['c_hat']:.2g} | {o[0]:.4f} | {o[min(4, len(o) - 1)]:.4f} |")
+        lines.append(f"| {c['drafter']} | {_t(c['temperature'])} | {_num(1000 * c['draft_token_seconds'], '.3f')} | "
+                     f"{_num(c['c'], '.4f')} | {_num(c['c_hat'], '.2g')} | {_num(o[0], '.4f')} | {_num(o[min(4, len(o) - 1)], '.4f')} |")
     return "\n".join(lines)
 
 
 def verify_cost_line(d: dict[str, Any]) -> str:
     v = d["verify_cost"]
-    return "v(k), k = 1.." + str(len(v)) + ": " + " ".join(f"{x:.2f}" for x in v)
+    return "v(k), k = 1.." + str(len(v)) + ": " + " ".join(f"{_num(x, '.2f')}" for x in v)
 
 
 def plan_table(d: dict[str, Any]) -> str:
@@ -86,9 +91,9 @@ def plan_table(d: dict[str, Any]) -> str:
     lines = ["| M_q | SMPL | alpha | c | paper: best gamma | paper: speedup | extended: best gamma | "
              "extended: speedup |", "|---|---|---|---|---|---|---|---|"]
     for p in d["plan"]:
-        lines.append(f"| {p['drafter']} | {_t(p['temperature'])} | {p['alpha']:.3f} | {p['c']:.4f} | "
-                     f"{p['paper']['optimal_gamma']} | {p['paper']['speedup']:.2f}x | "
-                     f"{p['extended']['optimal_gamma']} | {p['extended']['speedup']:.2f}x |")
+        lines.append(f"| {p['drafter']} | {_t(p['temperature'])} | {_num(p['alpha'], '.3f')} | {_num(p['c'], '.4f')} | "
+                     f"{p['paper']['optimal_gamma']} | {_num(p['paper']['speedup'], '.2f')}x | "
+                     f"{p['extended']['optimal_gamma']} | {_num(p['extended']['speedup'], '.2f')}x |")
     return "\n".join(lines)
 
 
@@ -101,7 +106,7 @@ def validation_table(d: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in d["rows"]:
         inside = ("yes" if r["alpha_decode_in_ci"] else "no, overlap" if r["alpha_intervals_overlap"] else "no, apart") \
-            + f"; z {r['alpha_difference_z']:+.1f}"
+            + f"; z {_num(r['alpha_difference_z'], '+.1f')}"
         corrected = r.get("measured_corrected")
 
         def err(key: str) -> str:
@@ -113,13 +118,13 @@ def validation_table(d: dict[str, Any]) -> str:
         if r.get("extended_within_tolerance_corrected") is not None:
             within += " / " + ("yes" if r["extended_within_tolerance_corrected"] else "NO")
         lines.append(
-            f"| {r['drafter']} | {_t(r['temperature'])} | {r['gamma']} | {r['alpha_estimate']:.3f} / "
-            f"{r['alpha_compared_value']:.3f} [{r['alpha_compared_ci'][0]:.2f}, {r['alpha_compared_ci'][1]:.2f}] | "
-            f"{r['alpha_decode']:.3f} [{r['alpha_decode_ci'][0]:.2f}, {r['alpha_decode_ci'][1]:.2f}] ({inside}) | "
-            f"{r['tokens_per_iteration']:.2f} | {r['measured']:.3f}x [{r['measured_ci'][0]:.2f}, "
-            f"{r['measured_ci'][1]:.2f}] | {'' if corrected is None else f'{corrected:.3f}x'} | "
-            f"{r['paper']:.3f}x ({err('paper')}) | {r['extended']:.3f}x ({err('extended')}) | "
-            f"{r['extended_estimated']:.3f}x ({err('extended_estimated')}) | {within} |")
+            f"| {r['drafter']} | {_t(r['temperature'])} | {r['gamma']} | {_num(r['alpha_estimate'], '.3f')} / "
+            f"{_num(r['alpha_compared_value'], '.3f')} [{_num(r['alpha_compared_ci'][0], '.2f')}, {_num(r['alpha_compared_ci'][1], '.2f')}] | "
+            f"{_num(r['alpha_decode'], '.3f')} [{_num(r['alpha_decode_ci'][0], '.2f')}, {_num(r['alpha_decode_ci'][1], '.2f')}] ({inside}) | "
+            f"{_num(r['tokens_per_iteration'], '.2f')} | {_num(r['measured'], '.3f')}x [{_num(r['measured_ci'][0], '.2f')}, "
+            f"{_num(r['measured_ci'][1], '.2f')}] | {'' if corrected is None else _num(corrected, '.3f') + 'x'} | "
+            f"{_num(r['paper'], '.3f')}x ({err('paper')}) | {_num(r['extended'], '.3f')}x ({err('extended')}) | "
+            f"{_num(r['extended_estimated'], '.3f')}x ({err('extended_estimated')}) | {within} |")
     return "\n".join(lines)
 
 
@@ -130,11 +135,11 @@ def timing_check_table(d: dict[str, Any]) -> str:
     lines = ["| M_q | SMPL | gamma | iteration ms: measured / predicted | target side | draft side | "
              "baseline ms/token |", "|---|---|---|---|---|---|---|"]
     for r in d["rows"]:
-        ms = lambda a, b: f"{1000 * r[a]:.1f} / {1000 * r[b]:.1f}"  # noqa: E731
+        ms = lambda a, b: f"{_num(1000 * r[a], '.1f')} / {_num(1000 * r[b], '.1f')}"  # noqa: E731
         lines.append(f"| {r['drafter']} | {_t(r['temperature'])} | {r['gamma']} | "
                      f"{ms('iteration_seconds_measured', 'iteration_seconds_predicted')} | "
                      f"{ms('verify_seconds_measured', 'verify_seconds_predicted')} | "
-                     f"{1000 * r['draft_seconds_measured']:.2f} / {1000 * r['draft_seconds_predicted']:.2f} | "
+                     f"{_num(1000 * r['draft_seconds_measured'], '.2f')} / {_num(1000 * r['draft_seconds_predicted'], '.2f')} | "
                      f"{ms('baseline_token_seconds_measured', 'baseline_token_seconds_predicted')} |")
     return "\n".join(lines)
 
@@ -147,14 +152,14 @@ def summary_line(d: dict[str, Any]) -> str:
     agree = sum(abs(r["alpha_difference_z"]) <= 1.96 for r in rows)
     covered = sum(r["measured_ci_covers_extended"] for r in rows)
     worst = max(rows, key=lambda r: abs(r["error_extended"]))
-    text = (f"extended model (ii) within {100 * d['tolerance']:.0f}% of the wall-clock speedup: "
+    text = (f"extended model (ii) within {_num(100 * d['tolerance'], '.0f')}% of the wall-clock speedup: "
             f"{d['extended_within_tolerance']}/{d['configurations']} configurations (largest error "
             f"{_pct(worst['error_extended'])}: {worst['drafter']} {_t(worst['temperature'])} gamma {worst['gamma']}); "
             f"inside the wall-clock speedup's 95% CI: {covered}/{len(rows)}")
     if all(r.get("error_extended_corrected") is not None for r in rows):
         within = sum(r["extended_within_tolerance_corrected"] for r in rows)
         worst = max(rows, key=lambda r: abs(r["error_extended_corrected"]))
-        text += (f"; within {100 * d['tolerance']:.0f}% of the drift-corrected speedup: {within}/{len(rows)} "
+        text += (f"; within {_num(100 * d['tolerance'], '.0f')}% of the drift-corrected speedup: {within}/{len(rows)} "
                  f"(largest error {_pct(worst['error_extended_corrected'])}: {worst['drafter']} "
                  f"{_t(worst['temperature'])} gamma {worst['gamma']})")
     return text + (f". Decode alpha inside the estimator's 95% CI: {inside}/{len(rows)}; estimator's alpha inside "
@@ -168,7 +173,7 @@ def interference_line(d: dict[str, Any]) -> str:
         return ""
     return (f"machine noise: {i['decode_attempts'] - i['decode_runs']} of {i['decode_runs']} decode runs were redone "
             f"because other processes used > {i['threshold_cores']:g} CPU cores meanwhile; "
-            f"{i['still_disturbed']} kept runs still disturbed (max foreign load {i['max_load']:.2f} cores)")
+            f"{i['still_disturbed']} kept runs still disturbed (max foreign load {_num(i['max_load'], '.2f')} cores)")
 
 
 def full_report(d: dict[str, Any], target: str = "target") -> str:

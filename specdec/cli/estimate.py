@@ -52,7 +52,6 @@ def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, p
              seed, as_json):
     """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k)."""
     import numpy as np
-    import torch
 
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.estimate.alpha import estimate_alpha

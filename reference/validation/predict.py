@@ -1,0 +1,155 @@
+"""Predicted vs measured for one configuration: the three predictions, the measured speedup
+with its bootstrap interval, and the agreement of the decode's alpha with the estimator's
+(docs/validation.md). The prediction maths is `specdec.simulator.prediction`."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from specdec.reference.core.stats import DecodeStats
+from specdec.reference.estimate.alpha import AlphaEstimate, bootstrap_ratio_ci
+from specdec.reference.estimate.cost import CostEstimate
+from specdec.reference.estimate.replay import replay
+from specdec.reference.validation.rows import PlanEntry, ValidationRow
+from specdec.reference.validation.runs import DecodeRuns
+from specdec.simulator import make_plan, positional_expected_tokens, walltime_improvement
+from specdec.simulator.prediction import (budgeted_speedup, effective_cost, k_histogram, mean_iteration_time,
+                                          survival_acceptance)
+
+
+def window_alpha(alpha: AlphaEstimate, new_tokens: int, deterministic: bool, rng: np.random.Generator
+                 ) -> tuple[str, float, tuple[float, float]]:
+    """The estimator's alpha over the first new_tokens positions of its sequences (the part
+    of a continuation the decodes generate), with its bootstrap interval over prompts;
+    for a deterministic drafter over the positions with a proposal (what the decode's
+    accepted / reached counts). Returns (name, value, interval)."""
+    sums, counts = [], []
+    for s in alpha.scores:
+        beta, proposed = s.beta[:new_tokens], s.proposed[:new_tokens]
+        keep = proposed if deterministic else np.ones_like(proposed)
+        sums.append(float(beta[keep].sum()))
+        counts.append(float(keep.sum()))
+    sums_a, counts_a = np.array(sums), np.array(counts)
+    name = f"{'alpha_when_proposed' if deterministic else 'alpha'} over the first {new_tokens} positions"
+    if counts_a.sum() == 0:
+        return name, float("nan"), (float("nan"), float("nan"))
+    value = float(sums_a.sum() / counts_a.sum())
+    nonzero = counts_a > 0
+    return name, value, bootstrap_ratio_ci(sums_a[nonzero], counts_a[nonzero], rng)
+
+
+def alpha_agreement_z(estimate: float, estimate_ci: Sequence[float], decode: float,
+                      decode_ci: Sequence[float]) -> float:
+    """Two-sample z statistic of decode minus estimate: the standard errors are read off the
+    two independent 95% intervals (half-width / 1.96); |z| <= 1.96 means the two measurements
+    agree at the 5% level."""
+    se = np.sqrt(sum(((hi - lo) / (2 * 1.959964)) ** 2 for lo, hi in (estimate_ci, decode_ci)))
+    difference = decode - estimate
+    if se == 0:  # both exact (e.g. a drafter that always agrees)
+        return 0.0 if difference == 0 else float(np.copysign(np.inf, difference))
+    return float(difference / se)
+
+
+def paired_ratio_ci(baseline: Sequence[tuple], runs: Sequence[tuple], rng: np.random.Generator,
+                    n_boot: int = 2000) -> tuple[float, float]:
+    """95% bootstrap interval of the measured speedup, resampling (prompt, repeat) pairs.
+
+    baseline, runs: per-run (seconds, tokens, ...) tuples, paired by position.
+    """
+    b = np.array([[x[0], x[1]] for x in baseline], dtype=np.float64)  # [n, 2]
+    r = np.array([[x[0], x[1]] for x in runs], dtype=np.float64)
+    n = b.shape[0]
+    w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)  # [n_boot, n]
+    ratio = ((w @ b[:, 0]) / (w @ b[:, 1])) / ((w @ r[:, 0]) / (w @ r[:, 1]))
+    lo, hi = np.quantile(ratio, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def replay_in_runs(alpha: AlphaEstimate, gamma: int, new_tokens: int) -> tuple[DecodeStats, np.ndarray]:
+    """The temperature-0 replay over the first new_tokens positions of each of the estimator's
+    sequences: the same budget and the same place after the prompt as the decodes (prompt
+    lookup's acceptance grows with the text generated so far, so later windows would not
+    represent the decodes)."""
+    return replay([s.match[:new_tokens] for s in alpha.scores], [s.block[:new_tokens] for s in alpha.scores],
+                  gamma, alpha.max_gamma)
+
+
+def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate, cost: CostEstimate,
+                runs: DecodeRuns, baseline: DecodeRuns, window: tuple[str, float, tuple[float, float]],
+                rng: np.random.Generator | None = None) -> ValidationRow:
+    """Measured speedup and the three predictions for one configuration (see the module doc).
+    window: the estimator's alpha over the decoded stretch (`window_alpha`), computed once per
+    drafter and temperature so every gamma row shows the same value and interval."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    stats = runs.stats
+    new_tokens = runs.tokens // max(len(runs.per_run), 1)  # tokens per run
+    base_token = baseline.seconds / baseline.tokens
+    spec_token = runs.seconds / runs.tokens
+    measured = base_token / spec_token
+    per_run = [(b[0] / b[1]) / (r[0] / r[1]) for b, r in zip(baseline.per_run, runs.per_run)]
+    corrected = None
+    if runs.steps and baseline.steps:
+        corrected = (baseline.step_seconds / baseline.tokens) / (runs.step_seconds / runs.tokens)
+    measured_ci = paired_ratio_ci(baseline.per_run, runs.per_run, rng)
+    accepted = np.array([r[2] for r in runs.per_run], dtype=np.float64)
+    reached = np.array([r[3] for r in runs.per_run], dtype=np.float64)
+    decode_ci = (bootstrap_ratio_ci(accepted[reached > 0], reached[reached > 0], rng)
+                 if (reached > 0).any() else (float("nan"), float("nan")))
+    c_eff, v_eff = effective_cost(cost.c, cost.verify_cost, cost.overhead)
+    # (i) the paper's model
+    paper = float(walltime_improvement(alpha.alpha, gamma, cost.c))
+    # (ii) measured per-position acceptance + v(k) + c + overheads, over the recorded k's
+    survival = survival_acceptance(stats.accepted, stats.iterations)
+    tokens = float(positional_expected_tokens(survival, gamma))
+    k_hist = k_histogram(runs.lengths, gamma)
+    extended = tokens / mean_iteration_time(k_hist, c_eff, v_eff)
+    # (iii) acceptance from the estimator alone
+    if temperature == 0 and all(s.match is not None for s in alpha.scores):
+        replayed, est_hist = replay_in_runs(alpha, gamma, new_tokens)
+        extended_estimated = replayed.tokens_per_iteration() / mean_iteration_time(est_hist, c_eff, v_eff)
+    elif alpha.scores and all(s.block is not None for s in alpha.scores) and alpha.alpha_when_proposed is not None:
+        block_probs = np.bincount(np.concatenate([s.block for s in alpha.scores])).astype(np.float64)
+        extended_estimated = budgeted_speedup(alpha.alpha_when_proposed, gamma, new_tokens, c_eff, v_eff,
+                                              block_probs / block_probs.sum())
+    else:
+        extended_estimated = budgeted_speedup(alpha.alpha, gamma, new_tokens, c_eff, v_eff)
+    compared, compared_value, compared_ci = window
+    decode_alpha = stats.alpha()
+    step = cost.target.step_seconds
+    base_steps = 1.0 + cost.overhead[0]  # predicted baseline time per token, in target steps
+    iteration_predicted = mean_iteration_time(k_hist, c_eff, v_eff) * base_steps
+    return ValidationRow(
+        drafter=name, temperature=temperature, gamma=gamma, alpha_estimate=alpha.alpha, alpha_ci=alpha.alpha_ci,
+        alpha_compared=compared, alpha_compared_value=compared_value, alpha_compared_ci=tuple(compared_ci),
+        alpha_decode=decode_alpha, alpha_decode_in_ci=bool(compared_ci[0] <= decode_alpha <= compared_ci[1]),
+        alpha_decode_ci=decode_ci,
+        alpha_intervals_overlap=bool(decode_ci[0] <= compared_ci[1] and compared_ci[0] <= decode_ci[1]),
+        alpha_estimate_in_decode_ci=bool(decode_ci[0] <= compared_value <= decode_ci[1]),
+        alpha_difference_z=alpha_agreement_z(compared_value, compared_ci, decode_alpha, decode_ci),
+        alpha_per_position=stats.alpha_per_position(), alpha_survival=survival.tolist(),
+        tokens_per_iteration=stats.tokens_per_iteration(), c=cost.c, v_gamma1=float(cost.verify_cost[gamma]),
+        overhead_gamma=float(cost.overhead[gamma]), measured=measured, measured_ci=measured_ci,
+        measured_corrected=corrected, measured_runs=per_run, paper=paper,
+        extended=float(extended), extended_estimated=float(extended_estimated),
+        iteration_seconds_measured=runs.seconds / stats.iterations,
+        iteration_seconds_predicted=iteration_predicted * step,
+        verify_seconds_measured=stats.time_verify / stats.iterations,
+        verify_seconds_predicted=step * mean_iteration_time(k_hist, 0.0, v_eff) * base_steps,
+        draft_seconds_measured=stats.time_draft / stats.iterations,
+        draft_seconds_predicted=step * cost.c * float((k_hist * np.arange(gamma + 1)).sum() / k_hist.sum()),
+        baseline_token_seconds_measured=base_token,
+        baseline_token_seconds_predicted=step * base_steps)
+
+
+def plan_entry(name: str, temperature: float, alpha: AlphaEstimate, cost: CostEstimate, max_gamma: int
+               ) -> PlanEntry:
+    """The simulator's plan for one (drafter, temperature): the best gamma under the paper's
+    model (alpha, c, v == 1) and under the extended cost model (alpha i.i.d., c', v')."""
+    a = min(alpha.alpha, 1.0 - 1e-9)  # the plan needs alpha < 1 (a drafter equal to the target)
+    c_eff, v_eff = effective_cost(cost.c, cost.verify_cost, cost.overhead)
+    paper = make_plan(c=cost.c, alpha=a, max_gamma=max_gamma)
+    extended = make_plan(c=c_eff, alpha=a, max_gamma=max_gamma, verify_cost=v_eff)
+    return PlanEntry(name, temperature, alpha.alpha, cost.c, cost.c_hat, paper.optimal_gamma,
+                     float(paper.walltime_improvement[paper.optimal_gamma]), extended.optimal_gamma,
+                     float(extended.walltime_improvement[extended.optimal_gamma]))
