@@ -1,15 +1,6 @@
-"""BiLD's speed-quality trade-off (Kim et al., NeurIPS 2023, Figures 4, 5 and 10).
-
-One function per figure; it writes one file into the folder it is given and returns its
-path. It only plots rows made by `specdec.reference.bild.sweep.tradeoff_row` (plain dicts, e.g.
-read back from the sweep's JSON), so it imports neither torch nor the models. matplotlib
-is used through its object API with the Agg canvas.
-
-x is the speedup over autoregressive decoding of the target (per token); y is a quality
-measured against the target: greedy match rate, target argmax rate, target log-likelihood.
-Each BiLD curve is one rollback threshold (or ablation), its points the fallback
-thresholds (or handover periods); exact speculative decoding at several gamma is drawn
-as its own curve.
+"""BiLD's speed-quality trade-off (Kim et al., NeurIPS 2023, Figures 4, 5 and 10): quality
+against the target vs speedup, one curve per rollback policy (docs/bild.md). Reads rows of
+`specdec.reference.bild.sweep.tradeoff_row`; imports neither torch nor the models.
 """
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""Quality of generated text without human labels, measured against the target (p).
-
-BiLD trades quality for speed; with no references at hand we compare with the target
-itself. Two families, both stored as counts (sum them over prompts, derive rates after):
-
-- `Agreement`: position-wise agreement with the target's greedy output for the same
-  prompt: matched positions among the first len(reference) tokens (a missing token counts
-  as a mismatch) and the exact-match prefix length. Strict: after the first divergence the
-  texts drift apart, so later positions rarely match again.
-- `TargetFit`: the target scores the generated text by teacher forcing: the sum of
-  log p(x_t | prompt, x_<t) in nats (p unadjusted, temperature 1) and how many x_t are the
-  target's argmax given the generated prefix. It does not drift: each token is judged in
-  its own context. The target's own greedy output has argmax rate 1 by construction.
+"""Quality of generated text measured against the target, stored as counts: `Agreement`
+with the target's greedy output and `TargetFit`, the target's teacher-forced scores
+(docs/bild.md).
 """
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
 """Speed and quality of decoding methods on a set of prompts: BiLD's trade-off (Fig. 4/5).
-
-A `Method` is the autoregressive baseline ("ar"), exact speculative decoding at a given
-gamma ("sd"), or BiLD with a `BildPolicy` ("bild"). `evaluate` runs one method over the
-prompts and stores counts: tokens, seconds, target passes, agreement with the target's
-greedy output and the target's teacher-forced scores (specdec.reference.bild.quality). `tradeoff_row`
-turns a method's counts and the baseline's into the derived numbers a figure plots:
-
-    speedup = (baseline seconds per token) / (method seconds per token)
-
-so methods that stop at EOS at different points are compared per token. Two clocks are
-kept per prompt: wall time (the decoders' own `time_total`) and this process's CPU time
-around each decode (`time.process_time`; with several torch threads it also counts
-spinning workers). On a shared machine both are inflated, never deflated, by other jobs,
-so `run_sweep` can repeat every run and keep the fastest time per (method, prompt). Every method
-runs with the same drafter object (restarted per prompt), the same sampling transform and
-a generator seeded with the same seed for each prompt.
+A `Method` is the baseline ("ar"), exact speculative decoding ("sd", gamma) or BiLD ("bild",
+a policy); `evaluate` stores counts, `tradeoff_row` derives the numbers a figure plots.
+Clocks, repeats and fairness between methods: docs/bild.md.
 """
 from __future__ import annotations
 

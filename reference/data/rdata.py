@@ -1,14 +1,6 @@
-"""Read character vectors out of an R lazy-load database (`.rdb` + `.rdx`), without R.
-
-Debian's `r-cran-janeaustenr` ships the six novels as R character vectors (one element per
-printed line) in `data/Rdata.rdb`. Its index `Rdata.rdx` is a gzip'd serialized R list
-whose `variables` element maps each object name to (offset, length) in the `.rdb`; each
-`.rdb` blob is a 4-byte big-endian uncompressed length followed by a zlib stream (or a
-type byte 'Z' / '2' / 'X' / '0' then zlib / bzip2 / xz / raw data), holding one object in
-R's XDR serialization format (versions 2 and 3).
-
-Only what these files use is implemented: vectors, pairlists, symbols, environments and
-references, plus the `wrap_*` and compact sequence ALTREP classes.
+"""Read character vectors out of an R lazy-load database (`.rdb` + `.rdx`), without R: the
+six Austen novels of Debian's `r-cran-janeaustenr`. Format and what is implemented:
+docs/ngram.md.
 """
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
 """KenLM n-gram drafter: a negligible-cost draft model (c ~ 0, Leviathan et al. Sec. 3.6).
 
-Names follow the paper: p is the target's distribution, q the draft's, gamma the number of
-drafted tokens. The n-gram model (`ngram.model.NgramModel`) gives q over the target's
-whole vocabulary for a context in well under a millisecond; this module adapts it to the
-drafter protocol of `specdec.reference.drafters.protocol`:
-
-- the committed context is carried as the n-gram state (its last N-1 words), extended by
-  `commit`; `propose` extends a local copy, so rejected drafts need no undo;
-- sampling: q is adjusted with the target's own transform (`SamplingConfig.probs` on
-  log q: temperature, top-k, top-p) and a token is drawn from it by inversion with one
-  uniform from the caller's generator (`specdec.reference.core.sampling.sample`; torch.multinomial would cost more
-  than the rest of the step); the adjusted q rows are returned for the verifier;
-- greedy (temperature 0): the argmax of q, returned with q = None (one-hot), and no
-  random numbers are drawn.
+Names follow the paper: p target, q draft, gamma drafted tokens. q comes from
+`specdec.ngram.model.NgramModel` over the target's whole vocabulary; state handling, sampling
+and greedy drafting: docs/ngram.md.
 """
 from __future__ import annotations
 

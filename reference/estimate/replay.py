@@ -1,19 +1,7 @@
-"""Greedy speculative decoding replayed from teacher-forced data, without running a model.
+"""Greedy speculative decoding replayed from teacher-forced blocks, without running a model:
+the same counts the decoder records, exact at temperature 0 only (docs/estimator.md).
 
-Names follow Leviathan et al. (ICML 2023): `gamma` draft tokens per iteration, alpha_i the
-acceptance of draft position i given the earlier ones were accepted.
-
-At temperature 0 speculative decoding emits the target's greedy sequence x_0, x_1, ...
-(exactness), and a deterministic drafter's block at an iteration that starts at position
-t depends only on the true prefix x_<t. So the iteration starting at t accepts
-min(match[t], k) drafts, where k = min(gamma, room, block[t]) is the proposal length and
-match[t] the number of leading block tokens equal to x_t, x_t+1, ... (both recorded by
-`specdec.reference.estimate.teacher_forced`); it emits that many + 1 tokens and the next iteration starts
-there. The result is a `DecodeStats` with the same counts the decoder would record for the
-same sequences and budget (`room` is the decoder's cap: never draft past the last token).
-
-This is exact for temperature 0 only; at T > 0 an accepted draft is the draft's own sample,
-not x_t, and the teacher-forced data says nothing about what follows it.
+Names follow Leviathan et al.: `gamma` draft tokens per iteration.
 """
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
-"""The target's own continuations of prompts, generated in batches.
-
-Names follow Leviathan et al. (ICML 2023): `p` is the target's (adjusted) distribution.
-
-Corollary 3.6 estimates alpha = E[sum_x min(p, q)] over prefixes drawn from the target,
-so the estimator first samples continuations from p. `generate_continuations` runs its own
-batched loop (one KV cache for the batch, left padding with an attention mask and explicit
-position ids) instead of Hugging Face `generate`, so that
-
-- the sampling transform is exactly `SamplingConfig.probs` (the one the decoder and the
-  verifier use: temperature 0 = argmax, top-k, top-p), and
-- randomness comes from the caller's `torch.Generator` (HF `generate` draws from torch's
-  global generator).
-
-Every continuation has exactly `new_tokens` tokens: EOS is not a stop (the validation's
-decoders ignore EOS too, so both see the same kind of sequences).
+"""The target's own continuations of prompts, sampled in batches with the project's sampling
+transform and the caller's generator (exactly `new_tokens` each; EOS is not a stop).
+Why not Hugging Face `generate`: docs/estimator.md.
 """
 from __future__ import annotations
 

@@ -1,38 +1,9 @@
 """Teacher-forced acceptance: p and q at every position of the target's own sequences.
 
-Names follow Leviathan et al. (ICML 2023): `p` is the target's adjusted distribution, `q`
-the draft's, beta = sum_x min(p, q) the acceptance probability of one draft token for one
-prefix (Theorem 3.5), alpha = E(beta) (Corollary 3.6), `l` the lenience of App. A.5.
-
-For a sequence prompt + x_1..x_n sampled from the target, position t (0-based) is the
-prefix prompt + x_<t; p_t and q_t are both computed with that true prefix (teacher
-forcing) and adjusted with the same `SamplingConfig` (temperature / top-k / top-p). What
-each drafter kind contributes at position t:
-
-- neural (any HF causal LM with the target's vocabulary): q_t from ONE batched forward pass
-  over the whole sequences (`NeuralScorer`);
-- KenLM n-gram: q_t from `NgramDrafter.score_sequence` (`NgramScorer`);
-- any drafter of the protocol (`ProtocolScorer`, the generic, slow path; used for prompt
-  lookup): the drafter is started on the prompt and fed the true tokens one by one; at each
-  position `propose` is asked for a block. A stochastic drafter's q_t is the q row of its
-  first drafted token; a deterministic drafter (q None, e.g. prompt lookup) proposes a
-  token d_t, and then q_t is one-hot at d_t, so beta_t = p_t(d_t): the argmax agreement
-  at temperature 0, the target's probability of the proposal at T > 0. A position where it
-  proposes nothing counts as a rejection (beta_t = 0) and is flagged in `proposed`.
-
-At temperature 0 (p and q one-hot) beta_t is 1 exactly when the draft's greedy token is
-the target's greedy token. For deterministic drafters at temperature 0 the module also
-records, for every position t, the drafter's whole block of up to `max_gamma` tokens from
-that true prefix and how many of its leading tokens equal x_t, x_t+1, ... (`match`,
-`block`): that is all greedy speculative decoding ever looks at, so `specdec.reference.estimate.replay` can
-reproduce its accepted-length histogram exactly. For neural and n-gram drafters the greedy
-draft chain from a true prefix follows the true tokens as long as it matches, so `match` is
-the run of consecutive agreements starting at t.
-
-What teacher forcing can NOT give: the acceptance of draft position i >= 2 at T > 0. There
-the draft's own sampled token (distributed as min(p, q)/beta when accepted, not as p) is in
-the prefix, so beta at later positions depends on the draft's samples; teacher forcing
-measures beta along target-distributed prefixes only (the paper's i.i.d. alpha).
+Names follow Leviathan et al.: `p` target, `q` draft, beta = sum_x min(p, q), `l` lenience.
+One scorer per drafter kind (neural: one batched pass; n-gram: `score_sequence`; any
+protocol drafter: fed token by token), plus the blocks greedy replay needs. What teacher
+forcing can and cannot give: docs/estimator.md.
 """
 from __future__ import annotations
 
