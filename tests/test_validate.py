@@ -121,13 +121,15 @@ def test_alpha_agreement_z() -> None:
 def test_report_renders_undefined_values(tiny_result) -> None:
     """A drafter that never proposed leaves alpha and its interval undefined (NaN / None):
     the report reads n/a there instead of failing after all the measuring."""
+    from dataclasses import replace
+
     from specdec.reference.validation.report import full_report
 
-    d = tiny_result.to_dict()
-    for a in d["alpha"]:
-        a.update(alpha_when_proposed=None, proposal_rate=0.0, alpha=float("nan"))
-    for r in d["rows"]:
-        r.update(alpha_decode=float("nan"), alpha_decode_ci=(float("nan"), float("nan")), measured_corrected=None,
-                 error_extended_corrected=None)
-    text = full_report(d)
+    nan = float("nan")
+    broken = replace(tiny_result,
+                     alphas={k: replace(a, alpha_when_proposed=None, proposal_rate=0.0, alpha=nan)
+                             for k, a in tiny_result.alphas.items()},
+                     rows=[replace(r, alpha_decode=nan, alpha_decode_ci=(nan, nan), measured_corrected=None)
+                           for r in tiny_result.rows])
+    text = full_report(broken)
     assert "n/a" in text and "Predicted vs measured" in text

@@ -114,19 +114,34 @@ class ValidationRow:
     def extended_within_tolerance(self) -> bool:
         return abs(self.error_extended) <= TOLERANCE
 
-    def _corrected_error(self, predicted: float) -> float | None:
+    def corrected_error(self, predicted: float) -> float | None:
+        """predicted / the drift-corrected measured speedup - 1 (None when the run did not probe)."""
         return None if self.measured_corrected is None else predicted / self.measured_corrected - 1.0
+
+    @property
+    def extended_within_tolerance_corrected(self) -> bool | None:
+        error = self.corrected_error(self.extended)
+        return None if error is None else abs(error) <= TOLERANCE
+
+    @property
+    def measured_ci_covers_extended(self) -> bool:
+        return self.measured_ci[0] <= self.extended <= self.measured_ci[1]
+
+    @property
+    def measured_best(self) -> float:
+        """The drift-corrected measured speedup when the run probed it, else the wall-clock one."""
+        return self.measured if self.measured_corrected is None else self.measured_corrected
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        corrected = self._corrected_error(self.extended)
         d.update(error_paper=self.error_paper, error_extended=self.error_extended,
                  error_extended_estimated=self.error_extended_estimated,
                  extended_within_tolerance=self.extended_within_tolerance,
-                 error_paper_corrected=self._corrected_error(self.paper), error_extended_corrected=corrected,
-                 error_extended_estimated_corrected=self._corrected_error(self.extended_estimated),
-                 extended_within_tolerance_corrected=None if corrected is None else abs(corrected) <= TOLERANCE,
-                 measured_ci_covers_extended=self.measured_ci[0] <= self.extended <= self.measured_ci[1])
+                 error_paper_corrected=self.corrected_error(self.paper),
+                 error_extended_corrected=self.corrected_error(self.extended),
+                 error_extended_estimated_corrected=self.corrected_error(self.extended_estimated),
+                 extended_within_tolerance_corrected=self.extended_within_tolerance_corrected,
+                 measured_ci_covers_extended=self.measured_ci_covers_extended)
         return d
 
 
@@ -144,6 +159,16 @@ class ValidationResult:
     machine: dict[str, Any]
     notes: dict[str, str]
     interference: dict[str, dict[str, Any]] = field(default_factory=dict)
+    target: str = "target"  # the target's name in the tables
+    drafters: dict[str, str] = field(default_factory=dict)  # label -> drafter spec
+
+    def interference_summary(self) -> dict[str, Any]:
+        """Decode runs redone for foreign load, summed over configurations."""
+        v = self.interference.values()
+        return {"threshold_cores": self.config.interference_threshold, "decode_runs": sum(x["runs"] for x in v),
+                "decode_attempts": sum(x["attempts"] for x in v),
+                "still_disturbed": sum(x["still_disturbed"] for x in v),
+                "max_load": max((x["max_load"] for x in v), default=0.0), "by_configuration": self.interference}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,16 +183,12 @@ class ValidationResult:
             "plan": [p.to_dict() for p in self.plans],
             "rows": [r.to_dict() for r in self.rows],
             "extended_within_tolerance": sum(r.extended_within_tolerance for r in self.rows),
-            "extended_within_tolerance_corrected": sum(bool(r.to_dict()["extended_within_tolerance_corrected"])
+            "extended_within_tolerance_corrected": sum(bool(r.extended_within_tolerance_corrected)
                                                        for r in self.rows),
             "configurations": len(self.rows),
             "tolerance": TOLERANCE,
             "notes": self.notes,
-            "interference": {
-                "threshold_cores": self.config.interference_threshold,
-                "decode_runs": sum(v["runs"] for v in self.interference.values()),
-                "decode_attempts": sum(v["attempts"] for v in self.interference.values()),
-                "still_disturbed": sum(v["still_disturbed"] for v in self.interference.values()),
-                "max_load": max((v["max_load"] for v in self.interference.values()), default=0.0),
-                "by_configuration": self.interference},
+            "interference": self.interference_summary(),
+            "target": self.target,
+            "drafters": self.drafters,
         }

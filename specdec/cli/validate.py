@@ -106,10 +106,9 @@ def validate(target_path, device, dtype, backend, drafters, gammas, temperatures
         built[label] = drafter
     ids, _ = load_prompts(target, max(n_prompts, alpha_prompts), prompt_tokens, prompts_file)
     result = run_validation(target, built, ids[:n_prompts], ids[:alpha_prompts], config, progress=True)
+    result.target, result.drafters = str(target.path), dict(labelled)
     report = result.to_dict()
-    report["target"] = str(target.path)
-    report["drafters"] = dict(labelled)
-    text = full_report(report, target.path.name)
+    text = full_report(result)
     # all outputs or none: render into a scratch folder, then move each file into place
     scratch = Path(out) / f".validation-{os.getpid()}"
     scratch.mkdir()
@@ -117,7 +116,7 @@ def validate(target_path, device, dtype, backend, drafters, gammas, temperatures
         names = []
         if not no_figures:
             from specdec.figures.validation import write_all
-            names = [Path(p).name for p in write_all(report, scratch)]
+            names = [Path(p).name for p in write_all(result, scratch)]
         for name in names:
             os.replace(scratch / name, out / name)
         report["figures"] = [str(out / name) for name in names]
