@@ -18,6 +18,9 @@ IntArray = npt.NDArray[np.int64]
 
 # Tolerance for "sums to 1" and "verify_cost[0] is 1": loose enough for float32 softmax output.
 PROBABILITY_ATOL = 1e-6
+# Bounds that keep every computation finite and small (a plan is a table of gamma = 0..MAX_GAMMA).
+MAX_GAMMA = 1024
+MAX_COST_RATIO = 1e6
 
 
 def _first_bad(values: np.ndarray, ok: np.ndarray) -> str:
@@ -76,11 +79,22 @@ def check_gamma(gamma: npt.ArrayLike, name: str = "gamma") -> IntArray:
 
 
 def check_max_gamma(max_gamma: int) -> int:
-    """The search bound for the optimal gamma: one non-negative integer."""
+    """The search bound for the optimal gamma: one integer in 0..MAX_GAMMA."""
     g = check_gamma(max_gamma, name="max_gamma")
     if g.ndim != 0:
         raise ValueError(f"max_gamma must be a single non-negative integer, got {max_gamma!r}")
+    if int(g) > MAX_GAMMA:
+        raise ValueError(f"max_gamma must be at most {MAX_GAMMA}, got {int(g)}")
     return int(g)
+
+
+def check_cost_ratio(value: npt.ArrayLike, name: str) -> FloatArray:
+    """A cost ratio (c or c_hat): finite, in [0, MAX_COST_RATIO]."""
+    x = check_nonnegative(value, name)
+    if np.any(x > MAX_COST_RATIO):
+        raise ValueError(f"{name} must be at most {MAX_COST_RATIO:g} (a draft step that costs more is no plan), "
+                         f"got {_first_bad(x, x <= MAX_COST_RATIO)}")
+    return x
 
 
 def check_per_position(alphas: npt.ArrayLike) -> FloatArray:
@@ -95,7 +109,12 @@ def check_per_position(alphas: npt.ArrayLike) -> FloatArray:
 
 
 def check_verify_cost(verify_cost: npt.ArrayLike) -> FloatArray:
-    """A verify-cost curve v(1..K) (shape [K]): finite, positive, and v(1) = 1."""
+    """A verify-cost curve v(1..K) (shape [K]): finite, v(1) = 1 and v(k) >= 1 for every k.
+
+    No pass over k tokens can be cheaper than the one-token pass the baseline pays for each
+    token (a curve below 1 would plan speedups beyond tokens per iteration); a measured curve
+    may still dip between k's (small-M matrix kernels do), so it need not be monotone.
+    """
     v = as_float_array(verify_cost, "verify_cost")
     if v.ndim != 1 or v.size == 0:
         raise ValueError(f"verify_cost must be a non-empty list v(1), ..., v(K), got shape {v.shape}")
@@ -105,6 +124,12 @@ def check_verify_cost(verify_cost: npt.ArrayLike) -> FloatArray:
     if abs(v[0] - 1.0) > PROBABILITY_ATOL:
         raise ValueError("verify_cost[0] = v(1), one target pass over 1 token, must be 1 because "
                          f"costs are relative to it; got {float(v[0])!r}")
+    if v.size > MAX_GAMMA + 1:
+        raise ValueError(f"verify_cost may give at most {MAX_GAMMA + 1} values, got {v.size}")
+    ok = v >= 1.0 - PROBABILITY_ATOL
+    if not ok.all():
+        raise ValueError("verify_cost values must be >= v(1) = 1 (no k-token pass is cheaper than the one-token "
+                         f"pass), got {_first_bad(v, ok)} at k = {int(np.argmin(ok)) + 1}")
     return v
 
 

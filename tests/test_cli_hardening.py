@@ -192,3 +192,18 @@ def test_validate_usage_errors(capsys, target, args, option) -> None:
     if "--drafter" not in args:
         argv += ["--drafter", "lookup"]
     expect_usage_error(capsys, argv, option)
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--max-gamma", "100000000"], "--max-gamma"),          # used to hang (10^7: 23 s, 3.9 GB)
+    (["--gamma", "1000000"], "--gamma"),                     # used to print a million-row table
+    (["--verify-cost", "1,0.5"], "--verify-cost"),           # used to plan 3.27x from 1.8 tokens per iteration
+    (["--c", "1e308"], "--c"),                               # used to print overflow warnings and Infinity
+    (["--c", "nan"], "--c"),
+])
+def test_plan_usage_errors(capsys, args, option) -> None:
+    expect_usage_error(capsys, ["plan", "--alpha", "0.8", "--c", "0.05", *args], option)
+
+
+def test_figures_out_checked_first(capsys) -> None:
+    expect_usage_error(capsys, ["figures", "--out", "/proc/specdec-not-writable"], "--out")

@@ -152,10 +152,9 @@ def specdec(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_library_error_is_one_line_without_traceback() -> None:
     done = specdec("plan", "--alpha", "0.5", "--c", "0.1", "--gamma", "5", "--verify-cost", "1,1.2")
-    assert done.returncode == 1
+    assert done.returncode == 2  # a combination of options the simulator refuses is a usage error
     assert done.stderr.strip().splitlines() == [
-        "Error: gamma = 5 needs verify_cost for k = 6 tokens, but only k = 1..2 are given "
-        "(a curve of K values covers gamma <= K - 1)"]
+        "Error: Invalid value for --gamma: gamma = 5 needs v(6), but the verify-cost curve gives v(1..2) only"]
 
 
 def test_plan_imports_neither_torch_nor_matplotlib() -> None:

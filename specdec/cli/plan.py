@@ -15,10 +15,12 @@ from typing import Any, Callable
 
 import click
 
+from specdec.cli.common import check_out_dir, to_json
+
 from specdec.simulator.optimal import DEFAULT_MAX_GAMMA
 from specdec.simulator.plan import Plan, make_plan
-from specdec.simulator.validation import (check_alpha, check_gamma, check_max_gamma, check_nonnegative,
-                                  check_per_position, check_verify_cost)
+from specdec.simulator.validation import (MAX_GAMMA, check_alpha, check_cost_ratio, check_gamma, check_max_gamma,
+                                          check_per_position, check_verify_cost)
 
 # Rows shown past the larger of the optimal and the asked-for gamma in the human-readable table.
 ROWS_PAST_BEST = 3
@@ -47,8 +49,16 @@ def _number_list(check: Callable[[Any], Any]) -> Callable[[click.Context, click.
         except ValueError:
             raise click.BadParameter(f"expected comma-separated numbers such as 0.9,0.8,0.7, got {value!r}",
                                      ctx=ctx, param=param) from None
+        if len(numbers) > MAX_GAMMA + 1:
+            raise click.BadParameter(f"at most {MAX_GAMMA + 1} values, got {len(numbers)}", ctx=ctx, param=param)
         return _checked(check)(ctx, param, numbers)
     return callback
+
+
+def _at_most_max(g, name: str):
+    if int(g) > MAX_GAMMA:
+        raise ValueError(f"{name} must be at most {MAX_GAMMA}, got {int(g)}")
+    return g
 
 
 def _verify_cost_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> tuple[float, ...] | None:
@@ -74,18 +84,18 @@ def _verify_cost_file(ctx: click.Context, param: click.Parameter, value: Path | 
               callback=_number_list(check_per_position),
               help="Per-position acceptances alpha_1,...,alpha_K, each in [0, 1]: alpha_i is the chance "
                    "draft i is accepted given drafts 1..i-1 were. Replaces --alpha; gamma > K reuses alpha_K.")
-@click.option("--c", "c", type=float, required=True, callback=_checked(lambda c: check_nonnegative(c, "c")),
-              help="Cost coefficient c >= 0: time of one draft step / time of one target step.")
-@click.option("--c-hat", "c_hat", type=float, callback=_checked(lambda c: check_nonnegative(c, "c_hat")),
-              help="Arithmetic-operations ratio c_hat >= 0 for the operations factor (Theorem 10). "
+@click.option("--c", "c", type=float, required=True, callback=_checked(lambda c: check_cost_ratio(c, "c")),
+              help="Cost coefficient c in [0, 1e6]: time of one draft step / time of one target step.")
+@click.option("--c-hat", "c_hat", type=float, callback=_checked(lambda c: check_cost_ratio(c, "c_hat")),
+              help="Arithmetic-operations ratio c_hat in [0, 1e6] for the operations factor (Theorem 10). "
                    "Default: equal to --c.")
-@click.option("--gamma", type=int, callback=_checked(check_gamma),
-              help="Evaluate this number of draft tokens per iteration. Default: the optimal gamma.")
+@click.option("--gamma", type=int, callback=_checked(lambda g: _at_most_max(check_gamma(g), "gamma")),
+              help=f"Evaluate this number of draft tokens per iteration, 0..{MAX_GAMMA}. Default: the optimal gamma.")
 @click.option("--max-gamma", "max_gamma", type=int, default=DEFAULT_MAX_GAMMA, show_default=True,
-              callback=_checked(check_max_gamma), help="Largest gamma the optimal-gamma search tries.")
+              callback=_checked(check_max_gamma), help=f"Largest gamma the optimal-gamma search tries, 0..{MAX_GAMMA}.")
 @click.option("--verify-cost", "verify_cost", metavar="V1,V2,...", callback=_number_list(check_verify_cost),
               help="Verify-cost curve v(1),...,v(K): time of one target pass over k tokens / time over 1 "
-                   "token (so v(1) = 1). An iteration then takes gamma*c + v(gamma+1) target steps "
+                   "token (so v(1) = 1, and every v(k) >= 1). An iteration then takes gamma*c + v(gamma+1) target steps "
                    "instead of the paper's gamma*c + 1, and gamma is limited to K - 1.")
 @click.option("--verify-cost-file", "verify_cost_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               callback=_verify_cost_file,
@@ -114,9 +124,17 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
         raise click.UsageError("give either --alpha or --alpha-per-position, not both")
     if verify_cost is not None and verify_cost_file is not None:
         raise click.UsageError("give either --verify-cost or --verify-cost-file, not both")
-    result = make_plan(c=c, alpha=alpha, alpha_per_position=alpha_per_position, c_hat=c_hat, gamma=gamma,
-                       max_gamma=max_gamma, verify_cost=verify_cost if verify_cost is not None else verify_cost_file)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else format_plan(result))
+    curve = verify_cost if verify_cost is not None else verify_cost_file
+    if curve is not None and gamma is not None and gamma > len(curve) - 1:
+        raise click.BadParameter(f"gamma = {gamma} needs v({gamma + 1}), but the verify-cost curve gives "
+                                 f"v(1..{len(curve)}) only", param_hint="--gamma")
+    try:
+        result = make_plan(c=c, alpha=alpha, alpha_per_position=alpha_per_position, c_hat=c_hat, gamma=gamma,
+                           max_gamma=max_gamma, verify_cost=curve)
+    except ValueError as exc:  # a combination of options the simulator refuses
+        raise click.UsageError(f"{exc} (options --alpha/--alpha-per-position, --c, --gamma, --max-gamma, "
+                               "--verify-cost)") from None
+    click.echo(to_json(result.as_dict(), indent=2) if as_json else format_plan(result))
 
 
 def format_plan(result: Plan) -> str:
@@ -168,5 +186,6 @@ def figures(out: Path) -> None:
     """
     from specdec.figures.theory import write_all  # matplotlib is imported here only
 
+    check_out_dir(out)
     for path in write_all(out):
         click.echo(str(path))
