@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,27 +54,40 @@ class BuildReport:
 
 def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, vocab_size: int,
                 eos_id: int | None = None, memory: str = "10%", discount_fallback: bool | None = None,
-                bin_dir: str | os.PathLike | None = None, extra: dict | None = None) -> BuildReport:
+                bin_dir: str | os.PathLike | None = None, extra: dict | None = None,
+                force: bool = False) -> BuildReport:
     """Estimate, binarize and tabulate an order-`order` model of `text` into folder `out`.
+
+    The model is built in a scratch folder beside `out` and renamed into place at the end, so
+    at every moment `out` holds either the complete old model or the complete new one (or,
+    for an instant during the swap, nothing); an interrupted build leaves the old model.
 
     Args:
         text: training file, one sequence of decimal token ids a line.
         order: n-gram order, 1 to 5 (the packed context keys hold 4 words of 16 bits).
-        out: output folder (created; existing model files are replaced).
+        out: output folder (created; a folder that already holds files is replaced only with force).
         vocab_size: the target's vocabulary size V (every id in `text` must be < V).
         eos_id: the target id that `</s>` stands for (recorded; None: </s> is dropped from q).
         memory: lmplz's `-S` bound.
         discount_fallback: force `--discount_fallback` on/off; None decides automatically.
         bin_dir: folder of lmplz/build_binary (default: see `ngram.tools.kenlm_bin_dir`).
         extra: more metadata to record in model.json (corpus name, tokenizer ...).
+        force: replace an existing `out`.
 
     Raises:
+        FileExistsError: `out` already holds files and force is False.
         FileNotFoundError: no training text, or KenLM binaries missing.
         ValueError: bad order, empty text, token ids >= vocab_size, lmplz/build_binary errors.
     """
     if not 1 <= order <= 5:
         raise ValueError(f"order must be between 1 and 5, got {order}")
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+    if eos_id is not None and not 0 <= eos_id < vocab_size:
+        raise ValueError(f"eos_id must be a token id in 0..{vocab_size - 1}, got {eos_id}")
     text, out = Path(text), Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise FileExistsError(f"{out} already exists and is not empty: pass force (--force) to replace it")
     if not text.is_file():
         raise FileNotFoundError(f"training text {text} not found")
     lines, tokens, top = _scan(text)
@@ -81,10 +95,27 @@ def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, voc
         raise ValueError(f"training text {text} is empty: nothing to estimate an n-gram model from")
     if top >= vocab_size:
         raise ValueError(f"training text {text} holds token id {top}, outside a vocabulary of {vocab_size}")
-    out.mkdir(parents=True, exist_ok=True)
-    arpa, binary = out / ARPA_NAME, out / BINARY_NAME
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = out.with_name(f".{out.name}.building-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        report = _build_in(work, text, order, out, vocab_size, eos_id, memory, discount_fallback, bin_dir, extra,
+                           (lines, tokens))
+        _swap_in(work, out)
+    except BaseException:  # KeyboardInterrupt too: the old model stays, the scratch folder goes
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return report
+
+
+def _build_in(work: Path, text: Path, order: int, out: Path, vocab_size: int, eos_id: int | None, memory: str,
+              discount_fallback: bool | None, bin_dir, extra: dict | None, scanned: tuple[int, int]) -> BuildReport:
+    """Every model file into `work`; model.json records the final folder `out`."""
+    lines, tokens = scanned
+    arpa, binary = work / ARPA_NAME, work / BINARY_NAME
     if order == 1:
-        raw = out / "unigram.order1.arpa"
+        raw = work / "unigram.order1.arpa"
         result = run_lmplz(text, raw, 1, memory=memory, discount_fallback=discount_fallback, bin_dir=bin_dir)
         unigram_as_bigram(raw, arpa)
         raw.unlink()
@@ -102,11 +133,26 @@ def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, voc
         build_binary_seconds=round(binary_seconds, 3), tables_seconds=round(tables_seconds, 3),
         discount_fallback=result.discount_fallback, vocab_size=vocab_size, eos_id=eos_id,
         training_tokens=tokens, training_lines=lines, extra=dict(extra or {}))
-    meta = out / META_NAME
-    partial = meta.with_name(meta.name + ".partial")
-    partial.write_text(json.dumps(report.to_json(), indent=2) + "\n")
-    os.replace(partial, meta)
+    (work / META_NAME).write_text(json.dumps(report.to_json(), indent=2) + "\n")
     return report
+
+
+def _swap_in(work: Path, out: Path) -> None:
+    """Rename the finished model folder to `out`, moving an old one aside first and then deleting it."""
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)
+    os.replace(work, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _lines(f, text: Path):
+    """The file's lines; bytes that are not UTF-8 are an error naming the file."""
+    try:
+        yield from f
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"training text {text} is not UTF-8 text of token ids (byte {exc.start} of a "
+                         "block is invalid)") from None
 
 
 def _scan(text: Path) -> tuple[int, int, int]:
@@ -117,8 +163,8 @@ def _scan(text: Path) -> tuple[int, int, int]:
     """
     lines = tokens = 0
     top = -1
-    with open(text, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    with open(text, encoding="utf-8", errors="strict") as f:
+        for lineno, line in enumerate(_lines(f, text), 1):
             words = line.split()
             if not words:
                 continue

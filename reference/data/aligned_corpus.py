@@ -95,7 +95,9 @@ def generate_aligned(model_dir: str | os.PathLike, config: AlignedConfig = Align
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # progress is this function's own lines
     if threads is not None:
         torch.set_num_threads(threads)
 

@@ -27,7 +27,7 @@ COMMANDS: dict[str, str] = {
 }
 
 # Exceptions the library raises for bad input; shown as one line, never as a traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, NotADirectoryError,
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
                                                 PermissionError, KeyError)
 
 

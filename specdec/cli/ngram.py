@@ -8,13 +8,12 @@ Each command is thin: parse, call `ngram` / `specdec.reference.data.aligned_corp
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import click
 
-from specdec.cli.common import json_option, stack
+from specdec.cli.common import in_range, json_option, nonnegative, positive, stack, to_json
 
 CORPORA = ("plain", "aligned", "mixed")
 
@@ -34,16 +33,18 @@ def _aligned_config(tokens: int, max_new_tokens: int, batch_size: int, temperatu
 
 
 aligned_options = stack(
-    click.option("--aligned-tokens", "tokens", type=int, default=50_000, show_default=True,
+    click.option("--aligned-tokens", "tokens", type=int, default=50_000, show_default=True, callback=positive,
                  help="Continuation tokens to generate for the aligned corpus."),
-    click.option("--max-new-tokens", type=int, default=128, show_default=True,
+    click.option("--max-new-tokens", type=int, default=128, show_default=True, callback=positive,
                  help="Longest continuation per training prompt."),
-    click.option("--batch-size", type=int, default=16, show_default=True),
+    click.option("--batch-size", type=int, default=16, show_default=True, callback=positive,
+                 help="Prompts generated together in one batch."),
     click.option("--aligned-temperature", "temperature", type=float, default=1.0, show_default=True,
+                 callback=nonnegative,
                  help="1 samples from the target (q ~ p); 0 is greedy (BiLD)."),
-    click.option("--seed", type=int, default=0, show_default=True,
+    click.option("--seed", type=int, default=0, show_default=True, callback=in_range(0, 2**63 - 1),
                  help="Seeds torch once before generating the aligned corpus."),
-    click.option("--threads", type=int, default=None,
+    click.option("--threads", type=int, default=None, callback=positive,
                  help="torch CPU threads for generation (default: torch's choice)."),
 )
 
@@ -85,17 +86,20 @@ def aligned(target, tokens, max_new_tokens, batch_size, temperature, seed, threa
 
 
 @ngram.command()
-@click.option("--order", type=int, required=True, help="n-gram order, 1 to 5.")
+@click.option("--order", type=int, required=True, callback=in_range(1, 5), help="n-gram order, 1 to 5.")
 @click.option("--corpus", "corpus_name", type=click.Choice(CORPORA), default="plain", show_default=True,
               help="plain: Shakespeare + Austen; aligned: the target's own continuations; "
                    "mixed: both.")
 @click.option("--text", "text_path", type=click.Path(dir_okay=False), default=None,
               help="Train on this file of token-id lines instead of --corpus "
                    "(needs --vocab-size; no tokenizer is loaded).")
-@click.option("--vocab-size", type=int, default=None, help="Target vocabulary size (with --text).")
-@click.option("--eos-id", type=int, default=None, help="Target EOS id that </s> stands for (with --text).")
+@click.option("--vocab-size", type=int, default=None, callback=positive, help="Target vocabulary size (with --text).")
+@click.option("--eos-id", type=int, default=None, callback=nonnegative,
+              help="Target EOS id that </s> stands for (with --text), in 0 .. vocab-size - 1.")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
-              help="Output folder (model.arpa, model.binary, tables, model.json).")
+              help="Output folder (model.arpa, model.binary, tables, model.json); built beside it and renamed "
+                   "into place when complete.")
+@click.option("--force", is_flag=True, help="Replace a model already in --out (otherwise an error).")
 @click.option("--memory", default="10%", show_default=True, help="lmplz -S memory bound.")
 @click.option("--discount-fallback/--no-discount-fallback", default=None,
               help="Force lmplz --discount_fallback on/off (default: only if lmplz needs it).")
@@ -104,20 +108,23 @@ def aligned(target, tokens, max_new_tokens, batch_size, temperature, seed, threa
 @target_option
 @aligned_options
 @json_option
-def build(order, corpus_name, text_path, vocab_size, eos_id, out, memory, discount_fallback, kenlm_bin,
+def build(order, corpus_name, text_path, vocab_size, eos_id, out, force, memory, discount_fallback, kenlm_bin,
           target, tokens, max_new_tokens, batch_size, temperature, seed, threads, as_json):
     """Estimate an order-N model with lmplz, binarize it, and cache its query tables."""
     from specdec.ngram.build import build_model
     from specdec.reference.data.corpus import prepare_corpus
 
-    if not 1 <= order <= 5:
-        raise click.BadParameter(f"must be between 1 and 5, got {order}", param_hint="--order")
+    folder = Path(out)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
+        raise click.BadParameter(f"{out} already holds files; pass --force to replace them", param_hint="--out")
     if text_path is not None:
         if vocab_size is None:
             raise click.BadParameter("--text needs --vocab-size", param_hint="--vocab-size")
+        if eos_id is not None and eos_id >= vocab_size:
+            raise click.BadParameter(f"must be below --vocab-size {vocab_size}, got {eos_id}", param_hint="--eos-id")
         report = build_model(text_path, order, out, vocab_size=vocab_size, eos_id=eos_id, memory=memory,
                              discount_fallback=discount_fallback, bin_dir=kenlm_bin,
-                             extra={"corpus": "text", "text": str(text_path)})
+                             extra={"corpus": "text", "text": str(text_path)}, force=force)
         return _print_build(report, "text", Path(text_path), as_json)
     target_dir = _target_dir(target)
     plain = prepare_corpus(target_dir)
@@ -134,7 +141,8 @@ def build(order, corpus_name, text_path, vocab_size, eos_id, out, memory, discou
         if corpus_name == "mixed":
             text = _concatenate([plain.train, aligned_corpus.path], aligned_corpus.path.with_name("mixed.txt"))
     report = build_model(text, order, out, vocab_size=plain.meta["vocab_size"], eos_id=plain.meta["eos_id"],
-                         memory=memory, discount_fallback=discount_fallback, bin_dir=kenlm_bin, extra=extra)
+                         memory=memory, discount_fallback=discount_fallback, bin_dir=kenlm_bin, extra=extra,
+                         force=force)
     _print_build(report, corpus_name, text, as_json)
 
 
@@ -143,7 +151,7 @@ def _print_build(report, corpus_name: str, text: Path, as_json: bool) -> None:
     result["training_text"] = str(text)
     order, out = report.order, report.out
     if as_json:
-        click.echo(json.dumps(result))
+        click.echo(to_json(result))
         return
     click.echo(f"built order-{order} n-gram model ({corpus_name} corpus) in {out}")
     click.echo(f"  training: {report.training_tokens:,} tokens in {report.training_lines:,} lines ({text})")
@@ -173,7 +181,7 @@ def _mb(n: int) -> str:
 
 def _emit(report: dict, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(report))
+        click.echo(to_json(report))
         return
     for key, value in report.items():
         click.echo(f"{key}: {value}")
