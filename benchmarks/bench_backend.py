@@ -5,7 +5,7 @@ Both backends load the same fp32 weights; each repeat times every k once for bot
 of the backends alternating per repeat, so the machine's drift hits both alike; medians over
 repeats; the paired ratio fast/eager of t(1) is the median of the per-repeat ratios. Also
 decodes with the autoregressive baseline and prompt lookup (gamma 1..4) on both backends to
-show the end-to-end effect. Usage:
+show the end-to-end effect (and the main job's plain 4-gram at gamma 1, 2 when it is built). Usage:
     .venv/bin/python benchmarks/bench_backend.py [--context 72] [--repeats 9] [--new-tokens 48]
 """
 from __future__ import annotations
@@ -21,6 +21,8 @@ from specdec.reference.core.loop import autoregressive_decode, speculative_decod
 from specdec.reference.core.models import load_model
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
+from specdec import paths as PATHS
+from specdec.reference.drafters.ngram import NgramDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.estimate.limits import measure_limits
 from specdec.reference.estimate.timing import pool_timings, time_target_passes
@@ -59,8 +61,11 @@ def main() -> None:
     print(f"\nfast t(1) / eager t(1) = {ratio:.2f} (median of paired repeats)")
     greedy = SamplingConfig(0.0)
     print("\n| decode (greedy, 48 tokens) | eager s | fast s | fast/eager | same tokens |\n|---|---|---|---|---|")
-    configs = [("autoregressive", 0)] + [(f"lookup gamma={g}", g) for g in (1, 2, 3, 4)]
-    for label, gamma in configs:
+    configs = [("autoregressive", 0, None)] + [(f"lookup gamma={g}", g, None) for g in (1, 2, 3, 4)]
+    ngram = PATHS.CACHE_DIR / "ngram" / "main" / "plain-4gram"  # built by the main job
+    if ngram.is_dir():
+        configs += [(f"4-gram gamma={g}", g, ngram) for g in (1, 2)]
+    for label, gamma, ngram_path in configs:
         seconds = {name: [] for name in models}
         outputs = {}
         for r in range(3):
@@ -70,8 +75,9 @@ def main() -> None:
                 if gamma == 0:
                     result = autoregressive_decode(scorer, tokens, args.new_tokens, greedy, None)
                 else:
-                    result = speculative_decode(scorer, PromptLookupDrafter(3), tokens, args.new_tokens, gamma,
-                                                greedy, None)
+                    drafter = (PromptLookupDrafter(3) if ngram_path is None
+                               else NgramDrafter(ngram_path, models[name].vocab_size))
+                    result = speculative_decode(scorer, drafter, tokens, args.new_tokens, gamma, greedy, None)
                 seconds[name].append(time.perf_counter() - start)
                 outputs[name] = result.tokens
         e, f = statistics.median(seconds["eager"]), statistics.median(seconds["fast"])

@@ -27,6 +27,7 @@ import torch
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.models import load_model
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+from specdec.reference.drafters.protocol import NoDrafter
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
 
@@ -149,7 +150,7 @@ def context_table(target, repeats: int, gamma: int, n: int = 32) -> list[str]:
             "|---|---|---|---|"]
     for ctx in (64, 1024):
         ids = base[:ctx]
-        for label, drafter in (("autoregressive", None), (f"lookup gamma={gamma}", PromptLookupDrafter(3))):
+        for label, drafter in (("autoregressive", NoDrafter()), (f"lookup gamma={gamma}", PromptLookupDrafter(3))):
             per_tok, overhead = [], []
             for _ in range(repeats):
                 r = speculative_decode(scorer, drafter, ids, n, gamma, GREEDY, None, None)

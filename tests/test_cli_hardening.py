@@ -207,3 +207,30 @@ def test_plan_usage_errors(capsys, args, option) -> None:
 
 def test_figures_out_checked_first(capsys) -> None:
     expect_usage_error(capsys, ["figures", "--out", "/proc/specdec-not-writable"], "--out")
+
+
+def test_estimate_flags_disturbed_timings(capsys, target, tmp_path, monkeypatch) -> None:
+    """Other processes busy during the timings (simulated: the monitor reports 0.5 cores): the
+    timings are redone, and the result says they were disturbed instead of printing an
+    inflated v(k) silently."""
+    import specdec.reference.estimate.interference as interference
+
+    monkeypatch.setattr(interference.CpuMonitor, "stop", lambda self: 0.5)
+    monkeypatch.setattr(interference.time, "sleep", lambda seconds: None)
+    path = tmp_path / "prompts.txt"
+    path.write_text("w1 w2 w3 w1 w2\nw4 w5 w4 w5\n")
+    code, out, _ = run(capsys, ["estimate", "--target", str(target), "--drafter", "lookup", "--prompts-file",
+                                str(path), "--tokens", "16", "--new-tokens", "8", "--max-k", "3",
+                                "--timing-repeats", "1", "--target-backend", "eager", "--json"])
+    d = strict_json(out)
+    assert code == 0 and d["timing_interference"] == {"threshold_cores": 0.1, "load_cores": 0.5, "attempts": 4,
+                                                      "disturbed": True}
+    assert any("busy during the timings" in w for w in d["warnings"])
+
+
+def test_config_only_target_folder(capsys, tmp_path) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    line = expect_usage_error(capsys, ["decode", "--prompt", PROMPT, "--target", str(folder)], "--target")
+    assert "no tokenizer files" in line and "no weights" in line

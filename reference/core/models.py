@@ -48,10 +48,11 @@ def check_model_folder(path: str | Path) -> Path:
     if not path.is_dir() or not (path / "config.json").is_file():
         raise FileNotFoundError(f"model path {str(path)!r} is not a Hugging Face model folder "
                                 "(no config.json there)")
-    if not any((path / name).is_file() for name in WEIGHT_FILES):
-        raise FileNotFoundError(f"no weights in {str(path)!r}: expected one of {', '.join(WEIGHT_FILES)}")
-    if not any((path / name).is_file() for name in TOKENIZER_FILES):
-        raise FileNotFoundError(f"no tokenizer files in {str(path)!r}: expected one of {', '.join(TOKENIZER_FILES)}")
+    missing = [f"no {what} in {str(path)!r} (expected one of {', '.join(names)})"
+               for what, names in (("tokenizer files", TOKENIZER_FILES), ("weights", WEIGHT_FILES))
+               if not any((path / name).is_file() for name in names)]
+    if missing:
+        raise FileNotFoundError("; ".join(missing))
     return path
 
 

@@ -151,7 +151,9 @@ model_options = stack(
                       "Default: the embedded SmolLM2-135M-Instruct."),
     click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N"),
     click.option("--dtype", default="float32", show_default=True,
-                 type=click.Choice(["float32", "bfloat16", "float16"])),
+                 type=click.Choice(["float32", "bfloat16", "float16"]),
+                 help="Weights' dtype; bfloat16/float16 are different models from the float32 one (alpha must be "
+                      "measured against the one that runs)."),
 )
 backend_option = click.option(
     "--target-backend", "backend", default="auto", show_default=True, type=click.Choice(["auto", "eager", "fast"]),

@@ -37,7 +37,8 @@ from specdec.reference.drafters.spec import SPEC_HELP
               help="For temperatures > 0, in (0, 1]; 1 = off.")
 @click.option("--prompts", "n_prompts", type=int, default=12, show_default=True, callback=positive,
               help="Held-out prompts to decode per configuration.")
-@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive)
+@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive,
+              help="Prompt length in tokens (held-out chunks, or cut from --prompts-file).")
 @click.option("--new-tokens", type=int, default=16, show_default=True, callback=positive,
               help="Tokens each decode emits (EOS ignored). Many short runs average out machine drift.")
 @click.option("--repeats", type=int, default=1, show_default=True, callback=positive,
