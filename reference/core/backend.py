@@ -5,7 +5,6 @@ Measurements and the reasons: docs/fast-backend.md.
 """
 from __future__ import annotations
 
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,13 +28,6 @@ def kernel():
     flags = ["-O3", "-march=native"]
     return load(name="specdec_small_gemm", sources=[str(SOURCE)], extra_cflags=flags, build_directory=str(build),
                 verbose=False)
-
-
-def kernel_build_seconds() -> float:
-    """Time to build (or load from the cache) the kernel in this process."""
-    start = time.perf_counter()
-    kernel()
-    return time.perf_counter() - start
 
 
 class FastLinear(torch.nn.Module):

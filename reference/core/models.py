@@ -6,6 +6,7 @@ specdec.reference.data.default_model); any other Hugging Face model folder works
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ class LoadedModel:
     tokenizer: object
     path: Path
     backend: str = "eager"  # how the matrix products run (specdec.reference.core.backend)
+    backend_seconds: float = 0.0  # switching to it: building or loading the kernel, packing the weights
 
     @property
     def vocab_size(self) -> int:
@@ -94,7 +96,9 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
     except Exception as exc:  # OSError, SafetensorError, RuntimeError (shape mismatch) ...
         raise ValueError(f"cannot load the weights in {str(path)!r}: {_first_line(exc)}") from exc
     from specdec.reference.core.backend import use_backend
-    return LoadedModel(model, tokenizer, path, use_backend(model, backend))
+    start = time.perf_counter()
+    backend = use_backend(model, backend)
+    return LoadedModel(model, tokenizer, path, backend, time.perf_counter() - start)
 
 
 def _first_line(exc: BaseException) -> str:

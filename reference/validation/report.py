@@ -36,7 +36,7 @@ def sizes_line(result: ValidationResult) -> str:
             f"prompts x {cfg.new_tokens} new tokens x {cfg.repeats} repeat(s) per configuration (prompt "
             f"{cfg.prompt_tokens} tokens); gammas {','.join(map(str, cfg.gammas))}; temperatures "
             f"{','.join(f'{t:g}' for t in cfg.temperatures)}; timings at {result.timing.context_tokens} tokens of "
-            f"context")
+            f"context; target backend {result.machine.get('backend', 'eager')}")
 
 
 def alpha_table(result: ValidationResult) -> str:

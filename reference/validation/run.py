@@ -21,10 +21,10 @@ from specdec.reference.validation.rows import NOTES, ValidationResult, Validatio
 from specdec.reference.validation.runs import measure_decodes
 
 
-def machine_info(device: torch.device, backend: str) -> dict[str, Any]:
+def machine_info(device: torch.device, backend: str, backend_seconds: float = 0.0) -> dict[str, Any]:
     info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
             "torch": torch.__version__, "threads": torch.get_num_threads(), "device": str(device),
-            "backend": backend}
+            "backend": backend, "backend_seconds": backend_seconds}
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
@@ -115,5 +115,5 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
                 rows.append(predict_row(name, temperature, g, alpha, cost, runs[(name, g)],
                                         runs[("baseline", 0)], window, rng))
     pooled = pool_timings([timing, *all_sweeps]) if timing is not None else None
-    return ValidationResult(config, rows, alphas, costs, plans, pooled, seconds, machine_info(device, getattr(target, "backend", "eager")), dict(NOTES),
+    return ValidationResult(config, rows, alphas, costs, plans, pooled, seconds, machine_info(device, getattr(target, "backend", "eager"), getattr(target, "backend_seconds", 0.0)), dict(NOTES),
                             interference)

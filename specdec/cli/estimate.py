@@ -84,7 +84,8 @@ def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, p
     est = estimate_alpha(target.model, draft, samples, target.vocab_size, np.random.default_rng(seed), lenience,
                          batch_size=min(batch_size, 8), max_gamma=max_gamma, n_boot=bootstrap, generator=gen,
                          progress=True)
-    report = {"drafter": drafter, "target": str(target.path), "backend": target.backend, "note": note,
+    report = {"drafter": drafter, "target": str(target.path), "backend": target.backend,
+              "backend_seconds": target.backend_seconds, "note": note,
               "sampling": {"temperature": temperature, "top_k": top_k, "top_p": top_p},
               "prompts": len(prompts), "new_tokens": new_tokens, "prompt_tokens": prompt_tokens,
               "generation_seconds": samples.seconds, "seed": seed, **est.to_dict()}
@@ -150,7 +151,8 @@ def _print(r: dict, note: str | None) -> None:
     if r["c"] is not None:
         cost, limits = r["cost"], r["limits"]
         click.echo(f"c {_f(r['c'], '.5f')}  c_hat {_f(r['c_hat'], '.3g')}  draft "
-                   f"{_f(1000 * cost['draft_token_seconds'], '.3f')} ms/token  (backend {r['backend']}, "
+                   f"{_f(1000 * cost['draft_token_seconds'], '.3f')} ms/token  (backend {r['backend']}, set up in "
+                   f"{r['backend_seconds']:.1f} s, "
                    f"{cost['context_tokens']} tokens of context)")
         click.echo("k         " + " ".join(f"{k:>6d}" for k in range(1, len(r["verify_cost"]) + 1)))
         click.echo("t(k) ms   " + " ".join(f"{1000 * s:6.1f}" for s in cost["verify_seconds"]))
