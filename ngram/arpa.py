@@ -1,23 +1,4 @@
-"""Read and write ARPA back-off language model files (the format lmplz writes).
-
-An ARPA file lists, per order k, lines `log10 p <TAB> w1 ... wk [<TAB> log10 backoff]`:
-
-    \\data\\
-    ngram 1=N1
-    ngram 2=N2
-
-    \\1-grams:
-    -2.1	the	-0.3
-    ...
-    \\2-grams:
-    -0.7	of the
-    ...
-    \\end\\
-
-Words here are target token ids written as decimal strings, plus KenLM's three specials
-`<s>` (sentence start: only ever context), `</s>` (sentence end) and `<unk>` (any word
-not in the file). Scores stay log10 here; `ngram.model` is the one place they become
-probabilities.
+"""Read ARPA n-gram files written by lmplz over token ids into numpy arrays (docs/ngram.md).
 """
 from __future__ import annotations
 

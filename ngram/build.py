@@ -1,14 +1,5 @@
-"""Build an n-gram drafter model folder from a training text of token ids.
-
-`build_model(text, order, out, vocab_size, ...)` writes into the folder `out`:
-
-    model.arpa              lmplz's modified Kneser-Ney estimate (order 1: see below)
-    model.binary            KenLM's binary (probing) form of the same model
-    model.arpa.tables.npz   the vectorised back-off tables `ngram.model` queries
-    model.json              what was built: order, n-gram counts, sizes, times, vocab, EOS
-
-Order 1: lmplz estimates it (`-o 1`), but KenLM cannot load order-1 files, so the file is
-rewritten as an order-2 ARPA with no 2-grams: the same scores in every context.
+"""Build an n-gram model folder from a training text of token ids: lmplz, build_binary, the
+tables and model.json, built beside the folder and renamed into place (docs/ngram.md).
 """
 from __future__ import annotations
 

@@ -1,28 +1,5 @@
-"""Score the next token of a KenLM back-off n-gram model over a target's whole vocabulary.
-
-Names follow Leviathan et al.: q is the draft (here n-gram) distribution over the target
-vocabulary of size V.
-
-For a context, the log10 score of every compact word at once (orders k = 1..N):
-
-    L_1 = unigram log10 p
-    L_k = backoff(c_k) + L_(k-1)          c_k = the last k-1 words (missing c_k: no change)
-    L_k[successors of c_k] = their log10 p(w | c_k)
-
-which equals KenLM's `Model.BaseScore(state, word, out_state)` for every word. The target
-vocabulary is then covered as KenLM covers it:
-
-- a token id that occurs in the ARPA file scores as itself;
-- a token id that never occurred in training is `<unk>` to KenLM and gets `<unk>`'s score
-  (raw scores); in q the `<unk>` mass is shared equally among all such ids;
-- `</s>` (end of a training line) is the target's EOS: its mass is added to `eos_id` in q
-  (dropped when eos_id is None); `<s>` is never predicted, only context;
-- special tokens of the target (BOS/EOS/chat markers) are ordinary ids: unseen ones are
-  `<unk>`.
-
-`log_q` is the single place where log10 scores become a distribution (natural log); `q`
-exponentiates its result. Context is carried as a state tuple of compact word indices
-(at most N-1, oldest first), extended one token at a time by `advance`.
+"""An n-gram model as the draft distribution q over the target's whole vocabulary: the one
+place where KenLM's log10 scores become natural logs and probabilities (docs/ngram.md).
 """
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""Vectorised back-off tables built from an ARPA file, cached as `.npz` beside it.
-
-Words get a compact index w in [0, W): the ARPA 1-grams, with `<unk>` added (log10 p =
--100, as KenLM does) when the file lacks it. Per order k = 2..N the tables hold every
-context c (a (k-1)-gram that has a non-zero back-off or at least one k-gram successor):
-
-    keys[k]     uint64 [C_k]      c packed as bits-per-word fields, sorted
-    backoff[k]  float32 [C_k]     log10 back-off weight of c
-    indptr[k]   int64 [C_k + 1]   CSR row pointers into succ/logp
-    succ[k]     int32 [E_k]       w of each explicit successor of c
-    logp[k]     float32 [E_k]     log10 p(w | c)
-
-A lookup is one `searchsorted` per order. Scores stay log10 (see `ngram.model`).
+"""Vectorised back-off tables of an ARPA model, cached as `.npz` beside it and stamped with the
+ARPA file's size and mtime (docs/ngram.md).
 """
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""The closed forms of Leviathan et al. (ICML 2023), Sections 3.1-3.5, under the i.i.d. assumption.
+"""The closed forms of Leviathan et al. (ICML 2023), Section 3, broadcasting over alpha, gamma, c.
 
-Names follow the paper: `alpha` = E(beta) is the acceptance rate of one draft token, `gamma`
-the number of draft tokens per iteration of Algorithm 1, `c` the ratio of one draft step's
-time to one target step's (Definition 7), `c_hat` the same ratio for arithmetic operations
-(Definition before Theorem 10); `p` is the target distribution, `q` the draft's.
-
-Every function broadcasts over arrays of its arguments and returns float64 values shaped
-like the broadcast inputs (a numpy scalar for scalar inputs, as numpy's ufuncs do).
-"Tokens per iteration" always counts the token the target model contributes (the corrected
-or bonus token), so it lies in [1, gamma + 1].
+Names follow the paper: `alpha` acceptance rate, `gamma` draft tokens per iteration, `c`
+(`c_hat`) draft/target time (arithmetic) ratio. Each formula and its source: docs/theory.md.
 """
 from __future__ import annotations
 

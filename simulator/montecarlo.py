@@ -1,22 +1,8 @@
 """Monte-Carlo simulation of Algorithm 1's accept/reject process, used to check the closed forms.
 
-Names follow Leviathan et al. (ICML 2023): `p` is the target distribution, `q` the draft's,
-`alpha` the acceptance rate, `gamma` the number of draft tokens per iteration, `lenience`
-the factor l of Appendix A.5.
-
-Three levels of detail, all simulating many iterations at once (vectorised over iterations):
-- simulate_iid: draft i is accepted with probability alpha, independently (Section 3.1).
-- simulate_per_position: draft i is accepted with probability alpha_i given 1..i-1 were.
-- simulate_speculative_sampling: the real rule on explicit distributions: x_i ~ q_i,
-  accept while r_i < p_i(x_i) / (l q_i(x_i)), then draw the last token t from
-  norm(max(0, p - l q)) at the first rejection or from p_(gamma+1) if all were accepted.
-Each returns the number of accepted drafts per iteration; simulator.counts turns those into
-rates. Randomness comes only from the numpy.random.Generator passed in: a seeded generator
-repeats exactly, and nothing is drawn for gamma = 0.
-
-r ~ U[0, 1) and "accept iff r < ratio" accepts with probability exactly min(1, ratio); the
-paper's "reject iff r > ratio" differs only on a null set, and this form never accepts a
-token with p(x) = 0.
+Names follow Leviathan et al.: `p` target, `q` draft, `alpha`, `gamma`, `lenience` (App. A.5).
+i.i.d., per-position and explicit-distribution simulators, vectorised over iterations; all
+randomness from the numpy Generator passed in. Details: docs/theory.md.
 """
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
-"""Beyond the paper: per-position acceptance alpha_1, alpha_2, ... instead of one i.i.d. alpha.
+"""Beyond the paper: per-position acceptance alpha_1, alpha_2, ... instead of one i.i.d. alpha,
+so E(tokens per iteration) = 1 + sum_i prod_{j<=i} alpha_j (Eq. 1 when all are equal).
 
-Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `gamma` draft tokens per
-iteration, `c` (`c_hat`) draft/target time (arithmetic) ratio; `p` target, `q` draft.
-
-alpha_i is the probability that draft token i is accepted given that tokens 1..i-1 were
-(in practice it usually falls with i). Then P(at least i drafts accepted) = prod_{j<=i} alpha_j and
-
-    E(tokens per iteration) = 1 + sum_{i=1}^{gamma} prod_{j<=i} alpha_j,
-
-which for alpha_i == alpha is Equation 1. Speedup and operation count follow Theorems 8 and
-10 with this E; an optional verify-cost curve replaces the target step (simulator.verify_cost).
-
-Acceptances are given along the last axis, shape [..., K], leading axes broadcasting with
-gamma and c. For gamma > K the list is extended with its last value alpha_K (a measured
-profile is usually only as long as the gamma it was measured with, and its tail is the best
-guess for later positions); this lets the optimal-gamma search reach max_gamma.
+Names follow Leviathan et al.: `alpha`, `gamma`, `c` (`c_hat`). Acceptances lie along the last
+axis [..., K]; gamma > K reuses alpha_K. Details: docs/theory.md.
 """
 from __future__ import annotations
 

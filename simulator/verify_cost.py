@@ -1,19 +1,8 @@
-"""Beyond the paper: a verify-cost curve v(k) in place of "gamma + 1 target evaluations cost one step".
+"""Beyond the paper: a verify-cost curve v(k) = t(k) / t(1) in place of "gamma + 1 target
+evaluations cost one step": an iteration takes gamma c + v(gamma + 1) target steps.
 
-Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `gamma` draft tokens per
-iteration, `c` draft/target time ratio; `p` target, `q` draft distribution.
-
-Theorem 8 assumes the target scores gamma + 1 positions in the walltime of one step. On
-hardware without spare compute (e.g. a CPU) that is false. Let
-
-    v(k) = time(one target pass over k tokens) / time(one target pass over 1 token),  k = 1..K,
-
-so v(1) = 1. One iteration of Algorithm 1 then takes gamma c + v(gamma + 1) target steps,
-and the walltime improvement is E(tokens) / (gamma c + v(gamma + 1)). The paper's model is
-v == 1, for which every function here equals its closed form exactly.
-
-A curve given for k = 1..K covers gamma = 0..K-1; asking for a longer gamma is an error
-(a verify cost is not extrapolated).
+Names follow Leviathan et al.: `alpha`, `gamma`, `c`. A curve of K values covers gamma <= K - 1
+(never extrapolated); v == 1 is the paper's model. Details: docs/theory.md.
 """
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
-"""A target-aligned training corpus: text the target itself writes (BiLD's prediction alignment).
-
-BiLD (Kim et al., NeurIPS 2023, Sec. 3.5.1) fine-tunes the small model on the large
-model's own outputs for calibration inputs, so the small model predicts what the large one
-would. For an n-gram drafter the same idea is simply: count n-grams of the target's own
-generations. Here the calibration inputs are prompts from the TRAINING split of the plain
-corpus (`specdec.reference.data.corpus.train_prompts`), never the held-out prompts used for evaluation.
-
-Generation: batched Hugging Face `model.generate` with left padding (the prompts all have
-the same length, so in practice no padding is needed), top-k/top-p off, repetition
-penalty off. Default: sampling at temperature 1, because speculative sampling wants q ~ p
-and counts of samples from p estimate p itself; BiLD's greedy outputs (temperature 0)
-align with greedy decoding but drive a small model into repetition loops that would
-dominate the counts. Greedy is available (`temperature=0`). HF `generate` draws from
-torch's global generator, so this entry point seeds it once with `seed`.
-
-Only the generated continuations go into the corpus, one a line, cut before the first EOS
-(KenLM's `</s>` at the line end then stands for that EOS; a continuation cut by
-max_new_tokens also ends in `</s>`, a small artefact documented in README.md, section on the aligned corpus).
-The corpus is cached under `.cache/corpus/aligned/<tokenizer>/<parameters hash>/` with its
-parameters and the measured generation speed, so it is produced once.
+"""The target-aligned corpus: the target's own continuations of training-split prompts, as
+token-id lines for lmplz (generated once, batched, cached by its parameters). Why and how:
+docs/ngram.md.
 """
 from __future__ import annotations
 
