@@ -4,13 +4,12 @@ checked before any model loads; library errors one line with status 1; never a t
 every `--json` output parses with a strict parser (no NaN / Infinity)."""
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
-from specdec.cli import main
 from specdec.reference.core.sampling import SamplingConfig
+from tests.cli_helpers import run_main as run
+from tests.cli_helpers import strict_json
 from tests.tiny_models import save_tiny_model
 
 PROMPT = "w1 w2 w3 w4 w1 w2"
@@ -19,24 +18,6 @@ PROMPT = "w1 w2 w3 w4 w1 w2"
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     return save_tiny_model(tmp_path_factory.mktemp("models") / "target", seed=0)
-
-
-def run(capsys, argv: list[str]) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of one real command line."""
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    assert "Traceback" not in out.err and "Traceback" not in out.out
-    return code, out.out, out.err
-
-
-def strict_json(text: str) -> dict:
-    def refuse(name: str):
-        raise ValueError(f"non-strict JSON constant {name}")
-    return json.loads(text, parse_constant=refuse)
 
 
 def expect_usage_error(capsys, argv: list[str], option: str) -> str:

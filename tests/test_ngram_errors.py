@@ -16,6 +16,7 @@ from specdec.ngram.build import build_model
 from specdec.ngram.model import NgramModel, resolve_arpa
 from specdec.ngram.tables import build_tables, load_tables
 from specdec.ngram.tools import find_tool, run_lmplz
+from tests.cli_helpers import refuse_constant
 from tests.test_ngram_fixtures import VOCAB, corpus_file, require_kenlm_tools, tiny_models  # noqa: F401
 
 GOOD = """\\data\\
@@ -138,7 +139,7 @@ def test_cli_build_from_text_prints_json(tmp_path, corpus_file) -> None:
     proc = run_cli("ngram", "build", "--order", "3", "--text", str(corpus_file), "--vocab-size", str(VOCAB),
                    "--eos-id", "499", "--memory", "200M", "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout, parse_constant=_refuse)
+    report = json.loads(proc.stdout, parse_constant=refuse_constant)
     assert report["order"] == 3 and len(report["counts"]) == 3 and report["counts"][2] > 0
     assert (out / "model.binary").is_file() and (out / "model.arpa.tables.npz").is_file()
     assert json.loads((out / "model.json").read_text())["eos_id"] == 499
@@ -164,7 +165,3 @@ def test_corrupt_cache_is_rebuilt(tiny_models, tmp_path) -> None:
     npz.write_bytes(b"not a zip file")
     tables = load_tables(folder / "model.arpa")  # falls back to parsing the ARPA file
     assert tables.order == 2
-
-
-def _refuse(name: str):
-    raise ValueError(f"non-strict JSON constant {name}")

@@ -5,13 +5,12 @@ a strict parser; and every speedup it reports respects the bound
 E[tokens] / (gamma c + v(gamma + 1)) with E[tokens] <= gamma + 1 (Eq. 1 for i.i.d. alpha)."""
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pytest
 
-from specdec.cli import main
+from tests.cli_helpers import run_main, strict_json
 
 # (valid values, invalid values) per option; an option takes an invalid value 15% of the time
 ALPHAS = (["0", "0.3", "0.5", "0.8", "0.99", "0.999999", "1e-300"], ["1", "1.5", "-0.1", "nan", "inf", "abc", ""])
@@ -49,12 +48,6 @@ def random_argv(rng: np.random.Generator) -> list[str]:
     return argv
 
 
-def strict(text: str) -> dict:
-    def refuse(name: str):
-        raise ValueError(f"non-strict JSON constant {name}")
-    return json.loads(text, parse_constant=refuse)
-
-
 def check_bounds(d: dict) -> None:
     v = d["verify_cost"]
     for row in d["table"]:
@@ -72,19 +65,14 @@ def test_random_plan_command_lines(capsys) -> None:
     outcomes = {0: 0, 2: 0}
     for _ in range(400):
         argv = random_argv(rng)
-        try:
-            main(argv)
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capsys.readouterr()
-        assert code in (0, 2), (argv, code, out.err)
-        assert "Traceback" not in out.err and "Warning" not in out.err, (argv, out.err)
-        assert not NON_FINITE.search(out.out), (argv, out.out)
+        code, stdout, stderr = run_main(capsys, argv)
+        assert code in (0, 2), (argv, code, stderr)
+        assert "Warning" not in stderr, (argv, stderr)
+        assert not NON_FINITE.search(stdout), (argv, stdout)
         outcomes[code] += 1
         if code == 2:
-            lines = out.err.strip().splitlines()
+            lines = stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("Error:") and "--" in lines[0], (argv, lines)
         elif "--json" in argv:
-            check_bounds(strict(out.out))
+            check_bounds(strict_json(stdout))
     assert outcomes[0] > 40 and outcomes[2] > 40, outcomes  # both kinds were exercised

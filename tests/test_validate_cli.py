@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from specdec.cli import cli, main
+from tests.cli_helpers import refuse_constant
 from tests.test_estimate_fixtures import tiny_pair  # noqa: F401
 
 ROW_KEYS = {"drafter", "temperature", "gamma", "measured", "paper", "extended", "extended_estimated",
@@ -27,7 +28,7 @@ def test_validate_json_and_files(tiny_pair, tmp_path) -> None:  # noqa: F811
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, [*_args(tiny_pair, out), "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    d = json.loads(result.stdout, parse_constant=_refuse)
+    d = json.loads(result.stdout, parse_constant=refuse_constant)
     assert {"rows", "alpha", "cost", "plan", "verify_cost", "config", "machine", "figures", "notes"} <= set(d)
     assert len(d["rows"]) == 2 * 2 * 2 and all(ROW_KEYS <= set(r) for r in d["rows"])
     assert {r["drafter"] for r in d["rows"]} == {"tiny", "lookup:2"}
@@ -60,7 +61,3 @@ def test_bad_input_is_a_one_line_error(tiny_pair, tmp_path, capsys, extra, messa
     assert exc.value.code != 0
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
-
-
-def _refuse(name: str):
-    raise ValueError(f"non-strict JSON constant {name}")
