@@ -89,8 +89,8 @@ def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, voc
     out.parent.mkdir(parents=True, exist_ok=True)
     work = out.with_name(f".{out.name}.building-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
     try:
+        work.mkdir()
         report = _build_in(work, text, order, out, vocab_size, eos_id, memory, discount_fallback, bin_dir, extra,
                            (lines, tokens))
         _swap_in(work, out)
