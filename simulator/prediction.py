@@ -29,13 +29,16 @@ def survival_acceptance(accepted: Sequence[int], iterations: int) -> np.ndarray:
 
 def effective_cost(c: float, verify_cost: Sequence[float], overhead: Sequence[float]) -> tuple[float, np.ndarray]:
     """(c', v') with the loop overhead folded in: c' = c / (1 + o(0)),
-    v'(k) = (v(k) + o(k - 1)) / (1 + o(0)), so v'(1) = 1 and a baseline token costs 1.
+    v'(k) = max(1, (v(k) + o(k - 1)) / (1 + o(0))), so v'(1) = 1 and a baseline token costs 1.
+
+    The floor: no iteration over k tokens is cheaper than the baseline's step, so a measured
+    value below 1 (timing noise on a tiny or very fast model) is read as 1, not as a speedup.
 
     verify_cost: v(1..K) [K]; overhead: o(0..K-1) [K], both in target steps."""
     o = np.asarray(overhead, dtype=np.float64)
     v = np.asarray(verify_cost, dtype=np.float64)
     base = 1.0 + o[0]
-    return c / base, (v + o) / base
+    return c / base, np.maximum((v + o) / base, 1.0)
 
 
 def mean_iteration_time(k_hist: np.ndarray, c: float, verify_cost: np.ndarray) -> float:
