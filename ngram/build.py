@@ -14,6 +14,7 @@ from specdec.ngram.arpa import read_counts, unigram_as_bigram
 from specdec.ngram.model import ARPA_NAME, BINARY_NAME, META_NAME
 from specdec.ngram.tables import load_tables, tables_path
 from specdec.ngram.tools import run_build_binary, run_lmplz
+from specdec.paths import replace_folder
 
 
 @dataclass
@@ -93,7 +94,7 @@ def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, voc
         work.mkdir()
         report = _build_in(work, text, order, out, vocab_size, eos_id, memory, discount_fallback, bin_dir, extra,
                            (lines, tokens))
-        _swap_in(work, out)
+        replace_folder(work, out)
     except BaseException:  # KeyboardInterrupt too: the old model stays, the scratch folder goes
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -126,15 +127,6 @@ def _build_in(work: Path, text: Path, order: int, out: Path, vocab_size: int, eo
         training_tokens=tokens, training_lines=lines, extra=dict(extra or {}))
     (work / META_NAME).write_text(json.dumps(report.to_json(), indent=2) + "\n")
     return report
-
-
-def _swap_in(work: Path, out: Path) -> None:
-    """Rename the finished model folder to `out`, moving an old one aside first and then deleting it."""
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(work, out)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _lines(f, text: Path):

@@ -53,9 +53,11 @@ def k_histogram(lengths: Sequence[int], gamma: int) -> np.ndarray:
     return np.bincount(np.asarray(lengths, dtype=np.int64), minlength=gamma + 1)[:gamma + 1].astype(np.float64)
 
 
-def budgeted_speedup(alpha: float, gamma: int, new_tokens: int, c: float, verify_cost: np.ndarray,
+def budgeted_speedup(alpha: float | Sequence[float], gamma: int, new_tokens: int, c: float, verify_cost: np.ndarray,
                      block_probs: np.ndarray | None = None) -> float:
-    """Speedup of a run that emits exactly new_tokens tokens, draft acceptance i.i.d. alpha.
+    """Speedup of a run that emits exactly new_tokens tokens, draft acceptance i.i.d. alpha
+    (or, given a sequence alpha_1, alpha_2, ..., the acceptance at draft position i given the
+    drafts before it were accepted; positions beyond the sequence are never accepted).
 
     Dynamic programme over the tokens still to emit, n: an iteration drafts
     k = min(gamma, n - 1, b) tokens (the decoder never drafts past the budget; b is the
@@ -65,7 +67,11 @@ def budgeted_speedup(alpha: float, gamma: int, new_tokens: int, c: float, verify
     token times, i.e. with the overheads folded in). Speedup = new_tokens / E(total time).
     For long runs and full blocks it tends to Eq. 1 / (gamma c + v(gamma + 1)).
     """
-    alpha = min(max(alpha, 0.0), 1.0)
+    per_position = np.clip(np.broadcast_to(np.asarray(alpha, dtype=np.float64), (gamma,)) if np.ndim(alpha) == 0
+                           else np.pad(np.asarray(alpha, dtype=np.float64)[:gamma], (0, max(0, gamma - len(alpha)))),
+                           0.0, 1.0)
+    survival = np.concatenate([[1.0], np.cumprod(per_position)])  # S(0..gamma)
+    reject = np.append(1.0 - per_position, 0.0)  # 1 - alpha_{a+1}, a = 0..gamma
     if block_probs is None:
         block_probs = np.zeros(gamma + 1)
         block_probs[gamma] = 1.0
@@ -79,7 +85,7 @@ def budgeted_speedup(alpha: float, gamma: int, new_tokens: int, c: float, verify
             if w == 0.0:
                 continue
             a = np.arange(k + 1)
-            p_a = alpha ** a * np.where(a < k, 1.0 - alpha, 1.0)  # [k + 1]
+            p_a = survival[a] * np.where(a < k, reject[a], 1.0)  # [k + 1]
             step = float(iteration_time(k, c, verify_cost))
             total += w * (step + float((p_a * time_left[n - a - 1]).sum()))
         time_left[n] = total

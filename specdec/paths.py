@@ -6,6 +6,7 @@ from (an editable install, as `scripts/setup.sh` makes), else `~/.cache/specdec`
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 CACHE_ENV = "SPECDEC_CACHE"
@@ -24,3 +25,13 @@ CACHE_DIR = cache_dir()
 DEFAULT_TARGET_DIR = CACHE_DIR / "models" / "smollm2-135m-instruct"  # float32 SmolLM2-135M-Instruct
 CORPUS_DIR = CACHE_DIR / "corpus"  # raw texts, normalised chunks, token ids, aligned corpora
 KENLM_BIN_DIR = CACHE_DIR / "kenlm" / "bin"  # lmplz and build_binary built by scripts/setup.sh
+
+
+def replace_folder(work: Path, out: Path) -> None:
+    """Rename a finished folder `work` to `out`, moving an old `out` aside first and deleting it
+    after, so `out` always holds one complete build (never a mix of two)."""
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)
+    os.replace(work, out)
+    shutil.rmtree(old, ignore_errors=True)

@@ -46,7 +46,7 @@ def test_rebuild_needs_force(old_model, corpus_file) -> None:  # noqa: F811
     assert report.order == 3 and snapshot(old_model) != before and no_scratch(old_model.parent)
 
 
-@pytest.mark.parametrize("stage", ["run_lmplz", "run_build_binary", "load_tables", "read_counts", "_swap_in"])
+@pytest.mark.parametrize("stage", ["run_lmplz", "run_build_binary", "load_tables", "read_counts", "replace_folder"])
 def test_interrupt_at_every_stage_keeps_the_old_model(old_model, corpus_file, monkeypatch, stage) -> None:  # noqa: F811
     before = snapshot(old_model)
 

@@ -143,7 +143,10 @@ def time_draft_steps(drafter, tokens: Sequence[int], sampling: SamplingConfig, c
     if gamma < 1:
         raise ValueError(f"gamma must be >= 1, got {gamma}")
     ids = context_of(tokens, context_tokens + warmup + repeats)
-    drafter.start(ids[:context_tokens])
+    if hasattr(drafter, "prime"):  # a drafter fed by the target's passes (heads): one pass to begin
+        drafter.prime(ids[:context_tokens])
+    else:
+        drafter.start(ids[:context_tokens])
     per_token, per_iter, proposed = [], [], []
     for i in range(warmup + repeats):
         sync(device)

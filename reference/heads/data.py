@@ -1,0 +1,94 @@
+"""Self-distillation data for the heads: the target's last hidden states and its own next-token
+distributions on token windows, one batched teacher-forced pass per batch of windows.
+
+Head i at position t learns p(. | x_<=t+i), the target's distribution at position t + i, so
+the labels are what the target predicts, not the corpus (acceptance is against the target).
+Only the top `top_k` of each distribution are kept (float16 probabilities + ids).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from specdec.reference.core.progress import progress as progress_bar
+from specdec.reference.heads.model import HiddenCapture
+
+
+@dataclass
+class Distillation:
+    """tokens: int64 [W, L]; hidden: float32 [W, L, d]; top_ids: int32 [W, L, k]; top_probs:
+    float16 [W, L, k] — window w, position t: the token, the target's final hidden state
+    there and the top-k of p(. | x_<=t)."""
+
+    tokens: torch.Tensor
+    hidden: torch.Tensor
+    top_ids: torch.Tensor
+    top_probs: torch.Tensor
+
+    @property
+    def n_windows(self) -> int:
+        return int(self.hidden.shape[0])
+
+    def split(self, held_out: float, generator: torch.Generator) -> tuple["Distillation", "Distillation"]:
+        """(train, held-out) by whole windows, held_out the fraction held out (at least one window)."""
+        order = torch.randperm(self.n_windows, generator=generator)
+        n_held = max(1, int(round(held_out * self.n_windows)))
+        if n_held >= self.n_windows:
+            raise ValueError(f"need more than {n_held} windows to hold some out, got {self.n_windows}")
+        return self.select(order[n_held:]), self.select(order[:n_held])
+
+    def select(self, windows: torch.Tensor) -> "Distillation":
+        return Distillation(self.tokens[windows], self.hidden[windows], self.top_ids[windows], self.top_probs[windows])
+
+    @classmethod
+    def concat(cls, parts: Sequence["Distillation"]) -> "Distillation":
+        return cls(*(torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "hidden", "top_ids", "top_probs")))
+
+
+def windows(sequences: Sequence[Sequence[int]], length: int) -> list[list[int]]:
+    """Cut token sequences into non-overlapping windows of exactly `length` ids (tails dropped)."""
+    if length < 2:
+        raise ValueError(f"window length must be >= 2, got {length}")
+    return [list(s[i:i + length]) for s in sequences for i in range(0, len(s) - length + 1, length)]
+
+
+@torch.inference_mode()
+def distill(model: torch.nn.Module, token_windows: Sequence[Sequence[int]], top_k: int = 16, batch_size: int = 8,
+            progress: bool = False) -> Distillation:
+    """Teacher-force the target over equal-length windows; keep hidden states and top-k of p
+    (temperature 1, the unadjusted distribution)."""
+    if not token_windows:
+        raise ValueError("no windows to distil (the text is shorter than one window)")
+    length = len(token_windows[0])
+    if any(len(w) != length for w in token_windows):
+        raise ValueError("all windows must have the same length")
+    capture = HiddenCapture(model)
+    hidden, ids, probs = [], [], []
+    bar = progress_bar(len(token_windows) * length, "target passes over the training text", "tok", progress)
+    try:
+        for b in range(0, len(token_windows), batch_size):
+            batch = torch.tensor(token_windows[b:b + batch_size], dtype=torch.long, device=model.device)
+            logits = model(input_ids=batch, logits_to_keep=0).logits.float()  # [B, L, V]
+            top = logits.log_softmax(-1).topk(top_k, dim=-1)
+            hidden.append(capture.last.float().cpu())
+            ids.append(top.indices.to(torch.int32).cpu())
+            probs.append(top.values.exp().to(torch.float16).cpu())
+            bar.update(batch.numel())
+    finally:
+        capture.close()
+        bar.close()
+    return Distillation(torch.tensor([list(w) for w in token_windows], dtype=torch.long), torch.cat(hidden),
+                        torch.cat(ids), torch.cat(probs))
+
+
+def frequent_vocab(data: Distillation, size: int, always: Sequence[int] = ()) -> torch.Tensor:
+    """The `size` ids with the most target probability mass in the data (plus `always`, e.g.
+    EOS), sorted: int64 [<= size + len(always)]."""
+    mass = torch.zeros(int(data.top_ids.max()) + 1, dtype=torch.float64)
+    mass.index_add_(0, data.top_ids.reshape(-1).long(), data.top_probs.reshape(-1).double())
+    keep = torch.nonzero(mass > 0)[:, 0]
+    keep = keep[mass[keep].argsort(descending=True)[:size]]
+    extra = torch.tensor([int(a) for a in always], dtype=torch.long)
+    return torch.unique(torch.cat([keep, extra]))

@@ -1,0 +1,82 @@
+"""Blockwise parallel draft heads on a frozen target (Stern et al. 2018; Kim et al. 2024).
+
+The target's own output layer predicts y, the token after position t, from its last hidden
+state h_t; head i (i = 1..H, H = h - 1) predicts the token i positions after y from the same
+pass: z_i = h_t + SiLU(W_i [h_t; e(y)] + b_i), a residual block (W_i = 0 at initialisation),
+logits_i = E' z_i with E' the target's frozen output layer restricted to `vocab` (the ids the
+target predicts often) and e(y) the target's frozen input embedding of y. y is the token the
+decoder has just committed, so q_i depends on the committed prefix only, never on other
+drafts; q_i puts no mass outside `vocab`. Both keep Algorithm 1 exact (docs/heads.md, which
+also records why e(y) is an input: it raised head 1's held-out agreement from 0.24 to 0.38).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+class BlockHeads(torch.nn.Module):
+    """H residual heads over a shared, frozen, vocabulary-restricted output layer.
+
+    weight: [H, d, 2d], bias: [H, d] (trained); vocab: int64 [V'] target ids the heads can
+    propose; out_weight: [V', d], the target's output-layer rows for `vocab` (frozen, a copy,
+    not saved); embedding: [vocab_size, d], the target's input embeddings (frozen, shared, not saved).
+    """
+
+    def __init__(self, n_heads: int, vocab: torch.Tensor, out_weight: torch.Tensor, embedding: torch.Tensor) -> None:
+        super().__init__()
+        hidden_size = int(out_weight.shape[1])
+        if n_heads < 1:
+            raise ValueError(f"need at least one head, got {n_heads}")
+        if out_weight.shape != (vocab.numel(), hidden_size) or embedding.shape[1] != hidden_size:
+            raise ValueError(f"out_weight must be [{vocab.numel()}, d] and embedding [vocab_size, d], got "
+                             f"{tuple(out_weight.shape)} and {tuple(embedding.shape)}")
+        self.weight = torch.nn.Parameter(torch.zeros(n_heads, hidden_size, 2 * hidden_size))
+        self.bias = torch.nn.Parameter(torch.zeros(n_heads, hidden_size))
+        self.register_buffer("vocab", vocab.to(torch.long).clone())
+        self.register_buffer("embedding", embedding.detach(), persistent=False)
+        self.out = torch.nn.Linear(hidden_size, vocab.numel(), bias=False)
+        self.out.weight = torch.nn.Parameter(out_weight.detach().float().clone(), requires_grad=False)
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.weight.shape[0])
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.weight.shape[1])
+
+    def states(self, hidden: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        """hidden [N, d], token int64 [N] (y) -> every head's residual state [N, H, d]."""
+        hidden = hidden.float()
+        x = torch.cat([hidden, self.embedding[token].float()], dim=-1)  # [N, 2d]
+        pre = torch.einsum("nd,hed->nhe", x, self.weight) + self.bias  # [N, H, d]
+        return hidden[:, None, :] + F.silu(pre)
+
+    def forward(self, hidden: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        """hidden [N, d], token [N] -> restricted logits [N, H, V'] (column j is target id vocab[j])."""
+        return self.out(self.states(hidden, token))
+
+    def full_logits(self, restricted: torch.Tensor, vocab_size: int) -> torch.Tensor:
+        """Restricted logits [..., V'] -> logits over the target's vocabulary [..., vocab_size],
+        -inf outside `vocab` (q is 0 there)."""
+        full = restricted.new_full((*restricted.shape[:-1], vocab_size), float("-inf"))
+        full[..., self.vocab] = restricted
+        return full
+
+
+class HiddenCapture:
+    """Records the input of a model's output layer (its final hidden states, [B, rows, d]) on
+    every forward pass; `passes` counts them."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.last: torch.Tensor | None = None
+        self.passes = 0
+        self.handle = model.get_output_embeddings().register_forward_pre_hook(self._hook)
+
+    def _hook(self, module: torch.nn.Module, args: tuple) -> None:
+        self.last = args[0]
+        self.passes += 1
+
+    def close(self) -> None:
+        self.handle.remove()

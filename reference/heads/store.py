@@ -1,0 +1,122 @@
+"""Heads on disk: a folder with `heads.safetensors` (the trained weights and the vocabulary) and
+`card.json` (the target they belong to, by a hash of its weight files; how they were trained;
+their held-out quality). Loading heads for another target is refused in one line.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specdec.paths import replace_folder
+from specdec.reference.heads.model import BlockHeads
+
+WEIGHTS_NAME = "heads.safetensors"
+CARD_NAME = "card.json"
+FORMAT = "specdec-heads/1"
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def weights_fingerprint(model_dir: str | os.PathLike) -> str:
+    """sha256 over the target folder's weight files (name and bytes, in name order)."""
+    files = sorted(p for p in Path(model_dir).iterdir() if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    if not files:
+        raise FileNotFoundError(f"no weight files (*.safetensors, *.bin) in {str(model_dir)!r}")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def heads_folder(path: str | os.PathLike) -> Path:
+    """The heads folder for a path given on the command line (the folder or its safetensors
+    file); a one-line error when either file is missing."""
+    path = Path(path)
+    folder = path.parent if path.is_file() else path
+    for name in (WEIGHTS_NAME, CARD_NAME):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"{str(folder)!r} holds no heads: {name} is missing "
+                                    "(make them with `specdec heads train`)")
+    return folder
+
+
+def read_card(path: str | os.PathLike) -> dict[str, Any]:
+    folder = heads_folder(path)
+    try:
+        card = json.loads((folder / CARD_NAME).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read {str(folder / CARD_NAME)!r}: {exc}") from None
+    if not isinstance(card, dict) or card.get("format") != FORMAT:
+        raise ValueError(f"{str(folder / CARD_NAME)!r} is not a {FORMAT} card")
+    return card
+
+
+def save_heads(heads: BlockHeads, card: dict[str, Any], out: str | os.PathLike, force: bool = False) -> Path:
+    """Write the heads and their card into `out`, built beside it and renamed into place."""
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise FileExistsError(f"{out} already exists and is not empty: pass --force to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = out.with_name(f".{out.name}.building-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        work.mkdir()
+        save_file({"weight": heads.weight.detach().cpu().contiguous(), "bias": heads.bias.detach().cpu().contiguous(),
+                   "vocab": heads.vocab.cpu().contiguous()}, str(work / WEIGHTS_NAME))
+        (work / CARD_NAME).write_text(json.dumps({"format": FORMAT, **card}, indent=2) + "\n")
+        replace_folder(work, out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return out
+
+
+def load_heads(path: str | os.PathLike, model: torch.nn.Module, model_dir: str | os.PathLike
+               ) -> tuple[BlockHeads, dict[str, Any]]:
+    """The heads at `path` on the target `model` (loaded from `model_dir`), after checking that
+    the card names this target's weights; the output rows are taken from the target itself."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = heads_folder(path)
+    card = read_card(folder)
+    fingerprint = weights_fingerprint(model_dir)
+    if card.get("target", {}).get("weights_sha256") != fingerprint:
+        raise ValueError(f"heads {str(folder)!r} were trained for target {card.get('target', {}).get('name')!r} "
+                         f"(weights {str(card.get('target', {}).get('weights_sha256'))[:12]}), not for "
+                         f"{str(Path(model_dir).name)!r} (weights {fingerprint[:12]})")
+    try:
+        tensors = load_file(str(folder / WEIGHTS_NAME))
+    except (SafetensorError, OSError) as exc:
+        raise ValueError(f"cannot read {str(folder / WEIGHTS_NAME)!r}: {exc}") from None
+    weight, bias, vocab = tensors.get("weight"), tensors.get("bias"), tensors.get("vocab")
+    rows = model.get_output_embeddings().weight.shape[0]
+    if vocab is None or vocab.ndim != 1 or vocab.numel() == 0 or int(vocab.min()) < 0 or int(vocab.max()) >= rows:
+        raise ValueError(f"{str(folder / WEIGHTS_NAME)!r} holds no vocabulary of ids below {rows}")
+    heads = heads_on(model, vocab, 1 if weight is None else weight.shape[0])
+    d = heads.hidden_size
+    if weight is None or bias is None or weight.ndim != 3 or weight.shape[1:] != (d, 2 * d) \
+            or bias.shape != (weight.shape[0], d):
+        raise ValueError(f"{str(folder / WEIGHTS_NAME)!r} does not hold heads for a target of hidden size {d}")
+    with torch.no_grad():
+        heads.weight.copy_(weight)
+        heads.bias.copy_(bias)
+    return heads.eval(), card
+
+
+def heads_on(model: torch.nn.Module, vocab: torch.Tensor, n_heads: int) -> BlockHeads:
+    """Untrained heads (every head = the target's own next-token prediction) on `model`, on its device."""
+    out_layer = model.get_output_embeddings().weight
+    device = out_layer.device
+    vocab = vocab.to(device)
+    return BlockHeads(n_heads, vocab, out_layer.detach()[vocab], model.get_input_embeddings().weight).to(device)
