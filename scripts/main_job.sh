@@ -3,10 +3,12 @@
 # default target (SmolLM2-135M-Instruct, CPU) end to end:
 #
 #   1. bash scripts/setup.sh                  (idempotent: venv, KenLM tools, model, corpora)
-#   2. specdec ngram build, if absent          bigram and 4-gram on Shakespeare + Austen,
+#   2. specdec ngram build, if absent          4-gram on Shakespeare + Austen,
 #                                              4-gram on the target-aligned corpus (the target's
 #                                              own sampled continuations of training prompts)
-#   3. specdec validate                        n-gram drafters + prompt lookup, temperatures 0
+#   3. specdec heads train, if absent          3 blockwise parallel heads on the frozen target,
+#                                              self-distilled from its own passes (~4 min)
+#   4. specdec validate                        heads, n-gram drafters + prompt lookup, temperatures 0
 #                                              and 1: prints the plan, the measured alpha table
 #                                              (the paper's Table 3 layout), the costs and the
 #                                              predicted-vs-measured speedup table; writes
@@ -19,7 +21,8 @@
 #   MAIN_ALPHA_TOKENS=2048      target-sampled positions for the alpha estimator, per temperature
 #   MAIN_PROMPTS=12             held-out prompts decoded per configuration
 #   MAIN_NEW_TOKENS=16          tokens per decode (EOS ignored; many short runs average out the machine's speed drift: README)
-#   MAIN_GAMMAS=1,2,4           draft lengths
+#   MAIN_GAMMAS=1,2,3           draft lengths (the heads draft at most 3)
+#   MAIN_HEADS_TOKENS=49152     teacher-forced tokens the heads train on
 #   MAIN_REPEATS=1              repeats of each decode
 # On a machine shared with other heavy jobs, run it under the team lock:
 #   flock /tmp/specdec-cpu.lock bash scripts/main_job.sh
@@ -33,7 +36,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="${2:?--out needs a folder}"; shift 2 ;;
     --out=*) OUT="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "main_job.sh: unknown argument $1 (usage: bash scripts/main_job.sh [--out DIR])" >&2; exit 2 ;;
   esac
 done
@@ -42,13 +45,14 @@ ALIGNED_TOKENS="${MAIN_ALIGNED_TOKENS:-16000}"
 ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-2048}"
 PROMPTS="${MAIN_PROMPTS:-12}"
 NEW_TOKENS="${MAIN_NEW_TOKENS:-16}"
-GAMMAS="${MAIN_GAMMAS:-1,2,4}"
+GAMMAS="${MAIN_GAMMAS:-1,2,3}"
+HEADS_TOKENS="${MAIN_HEADS_TOKENS:-49152}"
 REPEATS="${MAIN_REPEATS:-1}"
 
 START=$(date +%s)
 stamp() { printf '[main %4ds] %s\n' "$(( $(date +%s) - START ))" "$*" >&2; }
 
-stamp "1/3 set-up (scripts/setup.sh)"
+stamp "1/4 set-up (scripts/setup.sh)"
 bash scripts/setup.sh
 SPECDEC="$ROOT/.venv/bin/specdec"
 
@@ -62,14 +66,21 @@ build() {  # build NAME ARGS...: specdec ngram build into $NG/NAME unless it is 
     "$SPECDEC" ngram build "$@" --out "$NG/$name"
   fi
 }
-stamp "2/3 n-gram drafters (aligned corpus: $ALIGNED_TOKENS target-sampled tokens)"
-build plain-2gram --order 2 --corpus plain
+stamp "2/4 n-gram drafters (aligned corpus: $ALIGNED_TOKENS target-sampled tokens)"
 build plain-4gram --order 4 --corpus plain
 build aligned-4gram --order 4 --corpus aligned --aligned-tokens "$ALIGNED_TOKENS"
 
-stamp "3/3 validation: gammas $GAMMAS, temperatures 0,1, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per temperature"
+HEADS="$ROOT/.cache/heads/main"
+if [ -f "$HEADS/card.json" ]; then
+  stamp "3/4 heads: already trained ($HEADS)"
+else
+  stamp "3/4 heads: training 3 heads on $HEADS_TOKENS tokens"
+  "$SPECDEC" heads train --heads 3 --tokens "$HEADS_TOKENS" --aligned-tokens "$ALIGNED_TOKENS" --out "$HEADS"
+fi
+
+stamp "4/4 validation: gammas $GAMMAS, temperatures 0,1, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per temperature"
 "$SPECDEC" validate \
-  --drafter "bigram=ngram:$NG/plain-2gram" \
+  --drafter "heads=heads:$HEADS" \
   --drafter "4-gram=ngram:$NG/plain-4gram" \
   --drafter "aligned-4-gram=ngram:$NG/aligned-4gram" \
   --drafter "lookup=lookup" \

@@ -21,6 +21,15 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
     if s.kind == "ngram":
         from specdec.reference.drafters.ngram import NgramDrafter
         return NgramDrafter(s.arg, vocab_size=target.vocab_size), None
+    if s.kind == "heads":
+        from specdec.reference.drafters.heads import HeadsDrafter
+        from specdec.reference.heads.store import load_heads
+        heads, _ = load_heads(s.arg, target.model, target.path)
+        if target.backend == "fast":
+            from specdec.reference.core.backend import use_backend
+            use_backend(heads, "fast")
+        return HeadsDrafter(target.model, heads, target.vocab_size), (
+            f"{heads.n_heads} heads over {heads.vocab.numel()} ids (drafts at most {heads.n_heads} tokens)")
     from specdec.reference.drafters.neural import NeuralDrafter
     draft = load_model(s.arg, device=device, dtype=dtype, backend=target.backend)
     note = check_pair(target, draft)

@@ -5,13 +5,16 @@
                             its latest earlier occurrence (`:earliest`: the first one, HF's rule)
     ngram:PATH              KenLM n-gram model over the target's token ids (ARPA or its folder)
     model:PATH              neural draft model: a local Hugging Face causal LM folder (same vocabulary)
+    heads:PATH              blockwise parallel heads on the target (`specdec heads train`), fed by its passes
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-SPEC_HELP = "none | lookup[:N[:earliest|latest]] (prompt lookup) | ngram:PATH (KenLM) | model:PATH (HF causal LM folder)"
-KINDS = ("none", "lookup", "ngram", "model")
+SPEC_HELP = ("none | lookup[:N[:earliest|latest]] (prompt lookup) | ngram:PATH (KenLM) | model:PATH (HF causal LM "
+             "folder) | heads:PATH (heads on the target)")
+KINDS = ("none", "lookup", "ngram", "model", "heads")
+PATH_KINDS = ("ngram", "model", "heads")
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class DrafterSpec:
         kind, _, arg = spec.partition(":")
         if kind not in KINDS:
             raise ValueError(f"unknown drafter {spec!r}: expected {SPEC_HELP}")
-        if kind in ("ngram", "model") and not arg:
+        if kind in PATH_KINDS and not arg:
             raise ValueError(f"drafter {kind!r} needs a path: {kind}:PATH")
         if kind == "lookup":
             lookup_args(arg)  # validates

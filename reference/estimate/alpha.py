@@ -62,6 +62,9 @@ class AlphaEstimate:
         token x when p_raw(x) >= l max p_raw, p_raw the unadjusted target softmax).
     proposal_rate: fraction of positions with a proposal (1 except for prompt lookup);
         alpha_when_proposed: mean beta over those positions.
+    alpha_per_position: blockwise heads only, alpha_i = P(draft i accepted | drafts < i were)
+        = E_t[prod_(j<=i) beta_j,t] / E_t[prod_(j<i) beta_j,t] over block starts t (exact
+        at T = 0, where beta is 0 or 1), with bootstrap intervals over prompts.
     scores: the per-position data (not serialised).
     """
 
@@ -81,6 +84,8 @@ class AlphaEstimate:
     beta_mean_per_prompt: list[float]
     estimates: str
     max_gamma: int = 0  # block length of the temperature-0 replay data in `scores`
+    alpha_per_position: tuple[float, ...] | None = None  # blockwise heads: alpha_1..alpha_H (conditional)
+    alpha_per_position_ci: tuple[tuple[float, float], ...] | None = None
     scores: list[PositionScores] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,6 +101,9 @@ class AlphaEstimate:
                                        else list(self.alpha_when_proposed_ci)),
             "beta_quantiles": self.beta_quantiles, "beta_histogram": self.beta_histogram,
             "beta_mean_per_prompt": self.beta_mean_per_prompt, "estimates": self.estimates,
+            "alpha_per_position": None if self.alpha_per_position is None else list(self.alpha_per_position),
+            "alpha_per_position_ci": None if self.alpha_per_position_ci is None else
+            [list(ci) for ci in self.alpha_per_position_ci],
         }
 
 
@@ -128,13 +136,40 @@ def summarize(scores: Sequence[PositionScores], lenience: Sequence[float], rng: 
     if deterministic:
         what += ("; deterministic drafter: beta = p(proposed token) (argmax agreement at T=0), positions "
                  "without a proposal count as rejections")
+    per_position = positional_alphas(scores, rng, n_boot, confidence)
     return AlphaEstimate(
+        alpha_per_position=None if per_position is None else tuple(a for a, _ in per_position),
+        alpha_per_position_ci=None if per_position is None else tuple(ci for _, ci in per_position),
         alpha=alpha, alpha_ci=ci, confidence=confidence, n_prompts=len(scores), n_positions=int(beta.size),
         lenience=tuple(float(l) for l in lenience), alpha_lenience=tuple(float(a) for a in lenient.mean(1)),
         alpha_lenient_argmax=argmax_lenient, proposal_rate=float(proposed.mean()), alpha_when_proposed=when,
         alpha_when_proposed_ci=when_ci, beta_quantiles=quantiles, beta_histogram=histogram,
         beta_mean_per_prompt=[float(s.beta.mean()) for s in scores], estimates=what, max_gamma=max_gamma,
         scores=list(scores))
+
+
+def positional_alphas(scores: Sequence[PositionScores], rng: np.random.Generator, n_boot: int, confidence: float
+                      ) -> list[tuple[float, tuple[float, float]]] | None:
+    """[(alpha_i, interval)] for i = 1..H from blockwise offset betas; None for other drafters."""
+    if not scores or any(s.offset_beta is None for s in scores):
+        return None
+    out = []
+    for i in range(min(s.offset_beta.shape[0] for s in scores)):
+        sums, counts = [], []
+        for s in scores:
+            b = s.offset_beta[:i + 1]
+            ok = np.isfinite(b).all(0)
+            upto = np.prod(b[:, ok], axis=0)  # P(drafts 1..i+1 accepted) at each block start
+            before = np.prod(b[:i, ok], axis=0)  # P(drafts 1..i accepted); 1 for i = 0
+            sums.append(upto.sum())
+            counts.append(before.sum())
+        sums_a, counts_a = np.array(sums), np.array(counts)
+        keep = counts_a > 0
+        if not keep.any():
+            break
+        out.append((float(sums_a.sum() / counts_a.sum()), bootstrap_ratio_ci(sums_a[keep], counts_a[keep], rng,
+                                                                             n_boot, confidence)))
+    return out
 
 
 def estimate_alpha(target: torch.nn.Module, drafter, samples: TargetSamples, vocab_size: int,

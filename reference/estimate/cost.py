@@ -34,6 +34,10 @@ def c_hat_for(drafter, target: torch.nn.Module) -> float:
     from specdec.reference.drafters.neural import NeuralDrafter
 
     target_flops = flops_per_token(target)
+    heads = getattr(drafter, "heads", None)
+    if heads is not None:  # blockwise heads: one head's residual block and restricted output layer per draft
+        return (2 * heads.hidden_size * 2 * heads.hidden_size + 2 * heads.hidden_size * heads.vocab.numel()) \
+            / target_flops
     if isinstance(drafter, NeuralDrafter):
         return flops_per_token(drafter.session.model) / target_flops
     order = getattr(drafter, "order", None)

@@ -43,6 +43,7 @@ class PositionScores:
     match: np.ndarray | None = None
     block: np.ndarray | None = None
     proposes_tokens: bool = False  # a deterministic protocol drafter (q one-hot at its proposal)
+    offset_beta: np.ndarray | None = None  # [H, n] heads: beta of draft position i from the block at t; NaN past the end
 
 
 @dataclass
@@ -58,6 +59,8 @@ class DraftRows:
         (neural and n-gram drafters at temperature 0).
     stop_token: a chain drafter stops its block after proposing this token (the n-gram
         drafter's EOS); None: blocks are always max_gamma long.
+    offset_q, blockwise: blockwise heads; their per-position acceptance comes from offset_q at
+        T > 0 and from `blocks` at T = 0.
     """
 
     q: torch.Tensor | None
@@ -65,6 +68,8 @@ class DraftRows:
     blocks: list[list[int]] | None = None
     chain: bool = False
     stop_token: int | None = None
+    offset_q: torch.Tensor | None = None  # [n, H, vocab] heads at T > 0: q of draft position i of the block at t
+    blockwise: bool = False  # every draft position of a block is drafted independently (heads)
 
 
 class DraftScorer(Protocol):
@@ -260,7 +265,25 @@ def position_scores(p_logits: torch.Tensor, draft: DraftRows, truth: Sequence[in
     # sum_x min(p, q) <= 1 exactly; float32 rows can overshoot by ~1e-7
     beta, lenient = beta.clamp(0.0, 1.0), lenient.clamp(0.0, 1.0)
     return PositionScores(beta.cpu().numpy(), lenient.cpu().numpy(), lenient_argmax, proposed, match, block,
-                          proposes_tokens=draft.q is None and not draft.chain)
+                          proposes_tokens=draft.q is None and not draft.chain, offset_beta=offset_beta(p, draft))
+
+
+def offset_beta(p: torch.Tensor, draft: DraftRows) -> np.ndarray | None:
+    """For blockwise drafts: beta [H, n] of draft position i (1-based row i - 1) of the block
+    drafted at t, against p at t + i - 1; NaN where t + i - 1 is past the sequence. p: [n, V]."""
+    if not draft.blockwise:
+        return None
+    n = p.shape[0]
+    width = draft.offset_q.shape[1] if draft.offset_q is not None else max(len(b) for b in draft.blocks)
+    out = np.full((width, n), np.nan)
+    for i in range(width):
+        m = n - i  # block starts whose position i is inside the sequence
+        if draft.offset_q is not None:
+            out[i, :m] = torch.minimum(p[i:], draft.offset_q[:m, i].to(p.device)).sum(-1, dtype=torch.float64).cpu()
+        else:
+            tokens = torch.tensor([b[i] for b in draft.blocks[:m]], dtype=torch.long, device=p.device)
+            out[i, :m] = p[i:].gather(-1, tokens[:, None])[:, 0].double().cpu()
+    return np.clip(out, 0.0, 1.0)
 
 
 @torch.inference_mode()
@@ -288,8 +311,12 @@ def score_positions(target: torch.nn.Module, scorer: DraftScorer, samples: Targe
 def scorer_for(drafter, max_gamma: int = 16, generator: torch.Generator | None = None) -> DraftScorer:
     """The fastest teacher-forced scorer for a drafter object: batched for neural drafters,
     `score_sequence` for n-gram drafters, the generic protocol replay for anything else."""
+    from specdec.reference.drafters.heads import HeadsDrafter
     from specdec.reference.drafters.neural import NeuralDrafter
 
+    if isinstance(drafter, HeadsDrafter):
+        from specdec.reference.estimate.heads_scorer import HeadsScorer
+        return HeadsScorer(drafter, max_gamma)
     if isinstance(drafter, NeuralDrafter):
         return NeuralScorer(drafter.session.model)
     if hasattr(drafter, "score_sequence"):

@@ -112,6 +112,10 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
         block_probs = np.bincount(np.concatenate([s.block for s in alpha.scores])).astype(np.float64)
         extended_estimated = budgeted_speedup(alpha.alpha_when_proposed, gamma, new_tokens, c_eff, v_eff,
                                               block_probs / block_probs.sum())
+    elif alpha.alpha_per_position is not None:  # blockwise heads: at most H drafts, each its own acceptance
+        width = len(alpha.alpha_per_position)
+        extended_estimated = budgeted_speedup(alpha.alpha_per_position, gamma, new_tokens, c_eff, v_eff,
+                                              np.eye(width + 1)[width])
     else:
         extended_estimated = budgeted_speedup(alpha.alpha, gamma, new_tokens, c_eff, v_eff)
     compared, compared_value, compared_ci = window
@@ -145,11 +149,17 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
 def plan_entry(name: str, temperature: float, alpha: AlphaEstimate, cost: CostEstimate, max_gamma: int
                ) -> PlanEntry:
     """The simulator's plan for one (drafter, temperature): the best gamma under the paper's
-    model (alpha, c, v == 1) and under the extended cost model (alpha i.i.d., c', v')."""
+    model (alpha, c, v == 1) and under the extended cost model (alpha i.i.d., c', v'); for
+    blockwise heads alpha_1..alpha_H replace the i.i.d. alpha and gamma stops at H."""
     a = min(alpha.alpha, 1.0 - 1e-9)  # the plan needs alpha < 1 (a drafter equal to the target)
     c_eff, v_eff = effective_cost(cost.c, cost.verify_cost, cost.overhead)
-    paper = make_plan(c=cost.c, alpha=a, max_gamma=max_gamma)
-    extended = make_plan(c=c_eff, alpha=a, max_gamma=max_gamma, verify_cost=v_eff)
+    if alpha.alpha_per_position is not None:  # blockwise heads: their own alpha_i, at most H drafts
+        per_position = {"alpha_per_position": alpha.alpha_per_position}
+        max_gamma = min(max_gamma, len(alpha.alpha_per_position))
+    else:
+        per_position = {"alpha": a}
+    paper = make_plan(c=cost.c, max_gamma=max_gamma, **per_position)
+    extended = make_plan(c=c_eff, max_gamma=max_gamma, verify_cost=v_eff[:max_gamma + 1], **per_position)
     return PlanEntry(name, temperature, alpha.alpha, cost.c, cost.c_hat, paper.optimal_gamma,
                      float(paper.walltime_improvement[paper.optimal_gamma]), extended.optimal_gamma,
                      float(extended.walltime_improvement[extended.optimal_gamma]))

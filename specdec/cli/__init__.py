@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "estimate": "specdec.cli.estimate:estimate",
     "validate": "specdec.cli.validate:validate",
     "bild": "specdec.cli.bild:bild",
+    "heads": "specdec.cli.heads:heads",
 }
 
 # Exceptions the library raises for bad input; shown as one line, never as a traceback.

@@ -115,14 +115,14 @@ def parse_temperatures(ctx: click.Context, param: click.Parameter, value: str) -
 # ---- drafters --------------------------------------------------------------------------
 def parse_drafter(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> str | None:
     """Check a drafter spec's grammar (not its files) before any model loads."""
-    from specdec.reference.drafters.spec import DrafterSpec
+    from specdec.reference.drafters.spec import PATH_KINDS, DrafterSpec
 
     if value is not None:
         try:
             spec = DrafterSpec.parse(value)
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param, param_hint="--drafter") from None
-        if spec.kind in ("ngram", "model") and not Path(spec.arg).exists():
+        if spec.kind in PATH_KINDS and not Path(spec.arg).exists():
             raise click.BadParameter(f"{spec.kind}:{spec.arg}: no such file or folder", ctx=ctx, param=param,
                                      param_hint="--drafter")
     return value

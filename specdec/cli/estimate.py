@@ -138,6 +138,15 @@ def _print(r: dict, note: str | None) -> None:
     if r["proposal_rate"] < 1:
         click.echo(f"proposal rate {_f(r['proposal_rate'], '.3f')}  "
                    f"alpha when proposed {_f(r['alpha_when_proposed'], '.4f')} (positions without a proposal count as rejections in alpha)")
+    if r.get("alpha_per_position"):
+        click.echo("alpha per draft position (heads; alpha_i = P(draft i kept | drafts before it kept)) "
+                   + "  ".join(f"{i}: {_f(a, '.4f')} [{_f(lo, '.3f')}, {_f(hi, '.3f')}]" for i, (a, (lo, hi))
+                               in enumerate(zip(r["alpha_per_position"], r["alpha_per_position_ci"]), 1)))
+        if r["c"] is not None:
+            click.echo("  plan them: specdec plan --alpha-per-position "
+                       + ",".join(f"{a:.4f}" for a in r["alpha_per_position"]) + f" --c {r['c']:.5f} "
+                       f"--max-gamma {len(r['alpha_per_position'])} --verify-cost "
+                       + ",".join(f"{v:.3f}" for v in r["verify_cost"][:len(r["alpha_per_position"]) + 1]))
     q = r["beta_quantiles"]
     click.echo("beta quantiles " + "  ".join(f"{k} {_f(v, '.3f')}" for k, v in q.items()))
     click.echo("alpha with lenience " + "  ".join(f"l={k}: {_f(v, '.4f')}" for k, v in r["alpha_lenience"].items()))

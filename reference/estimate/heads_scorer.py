@@ -1,0 +1,42 @@
+"""Teacher-forced draft rows of blockwise heads: the block at continuation position t is what
+the heads draft from the target's hidden state two positions back, under the committed token
+just before t (docs/heads.md); one target pass per sequence gives every block."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.estimate.samples import TargetSamples
+from specdec.reference.estimate.teacher_forced import DraftRows
+
+
+class HeadsScorer:
+    def __init__(self, drafter, max_gamma: int = 16) -> None:
+        self.drafter = drafter
+        self.width = min(max_gamma, drafter.heads.n_heads)
+
+    @torch.inference_mode()
+    def rows(self, samples: TargetSamples, indices: Sequence[int], sampling: SamplingConfig,
+             vocab_size: int) -> list[DraftRows]:
+        heads, capture = self.drafter.heads, self.drafter.capture
+        out = []
+        for i in indices:
+            prompt, cont = samples.prompts[i], samples.continuations[i]
+            if len(prompt) < 2:
+                raise ValueError("teacher-forcing heads needs prompts of at least 2 tokens")
+            seq = list(prompt) + list(cont[:-1])
+            self.drafter.target(input_ids=torch.tensor([seq], device=heads.weight.device), logits_to_keep=0)
+            hidden = capture.last[0]  # [len(seq), d]
+            starts = torch.arange(len(prompt) - 2, len(prompt) - 2 + len(cont))  # h under y = x_(t-1)
+            token = torch.tensor(seq + [int(cont[-1])], device=hidden.device)[starts + 1]
+            restricted = heads(hidden[starts], token)[:, :self.width]  # [n, H, V']
+            if sampling.greedy:
+                blocks = heads.vocab[restricted.argmax(-1)].cpu()  # [n, H]
+                out.append(DraftRows(None, blocks[:, 0], blocks=blocks.tolist(), blockwise=True))
+            else:
+                q = sampling.probs(heads.full_logits(restricted, vocab_size))  # [n, H, V]
+                out.append(DraftRows(q[:, 0], None, offset_q=q, blockwise=True))
+        self.drafter._seen = capture.passes  # these passes are not the decoder's
+        return out

@@ -1,0 +1,109 @@
+"""`specdec heads train` end to end: training text -> self-distillation data -> heads -> card.
+
+The text is the target's own sampled continuations (the aligned corpus the n-gram drafters
+share, cached) plus training-split corpus windows the target scores; both are teacher-forced
+once through the target. Held out: whole windows of the target's own text (what decoding
+sees). Choices and what they cost: docs/heads.md.
+"""
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specdec.reference.core.models import LoadedModel
+from specdec.reference.core.progress import phase
+from specdec.reference.heads.data import Distillation, distill, frequent_vocab, windows
+from specdec.reference.heads.store import heads_on, save_heads, weights_fingerprint
+from specdec.reference.heads.train import TrainConfig, evaluate, train_heads
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """tokens: teacher-forced tokens in all; aligned_tokens: of them, the target's own samples
+    (0: corpus text only); window: tokens per window; held_out: windows held out."""
+
+    tokens: int = 49_152
+    aligned_tokens: int = 16_000
+    window: int = 128
+    held_out: int = 16
+    top_k: int = 16
+
+    def __post_init__(self) -> None:
+        if self.window < 8 or self.tokens < self.window * (self.held_out + 1) or self.aligned_tokens < 0 \
+                or self.held_out < 1 or self.top_k < 1:
+            raise ValueError(f"need window >= 8, tokens >= window * (held_out + 1), aligned_tokens >= 0, "
+                             f"held_out >= 1, top_k >= 1: {self}")
+
+
+def training_windows(target: LoadedModel, config: DataConfig, progress: bool
+                     ) -> tuple[list[list[int]], list[list[int]], dict[str, Any]]:
+    """(target-sampled windows, corpus windows, what was used)."""
+    from specdec.reference.data.aligned_corpus import AlignedConfig, generate_aligned
+    from specdec.reference.data.corpus import train_prompts
+
+    sampled: list[list[int]] = []
+    meta: dict[str, Any] = {}
+    if config.aligned_tokens > 0:
+        corpus = generate_aligned(target.path, AlignedConfig(tokens=config.aligned_tokens), progress=progress)
+        lines = [[int(t) for t in line.split()] for line in corpus.path.read_text().splitlines()]
+        sampled = windows(lines, config.window)[: config.aligned_tokens // config.window]
+        meta["aligned_corpus"] = str(corpus.path)
+    n_corpus = max(0, config.tokens // config.window - len(sampled))
+    scored = train_prompts(n_corpus, config.window, tokenizer_dir=target.path) if n_corpus else []
+    meta.update(sampled_windows=len(sampled), corpus_windows=len(scored), window=config.window)
+    return sampled, scored, meta
+
+
+def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = DataConfig(),
+                train_config: TrainConfig = TrainConfig(), force: bool = False, progress: bool = False
+                ) -> dict[str, Any]:
+    """Train heads for `target` and save them with their card in `out`; returns the card."""
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    phase("hashing the target's weights", progress)
+    fingerprint = weights_fingerprint(target.path)
+    sampled, scored, sources = training_windows(target, data_config, progress)
+    seconds["text"] = time.perf_counter() - start
+    held_source = sampled if len(sampled) > data_config.held_out else scored
+    held_windows, rest = held_source[:data_config.held_out], held_source[data_config.held_out:]
+    train_windows = rest + (scored if held_source is sampled else sampled)
+    if not train_windows:
+        raise ValueError("no training windows left after holding some out: raise --tokens")
+    lap = time.perf_counter()
+    data = distill(target.model, held_windows + train_windows, data_config.top_k, progress=progress)
+    held = data.select(torch.arange(len(held_windows)))
+    train = data.select(torch.arange(len(held_windows), data.n_windows))
+    seconds["distill"] = time.perf_counter() - lap
+    eos = target.tokenizer.eos_token_id
+    vocab = frequent_vocab(train, train_config.vocab, always=[] if eos is None else [eos])
+    torch.manual_seed(train_config.seed)
+    heads = heads_on(target.model, vocab, train_config.n_heads)
+    lap = time.perf_counter()
+    log = train_heads(heads, train, train_config, progress=progress)
+    seconds["train"] = time.perf_counter() - lap
+    held_out = evaluate(heads, held)
+    seconds["total"] = time.perf_counter() - start
+    card = {
+        "target": {"name": target.path.name, "path": str(target.path), "weights_sha256": fingerprint,
+                   "hidden_size": heads.hidden_size, "vocab_size": int(target.vocab_size)},
+        "n_heads": heads.n_heads, "vocab": int(vocab.numel()),
+        "vocab_coverage_held_out": coverage(held, vocab),
+        "data": {**asdict(data_config), **sources, "held_out_from": "target samples" if held_source is sampled
+                 else "corpus", "train_tokens": int(train.tokens.numel())},
+        "training": {**train_config.to_dict(), **log}, "held_out": held_out,
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "machine": {"device": str(heads.weight.device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                    "platform": platform.platform()},
+    }
+    save_heads(heads, card, out, force=force)
+    return card
+
+
+def coverage(data: Distillation, vocab: torch.Tensor) -> float:
+    """Fraction of positions whose target argmax is inside the heads' vocabulary."""
+    return float(torch.isin(data.top_ids[..., 0].long(), vocab.cpu()).float().mean())
