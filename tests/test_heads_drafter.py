@@ -108,3 +108,25 @@ def test_min_confidence_stops_before_an_unsure_head() -> None:
     assert len(full) == 3
     assert len(drafter.propose(3, GREEDY, None, min_confidence=1.0 + 1e-6)) == 0
     drafter.close()
+
+
+def test_replay_of_the_heads_equals_the_decoder() -> None:
+    """Teacher-forced blocks of the heads (their estimator) replay greedy decoding count for
+    count: the first block comes from the prefill pass, every later one from the verification."""
+    from specdec.reference.estimate.replay import replay
+    from specdec.reference.estimate.samples import generate_continuations
+    from specdec.reference.estimate.teacher_forced import score_positions, scorer_for
+    from tests.test_estimate_replay import _decode_stats
+
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    heads = random_heads(target, 3, scale=0.05)  # near the untrained heads: they predict y again
+    samples = generate_continuations(target, [[1, 5, 2, 9, 3], [4, 4, 7, 1, 0], [2, 3, 5, 7, 11]], 30, GREEDY, None)
+    drafter = HeadsDrafter(target, heads, 16)
+    scores = score_positions(target, scorer_for(drafter, 6), samples, GREEDY, 16, max_gamma=6)
+    for gamma in (1, 2, 3):
+        replayed, _ = replay([s.match for s in scores], [s.block for s in scores], gamma, 3)
+        decoded = _decode_stats(target, lambda: drafter, samples, gamma)
+        assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
+        assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)
+    assert sum(decoded.accepted) > 0
+    drafter.close()

@@ -3,7 +3,8 @@ Predict / Verify / Accept with the target as its own drafter; docs/heads.md).
 
 The pass that verifies a block also gives the hidden state h under the token y the decoder
 then commits; the heads draft the block after y from (h, y) with no pass of their own. Before
-the first target pass of a sequence there is no h: the first iteration drafts nothing.
+The prefill pass (the prompt but its last token) ends with h under the prompt's last token, so
+the first iteration drafts too; with a fused prefill there is no such pass and it drafts nothing.
 """
 from __future__ import annotations
 
@@ -33,7 +34,12 @@ class HeadsDrafter:
         self._seen = 0  # capture.passes at the last commit
 
     def start(self, prompt: Sequence[int]) -> None:
+        """Begin `prompt`; h comes from the target's prefill pass if that pass just ran."""
         self.hidden, self.token = None, int(prompt[-1]) if len(prompt) else None
+        ids = self.capture.last_ids
+        if self.capture.passes > self._seen and len(prompt) > 1 and ids is not None and ids.shape[0] == 1 \
+                and ids.shape[1] == len(prompt) - 1 and ids[0].tolist() == [int(t) for t in prompt[:-1]]:
+            self.hidden = self.capture.last[0, -1]
         self._seen = self.capture.passes
 
     @torch.inference_mode()
@@ -57,7 +63,7 @@ class HeadsDrafter:
         if self.hidden is None or k <= 0:
             return Proposal.empty()
         token = torch.tensor([self.token], dtype=torch.long, device=self.hidden.device)
-        restricted = self.heads(self.hidden[None], token)[0, :k]  # [k, V']
+        restricted = self.heads(self.hidden[None], token, k)[0]  # [k, V']
         if min_confidence > 0:
             confident = restricted.softmax(-1).max(-1).values >= min_confidence
             k = int(confident.long().cumprod(0).sum())

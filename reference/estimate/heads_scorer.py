@@ -31,7 +31,7 @@ class HeadsScorer:
             hidden = capture.last[0]  # [len(seq), d]
             starts = torch.arange(len(prompt) - 2, len(prompt) - 2 + len(cont))  # h under y = x_(t-1)
             token = torch.tensor(seq + [int(cont[-1])], device=hidden.device)[starts + 1]
-            restricted = heads(hidden[starts], token)[:, :self.width]  # [n, H, V']
+            restricted = heads(hidden[starts], token, self.width)  # [n, width, V']
             if sampling.greedy:
                 blocks = heads.vocab[restricted.argmax(-1)].cpu()  # [n, H]
                 out.append(DraftRows(None, blocks[:, 0], blocks=blocks.tolist(), blockwise=True))

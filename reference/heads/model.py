@@ -46,16 +46,19 @@ class BlockHeads(torch.nn.Module):
     def hidden_size(self) -> int:
         return int(self.weight.shape[1])
 
-    def states(self, hidden: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
-        """hidden [N, d], token int64 [N] (y) -> every head's residual state [N, H, d]."""
+    def states(self, hidden: torch.Tensor, token: torch.Tensor, n_heads: int | None = None) -> torch.Tensor:
+        """hidden [N, d], token int64 [N] (y) -> the first n_heads (default all) heads' residual
+        states [N, n_heads, d]."""
+        n = self.n_heads if n_heads is None else n_heads
         hidden = hidden.float()
         x = torch.cat([hidden, self.embedding[token].float()], dim=-1)  # [N, 2d]
-        pre = torch.einsum("nd,hed->nhe", x, self.weight) + self.bias  # [N, H, d]
+        pre = torch.einsum("nd,hed->nhe", x, self.weight[:n]) + self.bias[:n]  # [N, n, d]
         return hidden[:, None, :] + F.silu(pre)
 
-    def forward(self, hidden: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
-        """hidden [N, d], token [N] -> restricted logits [N, H, V'] (column j is target id vocab[j])."""
-        return self.out(self.states(hidden, token))
+    def forward(self, hidden: torch.Tensor, token: torch.Tensor, n_heads: int | None = None) -> torch.Tensor:
+        """hidden [N, d], token [N] -> restricted logits [N, n_heads, V'] of the first n_heads heads
+        (default all; column j is target id vocab[j]). A drafter asking for k heads pays for k."""
+        return self.out(self.states(hidden, token, n_heads))
 
     def full_logits(self, restricted: torch.Tensor, vocab_size: int) -> torch.Tensor:
         """Restricted logits [..., V'] -> logits over the target's vocabulary [..., vocab_size],
@@ -66,17 +69,24 @@ class BlockHeads(torch.nn.Module):
 
 
 class HiddenCapture:
-    """Records the input of a model's output layer (its final hidden states, [B, rows, d]) on
-    every forward pass; `passes` counts them."""
+    """Records, on every forward pass of a model, the input of its output layer (the final
+    hidden states of the rows it keeps, [B, rows, d]) and the pass's input ids; `passes`
+    counts them."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.last: torch.Tensor | None = None
+        self.last_ids: torch.Tensor | None = None
         self.passes = 0
-        self.handle = model.get_output_embeddings().register_forward_pre_hook(self._hook)
+        self.handles = [model.get_output_embeddings().register_forward_pre_hook(self._hidden),
+                        model.register_forward_pre_hook(self._ids, with_kwargs=True)]
 
-    def _hook(self, module: torch.nn.Module, args: tuple) -> None:
+    def _ids(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        self.last_ids = kwargs.get("input_ids", args[0] if args else None)
+
+    def _hidden(self, module: torch.nn.Module, args: tuple) -> None:
         self.last = args[0]
         self.passes += 1
 
     def close(self) -> None:
-        self.handle.remove()
+        for handle in self.handles:
+            handle.remove()

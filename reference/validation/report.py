@@ -42,11 +42,13 @@ def sizes_line(result: ValidationResult) -> str:
 def alpha_table(result: ValidationResult) -> str:
     """Table 3 of the paper: one row per (drafter, sampling), alpha with its 95% interval."""
     target = Path(result.target).name
-    lines = ["| M_p | M_q | SMPL | alpha | 95% CI | alpha when proposed | positions |",
+    lines = ["| M_p | M_q | SMPL | alpha | 95% CI | alpha when proposed / per draft position (heads) | positions |",
              "|---|---|---|---|---|---|---|"]
     for (drafter, t), a in result.alphas.items():
         when = ("" if a.proposal_rate >= 1
                 else f"{_num(a.alpha_when_proposed, '.3f')} ({100 * a.proposal_rate:.0f}% proposed)")
+        if a.alpha_per_position is not None:
+            when = "alpha_1..alpha_H " + ", ".join(_num(x, ".3f") for x in a.alpha_per_position)
         lines.append(f"| {target} | {drafter} | {_t(t)} | {_num(a.alpha, '.3f')} | {_ci(a.alpha_ci, '.3f')} | "
                      f"{when} | {a.n_positions} |")
     return "\n".join(lines)

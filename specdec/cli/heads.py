@@ -1,7 +1,8 @@
 """`specdec heads`: blockwise parallel draft heads on the target (train them, inspect them).
 
     specdec heads train --out DIR [--heads 3] [--tokens N] ...   self-distil heads (card + safetensors)
-    specdec heads eval --heads-path DIR [--prompts N] ...         the BPD paper's diagnostics
+    specdec heads eval DIR [--windows N] ...                       the BPD paper's diagnostics
+    specdec heads lattice DIR --ngram PATH ...                     lattice rescoring study (T = 0)
 
 Use trained heads with `--drafter heads:DIR` in decode, estimate, validate and bild.
 """
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (MAX_SEED, in_range, json_option, positive, preflight_target, to_json)
+from specdec.cli.common import (MAX_SEED, check_context, in_range, json_option, parse_positive_ints, positive,
+                                preflight_target, split_label, to_json)
 
 device_option = click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N")
 
@@ -83,3 +85,127 @@ def train(target_path, n_heads, out, force, tokens, aligned_tokens, window, voca
     click.echo("    head   loss   top-1   top-5   beta_topk")
     for r in card["held_out"]:
         click.echo(f"    {r['head']:>4}  {r['loss']:5.2f}  {r['top1']:6.3f}  {r['top5']:6.3f}  {r['beta_topk']:8.3f}")
+
+
+@heads.command(name="eval")
+@click.argument("heads_path", metavar="PATH", type=click.Path(exists=True))
+@click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
+              help="Target model folder the heads belong to. Default: the embedded SmolLM2-135M-Instruct.")
+@click.option("--windows", "n_windows", type=int, default=16, show_default=True, callback=in_range(1, 10_000),
+              help="Held-out corpus windows (the split no drafter trains on).")
+@click.option("--window", type=int, default=128, show_default=True, callback=in_range(8, 4096),
+              help="Tokens per window.")
+@click.option("--top", "k", type=int, default=5, show_default=True, callback=in_range(1, 1000),
+              help="k of the top-k agreement.")
+@device_option
+@json_option
+def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
+    """The BPD paper's diagnostics of trained heads on held-out text: per-head entropy and h_max
+    (its Fig. 2-3), consecutive repetition and max run in the drafts (its Table 3), and top-1 /
+    top-k agreement with the target per head."""
+    from specdec.reference.heads.store import read_card
+
+    path, limit = preflight_target(target_path)
+    if limit is not None and window > limit:
+        raise click.BadParameter(f"{window} tokens exceed the target's {limit} positions", param_hint="--window")
+    try:
+        card = read_card(heads_path)
+    except (OSError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="PATH") from None
+    if window <= card["n_heads"] + 1:
+        raise click.BadParameter(f"must exceed {card['n_heads'] + 1} (the heads + 1)", param_hint="--window")
+    from specdec.reference.core.models import load_model
+    from specdec.reference.data.prompts import held_out_prompts
+    from specdec.reference.heads.diagnostics import diagnose
+    from specdec.reference.heads.store import load_heads
+
+    target = load_model(path, device=device)
+    heads, _ = load_heads(heads_path, target.model, target.path)
+    windows, _ = held_out_prompts(n_windows, window, path)
+    d = diagnose(target.model, heads, windows, k)
+    if as_json:
+        click.echo(to_json({"heads": str(heads_path), **d.to_dict()}))
+        return
+    click.echo(f"heads {heads_path}: {d.positions} held-out positions ({n_windows} windows of {window})")
+    click.echo("  paper head      " + " ".join(f"{j + 1:>7d}" for j in range(len(d.mean_entropy))))
+    click.echo("  mean entropy    " + " ".join(f"{e:7.3f}" for e in d.mean_entropy) + "   (nats; head 1 = the target)")
+    click.echo("  top-1 agreement " + f"{'-':>7s} " + " ".join(f"{a:7.3f}" for a in d.top1))
+    click.echo(f"  top-{k} agreement " + f"{'-':>7s} " + " ".join(f"{a:7.3f}" for a in d.topk))
+    click.echo(f"  h_max {d.h_max} (entropy rises monotonically up to that head)")
+    click.echo(f"  drafts [y, d_1..d_H]: {d.repetition:.1%} of neighbouring tokens repeat; mean max run {d.max_run:.2f}")
+
+
+@heads.command()
+@click.argument("heads_path", metavar="PATH", type=click.Path(exists=True))
+@click.option("--ngram", "ngrams", multiple=True, metavar="[NAME=]PATH",
+              help="KenLM model (`specdec ngram build`) to rescore the lattice with; repeat for several.")
+@click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
+              help="Target model folder the heads belong to. Default: the embedded SmolLM2-135M-Instruct.")
+@click.option("--k", "k", type=int, default=16, show_default=True, callback=in_range(1, 64),
+              help="Candidates per head in the rescored lattice.")
+@click.option("--p", "ps", default="1,2,4,8,16", show_default=True, callback=parse_positive_ints,
+              help="Paths verified together (1: rescoring; > 1: parallel BPD).")
+@click.option("--oracle-k", "oracle_ks", default="2,16", show_default=True, callback=parse_positive_ints,
+              help="k of the oracle top-k block efficiency.")
+@click.option("--prompts", "n_prompts", type=int, default=10, show_default=True, callback=in_range(2, 1000),
+              help="Held-out prompts; the first --tune of them tune the interpolation weights.")
+@click.option("--tune", type=int, default=2, show_default=True, callback=in_range(1, 999))
+@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=in_range(2, 4096))
+@click.option("--new-tokens", type=int, default=64, show_default=True, callback=in_range(2, 4096),
+              help="Greedy target tokens after each prompt (the text the drafts are checked against).")
+@click.option("--seed", type=int, default=0, show_default=True, callback=in_range(0, MAX_SEED))
+@device_option
+@json_option
+def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, prompt_tokens, new_tokens, seed,
+            device, as_json):
+    """The BPD paper's lattice study at temperature 0: block efficiency of the base heads, the
+    oracle top-k path, n-gram rescoring, parallel BPD and local rescoring (its Tables 4, 9 and
+    Fig. 7, with bootstrap intervals), repetition before and after (Table 3) and wins/ties/
+    losses against the base drafts (Table 5)."""
+    from specdec.reference.heads.store import read_card
+
+    if tune >= n_prompts:
+        raise click.BadParameter(f"must be below --prompts {n_prompts}", param_hint="--tune")
+    path, limit = preflight_target(target_path)
+    check_context(limit, prompt_tokens + new_tokens, f"--prompt-tokens {prompt_tokens} + --new-tokens {new_tokens}",
+                  "--new-tokens")
+    try:
+        read_card(heads_path)
+    except (OSError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="PATH") from None
+    labelled = [split_label(spec) for spec in ngrams]
+    for _, ngram_path in labelled:
+        if not Path(ngram_path).exists():
+            raise click.BadParameter(f"{ngram_path}: no such file or folder", param_hint="--ngram")
+    from specdec.ngram.model import NgramModel
+    from specdec.reference.core.models import load_model
+    from specdec.reference.core.sampling import SamplingConfig
+    from specdec.reference.data.prompts import held_out_prompts
+    from specdec.reference.estimate.samples import generate_continuations
+    from specdec.reference.heads.lattice import study
+    from specdec.reference.heads.store import load_heads
+
+    target = load_model(path, device=device)
+    heads, _ = load_heads(heads_path, target.model, target.path)
+    models = {name: NgramModel.load(p, target.vocab_size) for name, p in labelled}
+    prompts, _ = held_out_prompts(n_prompts, prompt_tokens, path)
+    samples = generate_continuations(target.model, prompts, new_tokens, SamplingConfig(0.0), None, progress=True)
+    result = study(target.model, heads, samples, models, k, ps, oracle_ks, tune, seed)
+    if as_json:
+        click.echo(to_json({"heads": str(heads_path), **result}))
+        return
+    click.echo(f"lattice study: {result['blocks']} blocks on {result['prompts']} held-out prompts (greedy target text), "
+               f"{result['heads']} heads, top-{k} lattice; weights tuned on {tune} prompts: "
+               + (", ".join(f"{n} {w:g}" for n, w in result["weights"].items()) or "no n-gram"))
+    click.echo("| method | block efficiency | 95% CI | vs base |\n|---|---|---|---|")
+    for r in result["block_efficiency"]:
+        click.echo(f"| {r['method']} | {r['block_efficiency']:.3f} | [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | "
+                   f"{100 * r['relative']:+.1f}% |")
+    click.echo("\n| drafts | consecutive repetition | mean max run |\n|---|---|---|")
+    for r in result["repetition"]:
+        click.echo(f"| {r['method']} | {100 * r['consecutive_repetition']:.1f}% | {r['max_run']:.2f} |")
+    if result["wins"]:
+        click.echo("\n| vs base | wins | ties | losses | wins by repair | losses by regress |\n|---|---|---|---|---|---|")
+        for r in result["wins"]:
+            click.echo(f"| {r['method']} | {100 * r['wins']:.1f}% | {100 * r['ties']:.1f}% | {100 * r['losses']:.1f}% | "
+                       f"{100 * r['repair']:.1f}% | {100 * r['regress']:.1f}% |")

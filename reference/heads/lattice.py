@@ -1,0 +1,178 @@
+"""The BPD paper's lattice study on the target's own greedy text (Kim et al. 2024, Sec. 6.3 and
+7): block efficiency of the base heads, of the oracle path through the top-k lattice, of
+n-gram rescoring (p = 1), of parallel BPD (the best of p paths verified together), of local
+rescoring, and the repetition and win/tie/loss tables. Method: docs/heads.md.
+
+Greedy (T = 0) only: there the decoder's output is the target's greedy text, so each block's
+accepted length is the leading agreement of its path with that text, and the greedy replay
+turns accepted lengths into tokens per target pass (block efficiency) exactly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from specdec.ngram.rescore import CachedScorer, Lattice, kbest_paths, local_rescore, oracle_accepted
+from specdec.reference.estimate.alpha import bootstrap_ratio_ci
+from specdec.reference.estimate.replay import replay
+from specdec.reference.estimate.samples import TargetSamples
+from specdec.reference.estimate.teacher_forced import leading_matches
+from specdec.reference.heads.diagnostics import runs
+from specdec.reference.heads.model import BlockHeads, HiddenCapture
+
+WEIGHTS = (0.1, 0.3, 1.0, 3.0)  # interpolation weights tried on the tuning prompts
+
+
+@dataclass
+class Method:
+    """Accepted lengths of one drafting method at every block start, per prompt."""
+
+    name: str
+    matches: list[np.ndarray] = field(default_factory=list)
+    drafts: list[list[list[int]]] = field(default_factory=list)  # the p = 1 path per block start
+
+    def efficiency(self, width: int, rng: np.random.Generator) -> dict[str, Any]:
+        """Block efficiency (tokens per target pass, greedy replay) and its bootstrap interval."""
+        tokens, passes = [], []
+        for m in self.matches:
+            stats, _ = replay([m], [np.full(m.shape[0], width, dtype=np.int64)], width, width)
+            tokens.append(stats.new_tokens)
+            passes.append(stats.iterations)
+        tokens_a, passes_a = np.array(tokens, dtype=np.float64), np.array(passes, dtype=np.float64)
+        lo, hi = bootstrap_ratio_ci(tokens_a, passes_a, rng)
+        return {"method": self.name, "block_efficiency": float(tokens_a.sum() / passes_a.sum()), "ci": [lo, hi],
+                "mean_accepted": float(np.concatenate(self.matches).mean())}
+
+
+@torch.inference_mode()
+def lattices(model: torch.nn.Module, heads: BlockHeads, prompt: Sequence[int], cont: Sequence[int], k: int
+             ) -> list[Lattice]:
+    """The top-k lattice of the block drafted at every continuation position t (h under x_(t-1))."""
+    capture = HiddenCapture(model)
+    try:
+        seq = list(prompt) + list(cont[:-1])
+        model(input_ids=torch.tensor([seq], device=heads.weight.device), logits_to_keep=0)
+        hidden = capture.last[0]
+    finally:
+        capture.close()
+    starts = torch.arange(len(prompt) - 2, len(prompt) - 2 + len(cont))
+    token = torch.tensor(seq + [int(cont[-1])], device=hidden.device)[starts + 1]
+    logq = heads(hidden[starts], token).float().log_softmax(-1)  # [n, H, V']
+    top = logq.topk(min(k, logq.shape[-1]), dim=-1)
+    ids = heads.vocab[top.indices].cpu().numpy()
+    values = top.values.double().cpu().numpy()
+    return [Lattice(ids[t], values[t]) for t in range(len(cont))]
+
+
+def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngrams: dict[str, Any], k: int = 16,
+          ps: Sequence[int] = (1, 2, 4, 8, 16), oracle_ks: Sequence[int] = (2, 16), tune: int = 2,
+          seed: int = 0) -> dict[str, Any]:
+    """Block efficiency of every method on samples.prompts[tune:] (greedy continuations); the
+    interpolation weight of each n-gram is tuned on the first `tune` prompts (p = 1)."""
+    if not samples.sampling.greedy:
+        raise ValueError("the lattice study replays greedy decoding: sample the target at temperature 0")
+    if len(samples.prompts) <= tune:
+        raise ValueError(f"need more than {tune} prompts (the first {tune} tune the weights)")
+    width = heads.n_heads
+    all_lattices = [lattices(model, heads, p, c, max(k, *oracle_ks)) for p, c in
+                    zip(samples.prompts, samples.continuations)]
+    weights = {name: tune_weight(ng, samples, all_lattices[:tune], k, width) for name, ng in ngrams.items()}
+    methods: dict[str, Method] = {}
+
+    def add(name: str, prompt_index: int, match: list[int], drafts: list[list[int]] | None = None) -> None:
+        m = methods.setdefault(name, Method(name))
+        m.matches.append(np.array(match, dtype=np.int64))
+        if drafts is not None:
+            m.drafts.append(drafts)
+
+    for i in range(tune, len(samples.prompts)):
+        prompt, cont, lats = samples.prompts[i], samples.continuations[i], all_lattices[i]
+        truths = [cont[t:t + width] for t in range(len(cont))]
+        small = [Lattice(lat.ids[:, :k], lat.logq[:, :k]) for lat in lats]
+        base = [[int(x) for x in lat.ids[:, 0]] for lat in lats]
+        add("base", i, [leading_matches(b, tr) for b, tr in zip(base, truths)], base)
+        for ok in oracle_ks:
+            add(f"oracle top-{ok}", i, [oracle_accepted(Lattice(lat.ids[:, :ok], lat.logq[:, :ok]), tr)
+                                        for lat, tr in zip(lats, truths)])
+        for p in ps:
+            if p > 1:
+                add(f"parallel base p={p}", i, [max(leading_matches(path, tr) for _, path in kbest_paths(lat, None, (), 0.0, p))
+                                                for lat, tr in zip(small, truths)])
+        for name, ng in ngrams.items():
+            scorer, w = CachedScorer(ng), weights[name]
+            states = [ng.state_for(list(prompt) + list(cont[:t])) for t in range(len(cont))]
+            best = [kbest_paths(lat, scorer, s, w, max(ps)) for lat, s in zip(small, states)]
+            for p in ps:
+                label = f"{name} rescored" if p == 1 else f"{name} parallel p={p}"
+                add(label, i, [max(leading_matches(path, tr) for _, path in b[:p]) for b, tr in zip(best, truths)],
+                    [b[0][1] for b in best] if p == 1 else None)
+            local = [local_rescore(lat, scorer, s, w) for lat, s in zip(small, states)]
+            add(f"{name} local", i, [leading_matches(path, tr) for path, tr in zip(local, truths)], local)
+    rng = np.random.default_rng(seed)
+    table = [m.efficiency(width, rng) for m in methods.values()]
+    base_eff = table[0]["block_efficiency"]
+    for row in table:
+        row["relative"] = row["block_efficiency"] / base_eff - 1.0
+    return {"k": k, "ps": list(ps), "oracle_ks": list(oracle_ks), "heads": width, "weights": weights,
+            "tuning_prompts": tune, "prompts": len(samples.prompts) - tune,
+            "blocks": int(sum(m.shape[0] for m in methods["base"].matches)), "block_efficiency": table,
+            "repetition": repetition_table(methods, samples, tune), "wins": wins_table(methods, samples, tune)}
+
+
+def tune_weight(ngram, samples: TargetSamples, lats: list[list[Lattice]], k: int, width: int) -> float:
+    """The weight in WEIGHTS with the most accepted tokens of the rescored path (p = 1) on the tuning prompts."""
+    scores = {}
+    for w in WEIGHTS:
+        total = 0
+        for prompt, cont, lattices_i in zip(samples.prompts, samples.continuations, lats):
+            scorer = CachedScorer(ngram)
+            for t, lat in enumerate(lattices_i):
+                state = ngram.state_for(list(prompt) + list(cont[:t]))
+                path = kbest_paths(Lattice(lat.ids[:, :k], lat.logq[:, :k]), scorer, state, w, 1)[0][1]
+                total += leading_matches(path, cont[t:t + width])
+        scores[w] = total
+    return max(WEIGHTS, key=lambda w: (scores[w], -w))
+
+
+def _blocks(method: Method, samples: TargetSamples, tune: int) -> list[np.ndarray]:
+    """[y, d_1..d_H] per block start, y the committed token before the block."""
+    out = []
+    for j, drafts in enumerate(method.drafts):
+        i = tune + j
+        seq = list(samples.prompts[i]) + list(samples.continuations[i])
+        start = len(samples.prompts[i])
+        out.append(np.array([[seq[start + t - 1]] + d for t, d in enumerate(drafts)], dtype=np.int64))
+    return out
+
+
+def repetition_table(methods: dict[str, Method], samples: TargetSamples, tune: int) -> list[dict[str, Any]]:
+    """The paper's Table 3 (left half) for every method with one draft per block."""
+    rows = []
+    for m in methods.values():
+        if m.drafts:
+            repetition, max_run = runs(np.concatenate(_blocks(m, samples, tune)))
+            rows.append({"method": m.name, "consecutive_repetition": repetition, "max_run": max_run})
+    return rows
+
+
+def wins_table(methods: dict[str, Method], samples: TargetSamples, tune: int) -> list[dict[str, Any]]:
+    """The paper's Table 5: rescored vs base drafts, block by block; repair = a win where the base
+    draft repeated a token and the rescored one does not, regress = a loss the other way round."""
+    base = methods["base"]
+    base_rep = [(b[:, 1:] == b[:, :-1]).any(1) for b in _blocks(base, samples, tune)]
+    rows = []
+    for m in methods.values():
+        if m is base or not m.drafts:
+            continue
+        rep = [(b[:, 1:] == b[:, :-1]).any(1) for b in _blocks(m, samples, tune)]
+        win = np.concatenate([a > b for a, b in zip(m.matches, base.matches)])
+        loss = np.concatenate([a < b for a, b in zip(m.matches, base.matches)])
+        br, mr = np.concatenate(base_rep), np.concatenate(rep)
+        rows.append({"method": m.name, "wins": float(win.mean()), "ties": float(1 - win.mean() - loss.mean()),
+                     "losses": float(loss.mean()),
+                     "repair": float((win & br & ~mr).sum() / max(win.sum(), 1)),
+                     "regress": float((loss & ~br & mr).sum() / max(loss.sum(), 1))})
+    return rows

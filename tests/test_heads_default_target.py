@@ -1,0 +1,58 @@
+"""Heads on the real default target, SmolLM2-135M-Instruct (slow: loads it and trains).
+
+The real `specdec heads train` on a small budget (corpus text only, 20 windows of 64 tokens,
+1 epoch; the demo's budget is `scripts/main_job.sh`'s), then: the card names this target;
+its greedy speculative output with the heads (fast backend, gamma 1..3) equals the target's
+own greedy output on a held-out prompt; `heads eval` and `estimate` report per-head figures.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli_helpers import run_main, strict_json
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def heads_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("heads") / "small"
+    from specdec.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["heads", "train", "--out", str(out), "--tokens", str(20 * 64), "--window", "64",
+              "--aligned-tokens", "0", "--epochs", "1", "--json"])
+    assert exit_info.value.code in (0, None)
+    return out
+
+
+def test_card_and_greedy_equivalence(heads_dir, capsys) -> None:
+    from specdec.reference.heads.store import weights_fingerprint
+    from specdec.reference.data.default_model import default_target_path
+
+    card = json.loads((heads_dir / "card.json").read_text())
+    assert card["target"]["weights_sha256"] == weights_fingerprint(default_target_path())
+    assert card["n_heads"] == 3 and len(card["held_out"]) == 3
+    prompt = ("It is a truth universally acknowledged, that a single man in possession of a good fortune, "
+              "must be in want of a wife.")
+    for gamma in (1, 2, 3):
+        code, out, _ = run_main(capsys, ["decode", "--prompt", prompt, "--drafter", f"heads:{heads_dir}",
+                                         "--gamma", str(gamma), "--temperature", "0", "--max-new-tokens", "32",
+                                         "--baseline", "--json"])
+        assert code == 0
+        r = strict_json(out)
+        assert r["baseline"]["same_tokens"] is True, gamma  # the target's own greedy decode, same prompt
+        assert r["stats"]["drafted"] > 0
+
+
+def test_eval_and_estimate_report_every_head(heads_dir, capsys) -> None:
+    code, out, _ = run_main(capsys, ["heads", "eval", str(heads_dir), "--windows", "2", "--window", "64", "--json"])
+    assert code == 0
+    d = strict_json(out)
+    assert len(d["mean_entropy"]) == 4 and len(d["top1"]) == 3 and 1 <= d["h_max"] <= 4
+    code, out, _ = run_main(capsys, ["estimate", "--drafter", f"heads:{heads_dir}", "--temperature", "1",
+                                     "--tokens", "128", "--no-timing", "--json"])
+    assert code == 0
+    r = strict_json(out)
+    assert len(r["alpha_per_position"]) == 3 and r["alpha_per_position"][0] == pytest.approx(r["alpha"])
