@@ -23,6 +23,7 @@ class KVSession:
         self.n_cached = 0
         self.cache: DynamicCache | None = None
         self.forward_passes = 0
+        self._tree: list[int] = []  # tokens of the tree in the cache beyond the sequence, if any
 
     def start(self, prompt: Sequence[int], encode: bool = True) -> None:
         """Reset to `prompt` and encode all but its last token (which stays pending); with
@@ -60,6 +61,39 @@ class KVSession:
         logits = self._forward(pending, logits_to_keep=n_logits)
         self.n_cached = len(self.tokens)
         return logits
+
+    @torch.inference_mode()
+    def extend_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
+        """One pass over everything pending plus a token tree hanging off the last pending token
+        (`specdec.reference.core.tree`). Returns logits [1 + N, vocab]: row 0 predicts the token
+        after the pending ones, row 1 + i the token after tree node i. The cache then holds the
+        nodes too, until `keep_tree_path` keeps one path of them."""
+        from specdec.reference.core.tree import tree_inputs
+
+        pending = self.tokens[self.n_cached:]
+        if not pending:
+            raise ValueError("nothing to feed: the whole sequence is already cached")
+        dtype = next(self.model.parameters()).dtype
+        positions, mask = tree_inputs(self.n_cached, len(pending), parents, dtype, self.device)
+        ids = torch.tensor([pending + [int(t) for t in tokens]], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True, position_ids=positions,
+                         attention_mask=mask, logits_to_keep=len(tokens) + 1)
+        self.forward_passes += 1
+        self.n_cached = len(self.tokens)
+        self._tree = [int(t) for t in tokens]
+        return out.logits[0]
+
+    def keep_tree_path(self, nodes: Sequence[int]) -> None:
+        """Keep the cache entries of the tree nodes `nodes` (a root-to-node path, in order), drop
+        the other nodes', and append the path's tokens to the sequence."""
+        base = self.n_cached
+        keep = torch.tensor(list(range(base)) + [base + i for i in nodes], device=self.device)
+        for layer in self.cache.layers:
+            layer.keys = layer.keys.index_select(-2, keep)
+            layer.values = layer.values.index_select(-2, keep)
+        self.tokens.extend(self._tree[i] for i in nodes)
+        self.n_cached = len(self.tokens)
+        self._tree = []
 
     def truncate(self, length: int) -> None:
         """Keep the first `length` tokens of the sequence; crop the KV cache to match."""

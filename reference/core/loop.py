@@ -51,6 +51,14 @@ class SpeculativeSampling:
 
     def __call__(self, logits: torch.Tensor, proposal: Proposal, sampling: SamplingConfig,
                  generator: torch.Generator | None) -> Verdict:
+        if proposal.parents is not None:  # several drafts as a tree: greedy only
+            if not sampling.greedy or self.lenience != 1.0:
+                raise ValueError("several drafts verified together (a draft tree) need temperature 0 and lenience 1")
+            from specdec.reference.core.tree import greedy_tree_verdict
+            tokens = proposal.tokens.tolist()
+            nodes, nxt = greedy_tree_verdict(logits, tokens, proposal.parents)
+            leaf = bool(nodes) and nodes[-1] not in proposal.parents  # a whole draft accepted
+            return Verdict(len(nodes), torch.tensor([tokens[i] for i in nodes] + [nxt]), leaf)
         p = sampling.probs(logits)  # float32 [k + 1, vocab]
         return verify(p, proposal.q, proposal.tokens.to(p.device), generator, self.lenience)
 
@@ -103,14 +111,15 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
         room = min(gamma, max_new_tokens - len(out) - 1)
         proposal = drafter.propose(room, sampling, generator, **confidence) if room > 0 else Proposal.empty()
         stats.time_draft += clock.lap()
-        logits = target.score(proposal.tokens.tolist())  # [k + 1, vocab]
+        logits = target.score(proposal.tokens.tolist(), proposal.parents)  # [k + 1, vocab]
         verdict = rule(logits, proposal, sampling, generator)
         new = verdict.tokens.tolist()
         target.commit(verdict.n_accepted, new)
         stats.time_verify += clock.lap()
         drafter.commit(verdict.n_accepted, new)
         stats.time_draft += clock.lap()
-        stats.record(len(proposal), verdict.n_accepted, verdict.bonus and len(proposal) > 0, allowed=room)
+        stats.record(proposal.depth(), verdict.n_accepted, verdict.bonus and len(proposal) > 0, allowed=room)
+        stats.verified += len(proposal)
         out.extend(new)
         from_drafter.extend([True] * verdict.n_accepted + [False] * (len(new) - verdict.n_accepted))
         if eos_id is not None and eos_id in new:

@@ -28,6 +28,7 @@ class DecodeStats:
     accepted_hist: list[int] = field(default_factory=list)  # [gamma + 1] iterations by n accepted
     proposed_hist: list[int] = field(default_factory=list)  # [gamma + 1] iterations by n proposed
     target_passes: int = 0  # forward passes of the target, the prefill included
+    verified: int = 0  # draft tokens fed to the target (= drafted, but every node of a draft tree)
     time_prefill: float = 0.0
     time_draft: float = 0.0  # drafter: propose and commit
     time_verify: float = 0.0  # target forward pass, acceptance rule, target cache crop

@@ -22,8 +22,10 @@ class Scorer(Protocol):
 
     def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None: ...
 
-    def score(self, draft: Sequence[int]) -> torch.Tensor:
-        """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus)."""
+    def score(self, draft: Sequence[int], parents: Sequence[int] | None = None) -> torch.Tensor:
+        """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus); for
+        a draft tree (parents given), row 0 the token after the pending one, row 1 + i the
+        token after node i."""
 
     def commit(self, n_accepted: int, tokens: Sequence[int]) -> None: ...
 
@@ -34,6 +36,7 @@ class TargetScorer:
     def __init__(self, model: PreTrainedModel) -> None:
         self.session = KVSession(model)
         self._committed = 0
+        self._tree: tuple[list[int], list[int]] | None = None  # the last pass's draft tree
 
     @property
     def device(self) -> torch.device:
@@ -58,13 +61,27 @@ class TargetScorer:
         self.session.start(prompt, encode=not fuse_prefill)
         self._committed = len(prompt)
 
-    def score(self, draft: Sequence[int]) -> torch.Tensor:
-        """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus)."""
-        return self.session.extend(draft, n_logits=len(draft) + 1)
+    def score(self, draft: Sequence[int], parents: Sequence[int] | None = None) -> torch.Tensor:
+        """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus); a
+        draft tree (parents, `specdec.reference.core.tree`) goes through one tree pass."""
+        from specdec.reference.core.tree import is_chain
+
+        self._tree = None
+        if parents is None or is_chain(parents):
+            return self.session.extend(draft, n_logits=len(draft) + 1)
+        self._tree = ([int(t) for t in draft], list(parents))
+        return self.session.extend_tree(draft, parents)
 
     def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
-        """Keep the first n_accepted drafts, then append the remaining `tokens` (pending)."""
-        self.session.truncate(self._committed + n_accepted)
+        """Keep the first n_accepted drafts (for a tree: the path they spell), then append the
+        remaining `tokens` (pending)."""
+        if self._tree is not None:
+            from specdec.reference.core.tree import walk
+
+            self.session.keep_tree_path(walk(*self._tree, tokens[:n_accepted]))
+            self._tree = None
+        else:
+            self.session.truncate(self._committed + n_accepted)
         self.session.append(tokens[n_accepted:])
         self._committed += len(tokens)
 
@@ -82,7 +99,7 @@ class FixedLogitsScorer:
     def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None:
         pass
 
-    def score(self, draft: Sequence[int]) -> torch.Tensor:
+    def score(self, draft: Sequence[int], parents: Sequence[int] | None = None) -> torch.Tensor:
         return self.logits[:len(draft) + 1]
 
     def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:

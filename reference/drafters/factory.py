@@ -23,13 +23,23 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         return NgramDrafter(s.arg, vocab_size=target.vocab_size), None
     if s.kind == "heads":
         from specdec.reference.drafters.heads import HeadsDrafter
+        from specdec.reference.drafters.spec import heads_args
         from specdec.reference.heads.store import load_heads
-        heads, _ = load_heads(s.arg, target.model, target.path)
+        path, options = heads_args(s.arg)
+        heads, _ = load_heads(path, target.model, target.path)
         if target.backend == "fast":
             from specdec.reference.core.backend import use_backend
             use_backend(heads, "fast")
-        return HeadsDrafter(target.model, heads, target.vocab_size), (
-            f"{heads.n_heads} heads over {heads.vocab.numel()} ids (drafts at most {heads.n_heads} tokens)")
+        note = f"{heads.n_heads} heads over {heads.vocab.numel()} ids (drafts at most {heads.n_heads} tokens)"
+        if not options:
+            return HeadsDrafter(target.model, heads, target.vocab_size), note
+        from specdec.ngram.model import NgramModel
+        from specdec.reference.drafters.lattice import LatticeDrafter
+        ngram = NgramModel.load(options["ngram"], target.vocab_size) if "ngram" in options else None
+        k, p, w = options.get("k", 4), options.get("p", 1), options.get("w", 1.0 if ngram is not None else 0.0)
+        return LatticeDrafter(target.model, heads, target.vocab_size, k, p, ngram, w), (
+            note + f"; the {p} best paths of the top-{k} lattice" + (f", n-gram weight {w:g}" if ngram else "")
+            + " (temperature 0 only)")
     from specdec.reference.drafters.neural import NeuralDrafter
     draft = load_model(s.arg, device=device, dtype=dtype, backend=target.backend)
     note = check_pair(target, draft)

@@ -25,13 +25,24 @@ class Proposal:
     tokens: LongTensor [k], 0 <= k <= gamma (a drafter may propose fewer, even none).
     q: float32 [k, vocab], q[i] is the adjusted draft distribution token i was drawn from;
        None for a deterministic drafter (q[i] is one-hot at tokens[i]).
+    parents: several drafts as one token tree (`specdec.reference.core.tree`): parents[i] is
+       node i's parent node, -1 for a first token; None = one draft, a chain. Trees are
+       verified greedily (temperature 0) only.
     """
 
     tokens: torch.Tensor
     q: torch.Tensor | None = None
+    parents: list[int] | None = None
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
+
+    def depth(self) -> int:
+        """Draft positions: the longest draft of a tree, else the length."""
+        if self.parents is None:
+            return len(self)
+        from specdec.reference.core.tree import depths
+        return max(depths(self.parents), default=0)
 
     @classmethod
     def empty(cls) -> "Proposal":

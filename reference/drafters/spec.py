@@ -5,7 +5,10 @@
                             its latest earlier occurrence (`:earliest`: the first one, HF's rule)
     ngram:PATH              KenLM n-gram model over the target's token ids (ARPA or its folder)
     model:PATH              neural draft model: a local Hugging Face causal LM folder (same vocabulary)
-    heads:PATH              blockwise parallel heads on the target (`specdec heads train`), fed by its passes
+    heads:PATH[,k=K,p=P,ngram=PATH,w=W]
+                            blockwise parallel heads on the target (`specdec heads train`), fed by its
+                            passes; with p > 1 (or an n-gram) the p best paths of their top-k lattice,
+                            n-gram rescored with weight w, verified together (temperature 0)
 """
 from __future__ import annotations
 
@@ -31,7 +34,17 @@ class DrafterSpec:
             raise ValueError(f"drafter {kind!r} needs a path: {kind}:PATH")
         if kind == "lookup":
             lookup_args(arg)  # validates
+        if kind == "heads":
+            heads_args(arg)  # validates
         return cls(kind, arg or None)
+
+    @property
+    def paths(self) -> list[str]:
+        """The files or folders the spec names (checked to exist before any model loads)."""
+        if self.kind == "heads":
+            path, options = heads_args(self.arg)
+            return [path] + ([options["ngram"]] if "ngram" in options else [])
+        return [self.arg] if self.kind in PATH_KINDS else []
 
 
 def lookup_args(arg: str | None) -> tuple[int, str]:
@@ -40,3 +53,25 @@ def lookup_args(arg: str | None) -> tuple[int, str]:
     if not (n.isdigit() and int(n) >= 1) or match not in ("", "latest", "earliest"):
         raise ValueError(f"lookup[:N[:earliest|latest]] needs a positive integer N, got {arg!r}")
     return int(n), match or "latest"
+
+
+HEADS_OPTIONS = {"k": int, "p": int, "w": float, "ngram": str}
+
+
+def heads_args(arg: str | None) -> tuple[str, dict]:
+    """`PATH[,k=K,p=P,ngram=PATH,w=W]` -> (path, options)."""
+    path, *rest = (arg or "").split(",")
+    options: dict = {}
+    for item in rest:
+        key, sep, value = item.partition("=")
+        if not sep or key not in HEADS_OPTIONS or not value:
+            raise ValueError(f"heads:PATH options are k=K, p=P, ngram=PATH, w=W; got {item!r}")
+        try:
+            options[key] = HEADS_OPTIONS[key](value)
+        except ValueError:
+            raise ValueError(f"heads option {key} needs a {HEADS_OPTIONS[key].__name__}, got {value!r}") from None
+    if options.get("k", 1) < 1 or options.get("p", 1) < 1 or options.get("w", 0.0) < 0:
+        raise ValueError(f"heads options need k >= 1, p >= 1 and w >= 0, got {arg!r}")
+    if not path:
+        raise ValueError("drafter 'heads' needs a path: heads:PATH")
+    return path, options

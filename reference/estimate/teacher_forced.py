@@ -314,6 +314,11 @@ def scorer_for(drafter, max_gamma: int = 16, generator: torch.Generator | None =
     from specdec.reference.drafters.heads import HeadsDrafter
     from specdec.reference.drafters.neural import NeuralDrafter
 
+    from specdec.reference.drafters.lattice import LatticeDrafter
+
+    if isinstance(drafter, LatticeDrafter):
+        raise ValueError("a heads lattice (heads:PATH with k/p/ngram options) has no single-draft alpha: "
+                         "measure it with `specdec heads lattice` and time it with `specdec decode --baseline`")
     if isinstance(drafter, HeadsDrafter):
         from specdec.reference.estimate.heads_scorer import HeadsScorer
         return HeadsScorer(drafter, max_gamma)

@@ -12,10 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import time
+
 import numpy as np
 import torch
 
 from specdec.ngram.rescore import CachedScorer, Lattice, kbest_paths, local_rescore, oracle_accepted
+from specdec.reference.core.tree import trie
 from specdec.reference.estimate.alpha import bootstrap_ratio_ci
 from specdec.reference.estimate.replay import replay
 from specdec.reference.estimate.samples import TargetSamples
@@ -33,6 +36,9 @@ class Method:
     name: str
     matches: list[np.ndarray] = field(default_factory=list)
     drafts: list[list[list[int]]] = field(default_factory=list)  # the p = 1 path per block start
+    nodes: list[int] = field(default_factory=list)  # draft tokens verified per block (tree size)
+    seconds: float = 0.0  # time spent choosing the paths, all blocks
+    realizable: bool = True  # False for the oracle (it needs the answer)
 
     def efficiency(self, width: int, rng: np.random.Generator) -> dict[str, Any]:
         """Block efficiency (tokens per target pass, greedy replay) and its bootstrap interval."""
@@ -44,7 +50,9 @@ class Method:
         tokens_a, passes_a = np.array(tokens, dtype=np.float64), np.array(passes, dtype=np.float64)
         lo, hi = bootstrap_ratio_ci(tokens_a, passes_a, rng)
         return {"method": self.name, "block_efficiency": float(tokens_a.sum() / passes_a.sum()), "ci": [lo, hi],
-                "mean_accepted": float(np.concatenate(self.matches).mean())}
+                "mean_accepted": float(np.concatenate(self.matches).mean()),
+                "tree_tokens": float(np.mean(self.nodes)) if self.nodes else None,
+                "choose_ms": 1000 * self.seconds / max(len(self.nodes), 1) if self.realizable else None}
 
 
 @torch.inference_mode()
@@ -82,35 +90,45 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
     weights = {name: tune_weight(ng, samples, all_lattices[:tune], k, width) for name, ng in ngrams.items()}
     methods: dict[str, Method] = {}
 
-    def add(name: str, prompt_index: int, match: list[int], drafts: list[list[int]] | None = None) -> None:
-        m = methods.setdefault(name, Method(name))
+    def add(name: str, match: list[int], drafts: list[list[int]] | None = None, paths: list | None = None,
+            seconds: float = 0.0) -> None:
+        m = methods.setdefault(name, Method(name, realizable=not name.startswith("oracle")))
         m.matches.append(np.array(match, dtype=np.int64))
+        m.seconds += seconds
         if drafts is not None:
             m.drafts.append(drafts)
+        if paths is not None:  # per block: the verified paths -> the size of their tree
+            m.nodes.extend(len(trie(ps)[0]) for ps in paths)
 
     for i in range(tune, len(samples.prompts)):
         prompt, cont, lats = samples.prompts[i], samples.continuations[i], all_lattices[i]
         truths = [cont[t:t + width] for t in range(len(cont))]
         small = [Lattice(lat.ids[:, :k], lat.logq[:, :k]) for lat in lats]
         base = [[int(x) for x in lat.ids[:, 0]] for lat in lats]
-        add("base", i, [leading_matches(b, tr) for b, tr in zip(base, truths)], base)
+        add("base", [leading_matches(b, tr) for b, tr in zip(base, truths)], base, [[b] for b in base])
         for ok in oracle_ks:
-            add(f"oracle top-{ok}", i, [oracle_accepted(Lattice(lat.ids[:, :ok], lat.logq[:, :ok]), tr)
-                                        for lat, tr in zip(lats, truths)])
+            add(f"oracle top-{ok}", [oracle_accepted(Lattice(lat.ids[:, :ok], lat.logq[:, :ok]), tr)
+                                     for lat, tr in zip(lats, truths)])
         for p in ps:
             if p > 1:
-                add(f"parallel base p={p}", i, [max(leading_matches(path, tr) for _, path in kbest_paths(lat, None, (), 0.0, p))
-                                                for lat, tr in zip(small, truths)])
+                start = time.perf_counter()
+                paths = [[path for _, path in kbest_paths(lat, None, (), 0.0, p)] for lat in small]
+                add(f"parallel base p={p}", [max(leading_matches(path, tr) for path in b) for b, tr in zip(paths, truths)],
+                    paths=paths, seconds=time.perf_counter() - start)
         for name, ng in ngrams.items():
             scorer, w = CachedScorer(ng), weights[name]
+            start = time.perf_counter()
             states = [ng.state_for(list(prompt) + list(cont[:t])) for t in range(len(cont))]
-            best = [kbest_paths(lat, scorer, s, w, max(ps)) for lat, s in zip(small, states)]
+            best = [[path for _, path in kbest_paths(lat, scorer, s, w, max(ps))] for lat, s in zip(small, states)]
+            chosen = time.perf_counter() - start  # the largest p's search (a smaller p costs at most this)
             for p in ps:
                 label = f"{name} rescored" if p == 1 else f"{name} parallel p={p}"
-                add(label, i, [max(leading_matches(path, tr) for _, path in b[:p]) for b, tr in zip(best, truths)],
-                    [b[0][1] for b in best] if p == 1 else None)
-            local = [local_rescore(lat, scorer, s, w) for lat, s in zip(small, states)]
-            add(f"{name} local", i, [leading_matches(path, tr) for path, tr in zip(local, truths)], local)
+                add(label, [max(leading_matches(path, tr) for path in b[:p]) for b, tr in zip(best, truths)],
+                    [b[0] for b in best] if p == 1 else None, [b[:p] for b in best], chosen)
+            start = time.perf_counter()
+            local = [local_rescore(lat, CachedScorer(ng), s, w) for lat, s in zip(small, states)]
+            add(f"{name} local", [leading_matches(path, tr) for path, tr in zip(local, truths)], local,
+                [[path] for path in local], time.perf_counter() - start)
     rng = np.random.default_rng(seed)
     table = [m.efficiency(width, rng) for m in methods.values()]
     base_eff = table[0]["block_efficiency"]
@@ -124,16 +142,14 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
 
 def tune_weight(ngram, samples: TargetSamples, lats: list[list[Lattice]], k: int, width: int) -> float:
     """The weight in WEIGHTS with the most accepted tokens of the rescored path (p = 1) on the tuning prompts."""
-    scores = {}
-    for w in WEIGHTS:
-        total = 0
-        for prompt, cont, lattices_i in zip(samples.prompts, samples.continuations, lats):
-            scorer = CachedScorer(ngram)
-            for t, lat in enumerate(lattices_i):
-                state = ngram.state_for(list(prompt) + list(cont[:t]))
+    scores = dict.fromkeys(WEIGHTS, 0)
+    for prompt, cont, lattices_i in zip(samples.prompts, samples.continuations, lats):
+        scorer = CachedScorer(ngram)  # shared by the weights: ln P_ngram does not depend on them
+        for t, lat in enumerate(lattices_i):
+            state = ngram.state_for(list(prompt) + list(cont[:t]))
+            for w in WEIGHTS:
                 path = kbest_paths(Lattice(lat.ids[:, :k], lat.logq[:, :k]), scorer, state, w, 1)[0][1]
-                total += leading_matches(path, cont[t:t + width])
-        scores[w] = total
+                scores[w] += leading_matches(path, cont[t:t + width])
     return max(WEIGHTS, key=lambda w: (scores[w], -w))
 
 

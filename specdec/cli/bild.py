@@ -13,7 +13,7 @@ import click
 
 from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_out_dir, check_text,
                                 drafter_option, in_range, json_option, model_options, parse_floats,
-                                parse_positive_ints, positive, preflight_target, probability, require_drafter,
+                                parse_positive_ints, positive, preflight_target, probability, refuse_tree_drafter, require_drafter,
                                 sampling_options, seed_option, to_json, write_atomic)
 
 
@@ -76,6 +76,7 @@ def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, backend, d
                                  param_hint="--fallbacks")
     steps = max([max_little_steps, *gammas, *handovers]) if sweep else max_little_steps
     require_drafter(drafter, "BiLD needs a little model: lookup[:N], ngram:PATH or model:PATH")
+    refuse_tree_drafter(drafter, "BiLD's fallback and rollback take one draft a pass")
     path, limit = preflight_target(target_path)
     if not prompts:
         check_context(limit, prompt_tokens + max_new_tokens + steps, "--prompt-tokens plus --max-new-tokens",

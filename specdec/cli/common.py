@@ -9,7 +9,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import click
 
@@ -115,16 +115,17 @@ def parse_temperatures(ctx: click.Context, param: click.Parameter, value: str) -
 # ---- drafters --------------------------------------------------------------------------
 def parse_drafter(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> str | None:
     """Check a drafter spec's grammar (not its files) before any model loads."""
-    from specdec.reference.drafters.spec import PATH_KINDS, DrafterSpec
+    from specdec.reference.drafters.spec import DrafterSpec
 
     if value is not None:
         try:
             spec = DrafterSpec.parse(value)
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param, param_hint="--drafter") from None
-        if spec.kind in PATH_KINDS and not Path(spec.arg).exists():
-            raise click.BadParameter(f"{spec.kind}:{spec.arg}: no such file or folder", ctx=ctx, param=param,
-                                     param_hint="--drafter")
+        for path in spec.paths:
+            if not Path(path).exists():
+                raise click.BadParameter(f"{spec.kind}:{spec.arg}: {path}: no such file or folder", ctx=ctx,
+                                         param=param, param_hint="--drafter")
     return value
 
 
@@ -134,6 +135,21 @@ def require_drafter(spec: str, why: str) -> None:
 
     if DrafterSpec.parse(spec).kind == "none":
         raise click.BadParameter(why, param_hint="--drafter")
+
+
+def refuse_tree_drafter(spec: str, why: str | None = None, temperatures: Sequence[float] = ()) -> None:
+    """A usage error for a heads lattice drafter (several drafts a pass) where the command
+    cannot take one (why), or at a temperature above 0 (trees are verified greedily)."""
+    from specdec.reference.drafters.spec import DrafterSpec, heads_args
+
+    s = DrafterSpec.parse(spec)
+    if s.kind != "heads" or not heads_args(s.arg)[1]:
+        return
+    if why is not None:
+        raise click.BadParameter(f"{spec}: {why}", param_hint="--drafter")
+    if any(t > 0 for t in temperatures):
+        raise click.BadParameter(f"{spec}: several drafts a pass (a draft tree) are verified at temperature 0 only",
+                                 param_hint="--drafter")
 
 
 def split_label(spec: str) -> tuple[str, str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 
 from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_text, drafter_option, generator,
-                                in_range, json_option, model_options, positive, preflight_target, sampling_options,
+                                in_range, json_option, model_options, positive, preflight_target, refuse_tree_drafter,
+                                sampling_options,
                                 seed_option, to_json)
 
 
@@ -27,6 +28,7 @@ from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_
 def decode(prompt, target_path, device, dtype, backend, drafter, gamma, temperature, top_k, top_p, lenience,
            max_new_tokens, ignore_eos, baseline, seed, as_json):
     """Decode a prompt with the target and a drafter; print the text and the statistics."""
+    refuse_tree_drafter(drafter, temperatures=[temperature])
     path, limit = preflight_target(target_path)
     check_context(limit, 1 + max_new_tokens + gamma, "--max-new-tokens with --gamma", "--max-new-tokens")
 

@@ -14,7 +14,7 @@ import click
 
 from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, drafter_option, generator, in_range,
                                 json_option, load_prompts, model_options, parse_lenience, positive,
-                                preflight_target, prompts_file_option, require_drafter, sampling_options,
+                                preflight_target, prompts_file_option, refuse_tree_drafter, require_drafter, sampling_options,
                                 seed_option, to_json)
 
 FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts is flagged as unreliable
@@ -65,6 +65,7 @@ def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, p
     from specdec.reference.estimate.samples import generate_continuations
 
     require_drafter(drafter, "estimating alpha needs a drafter (not 'none')")
+    refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
     path, limit = preflight_target(target_path)
     check_context(limit, prompt_tokens + new_tokens, "--prompt-tokens plus --new-tokens", "--new-tokens")
     if not no_timing:

@@ -154,14 +154,17 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
 @click.option("--new-tokens", type=int, default=64, show_default=True, callback=in_range(2, 4096),
               help="Greedy target tokens after each prompt (the text the drafts are checked against).")
 @click.option("--seed", type=int, default=0, show_default=True, callback=in_range(0, MAX_SEED))
+@click.option("--no-timing", is_flag=True, help="Skip the timings and the plan (block efficiencies only).")
 @device_option
 @json_option
 def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, prompt_tokens, new_tokens, seed,
-            device, as_json):
+            no_timing, device, as_json):
     """The BPD paper's lattice study at temperature 0: block efficiency of the base heads, the
     oracle top-k path, n-gram rescoring, parallel BPD and local rescoring (its Tables 4, 9 and
     Fig. 7, with bootstrap intervals), repetition before and after (Table 3) and wins/ties/
-    losses against the base drafts (Table 5)."""
+    losses against the base drafts (Table 5). Then the plan: each method's predicted speedup
+    from its block efficiency, its tree size, the measured verify-cost curve and its drafting
+    time (`specdec.reference.heads.tree_plan`)."""
     from specdec.reference.heads.store import read_card
 
     if tune >= n_prompts:
@@ -191,6 +194,18 @@ def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, 
     prompts, _ = held_out_prompts(n_prompts, prompt_tokens, path)
     samples = generate_continuations(target.model, prompts, new_tokens, SamplingConfig(0.0), None, progress=True)
     result = study(target.model, heads, samples, models, k, ps, oracle_ks, tune, seed)
+    if not no_timing:
+        from specdec.reference.core.progress import phase
+        from specdec.reference.estimate.timing import time_target_passes
+        from specdec.reference.heads.tree_plan import heads_pass_seconds, plan_trees
+
+        largest = max(r["tree_tokens"] or 0 for r in result["block_efficiency"])
+        phase(f"timing the target over 1..{int(largest) + 2} tokens and the heads' pass")
+        timing = time_target_passes(target.model, samples.sequences()[0], prompt_tokens + new_tokens // 2,
+                                    max_k=int(largest) + 2, repeats=5)
+        result["verify_seconds"] = timing.seconds
+        result["heads_pass_ms"] = 1000 * heads_pass_seconds(heads, k)
+        result["plan"] = plan_trees(result["block_efficiency"], timing.seconds, result["heads_pass_ms"] / 1000)
     if as_json:
         click.echo(to_json({"heads": str(heads_path), **result}))
         return
@@ -204,6 +219,12 @@ def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, 
     click.echo("\n| drafts | consecutive repetition | mean max run |\n|---|---|---|")
     for r in result["repetition"]:
         click.echo(f"| {r['method']} | {100 * r['consecutive_repetition']:.1f}% | {r['max_run']:.2f} |")
+    if result.get("plan"):
+        click.echo(f"\nplan (t(1) {1000 * result['verify_seconds'][0]:.1f} ms, heads pass {result['heads_pass_ms']:.2f} ms):")
+        click.echo("| method | block efficiency | tree tokens | iteration ms | predicted speedup |\n|---|---|---|---|---|")
+        for r in result["plan"]:
+            click.echo(f"| {r['method']} | {r['block_efficiency']:.3f} | {r['tree_tokens']:.1f} | {r['iteration_ms']:.1f} | "
+                       f"{r['predicted_speedup']:.3f}x |")
     if result["wins"]:
         click.echo("\n| vs base | wins | ties | losses | wins by repair | losses by regress |\n|---|---|---|---|---|---|")
         for r in result["wins"]:

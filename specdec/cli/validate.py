@@ -18,7 +18,7 @@ import click
 from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_out_dir, in_range, json_option,
                                 load_prompts, model_options, nonnegative, parse_drafter, parse_positive_ints,
                                 parse_temperatures, positive, preflight_target, prompts_file_option,
-                                require_drafter, seed_option, split_label, to_json, write_atomic)
+                                refuse_tree_drafter, require_drafter, seed_option, split_label, to_json, write_atomic)
 from specdec.reference.drafters.spec import SPEC_HELP
 
 
@@ -85,6 +85,8 @@ def validate(target_path, device, dtype, backend, drafters, gammas, temperatures
             raise click.BadParameter(f"drafter {label!r} given twice", param_hint="--drafter")
         parse_drafter(None, None, spec)
         require_drafter(spec, "'none' is the baseline, which always runs; give a real drafter")
+        refuse_tree_drafter(spec, "the validation estimates one draft a pass; measure a heads lattice with "
+                                  "`specdec heads lattice` and `specdec decode --baseline`")
     path, limit = preflight_target(target_path)
     check_context(limit, prompt_tokens + new_tokens + max(gammas) + 1, "--prompt-tokens plus --new-tokens",
                   "--new-tokens")

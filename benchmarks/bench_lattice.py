@@ -1,0 +1,117 @@
+"""Parallel drafts end to end on the default target (issue 14): measured speedup of heads
+drafters (single draft, n-gram rescored, parallel p paths verified as one tree) over the
+autoregressive baseline, greedy, on held-out corpus prompts, next to the lattice study's
+prediction for each (`specdec heads lattice` JSON, optional).
+
+Methods run interleaved per prompt (rotating which goes first) so the machine's drift hits
+all alike; speedup = sum of baseline seconds / sum of the method's seconds (prefill excluded)
+with a bootstrap interval over prompts. Also checks that every method's tokens equal the
+baseline's, and times one tree pass against a chain pass of the same token count. Usage:
+    .venv/bin/python benchmarks/bench_lattice.py --heads .cache/heads/main \\
+        --drafter heads=heads:.cache/heads/main --drafter "p4=heads:.cache/heads/main,k=4,p=4" \\
+        [--prompts 12] [--new-tokens 32] [--gamma 3] [--study study.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+import torch
+
+from specdec.cli.common import split_label
+from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+from specdec.reference.core.models import load_model
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import TargetScorer
+from specdec.reference.core.tree import trie
+from specdec.reference.data.prompts import held_out_prompts
+from specdec.reference.drafters.factory import make_drafter
+from specdec.reference.estimate.alpha import bootstrap_ratio_ci
+
+GREEDY = SamplingConfig(0.0)
+
+
+def tree_vs_chain(target, context: list[int], paths: list[list[int]], repeats: int = 15) -> tuple[float, float, int]:
+    """Median seconds of one tree pass over `paths` and of a chain pass over as many tokens."""
+    from specdec.reference.core.kv_session import KVSession
+
+    tokens, parents = trie(paths)
+    times = {"tree": [], "chain": []}
+    for r in range(repeats + 3):
+        for kind in ("tree", "chain") if r % 2 else ("chain", "tree"):
+            s = KVSession(target.model)
+            s.start(context)
+            start = time.perf_counter()
+            if kind == "tree":
+                s.extend_tree(tokens, parents)
+            else:
+                s.extend(tokens, n_logits=len(tokens) + 1)
+            if r >= 3:
+                times[kind].append(time.perf_counter() - start)
+    return float(np.median(times["tree"])), float(np.median(times["chain"])), len(tokens)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--drafter", action="append", required=True, help="[NAME=]SPEC, repeatable")
+    ap.add_argument("--prompts", type=int, default=12)
+    ap.add_argument("--prompt-tokens", type=int, default=64)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--gamma", type=int, default=3)
+    ap.add_argument("--study", help="JSON of `specdec heads lattice --json` whose plan predicts each method")
+    ap.add_argument("--predict", action="append", default=[], help="NAME=METHOD: the study's method for a drafter")
+    args = ap.parse_args()
+    target = load_model(None, backend="auto")
+    drafters = {name: make_drafter(spec, target)[0] for name, spec in map(split_label, args.drafter)}
+    prompts, _ = held_out_prompts(args.prompts, args.prompt_tokens)
+    scorer = TargetScorer(target.model)
+    autoregressive_decode(scorer, prompts[0], 4, GREEDY, None)  # warm-up
+    names = ["baseline"] + list(drafters)
+    seconds = {n: [] for n in names}
+    stats = {}
+    for i, prompt in enumerate(prompts):
+        order = names[i % len(names):] + names[:i % len(names)]
+        tokens = {}
+        for name in order:
+            if name == "baseline":
+                r = autoregressive_decode(scorer, prompt, args.new_tokens, GREEDY, None)
+            else:
+                r = speculative_decode(scorer, drafters[name], prompt, args.new_tokens, args.gamma, GREEDY, None)
+                stats[name] = r.stats if name not in stats else stats[name].merge(r.stats)
+            seconds[name].append(r.stats.time_total - r.stats.time_prefill)
+            tokens[name] = r.tokens
+        assert all(t == tokens["baseline"] for t in tokens.values()), f"prompt {i}: outputs differ"
+    predictions = {}
+    if args.study:
+        plan = {row["method"]: row for row in json.load(open(args.study)).get("plan", [])}
+        predictions = {name: plan[method]["predicted_speedup"] for name, method in
+                       (p.split("=", 1) for p in args.predict) if method in plan}
+    base = np.array(seconds["baseline"])
+    rng = np.random.default_rng(0)
+    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, backend "
+          f"{target.backend}; {args.prompts} held-out prompts x {args.new_tokens} tokens, gamma {args.gamma}, greedy; "
+          "every method's output equals the baseline's")
+    print("| drafter | tokens/pass | verified tokens/pass | measured speedup [95% CI] | predicted | error |")
+    print("|---|---|---|---|---|---|")
+    for name in drafters:
+        mine = np.array(seconds[name])
+        lo, hi = bootstrap_ratio_ci(base, mine, rng)
+        s = stats[name]
+        measured = base.sum() / mine.sum()
+        pred = predictions.get(name)
+        print(f"| {name} | {s.tokens_per_iteration():.3f} | {s.verified / s.iterations:.2f} | {measured:.3f}x "
+              f"[{lo:.3f}, {hi:.3f}] | " + ("-" if pred is None else f"{pred:.3f}x") + " | "
+              + ("-" if pred is None else f"{100 * (pred / measured - 1):+.1f}%") + " |")
+    context = prompts[0] + [int(t) for t in prompts[1][:8]]
+    for p in (4, 16):
+        paths = [[100 + j, 200 + (j % 3), 300 + (j % 5)] for j in range(p)]
+        tree, chain, n = tree_vs_chain(target, context, paths)
+        print(f"tree pass over {n} nodes: {1000 * tree:.1f} ms; chain pass over {n} tokens: {1000 * chain:.1f} ms "
+              f"(tree / chain {tree / chain:.2f})")
+
+
+if __name__ == "__main__":
+    main()

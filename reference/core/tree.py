@@ -1,0 +1,99 @@
+"""Token trees: several drafts verified in one target pass (parallel drafts, Kim et al. 2024).
+
+Drafts sharing a prefix share its nodes: the tree holds N nodes in an order where a parent
+comes before its children (tokens [N], parents [N], -1 = a child of the pending token). The
+target sees the pending token(s) then the N nodes, each at position (its depth) after the
+pending token, attending to the cache, the pending tokens and its own ancestors only (a 4D
+additive attention mask). Greedy acceptance walks from the root along the child whose
+token is the target's argmax. The method and its tests: docs/decoder.md.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+
+def trie(paths: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """(tokens, parents) of the prefix tree of `paths`, nodes in first-seen order."""
+    tokens: list[int] = []
+    parents: list[int] = []
+    children: dict[tuple[int, int], int] = {}
+    for path in paths:
+        node = -1
+        for token in path:
+            key = (node, int(token))
+            if key not in children:
+                children[key] = len(tokens)
+                tokens.append(int(token))
+                parents.append(node)
+            node = children[key]
+    return tokens, parents
+
+
+def depths(parents: Sequence[int]) -> list[int]:
+    """1-based depth of every node (a child of the pending token has depth 1)."""
+    out: list[int] = []
+    for p in parents:
+        if p >= len(out):
+            raise ValueError("a parent must come before its children")
+        out.append(1 if p < 0 else out[p] + 1)
+    return out
+
+
+def chain_parents(n: int) -> list[int]:
+    return list(range(-1, n - 1))
+
+
+def is_chain(parents: Sequence[int]) -> bool:
+    return list(parents) == chain_parents(len(parents))
+
+
+def tree_inputs(n_cached: int, n_pending: int, parents: Sequence[int], dtype: torch.dtype, device: torch.device
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(position_ids [1, P + N], additive attention mask [1, 1, P + N, n_cached + P + N]) for P
+    pending tokens (a causal chain) followed by a tree of N nodes hanging off the last one."""
+    n = len(parents)
+    q = n_pending + n
+    allowed = torch.zeros(q, n_cached + q, dtype=torch.bool)
+    allowed[:, :n_cached] = True
+    allowed[:n_pending, n_cached:n_cached + n_pending] = torch.ones(n_pending, n_pending).tril().bool()
+    allowed[n_pending:, n_cached:n_cached + n_pending] = True
+    d = depths(parents)
+    for i, p in enumerate(parents):
+        row = n_pending + i
+        allowed[row, n_cached + row] = True
+        while p >= 0:
+            allowed[row, n_cached + n_pending + p] = True
+            p = parents[p]
+    mask = torch.zeros(allowed.shape, dtype=dtype)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    positions = list(range(n_cached, n_cached + n_pending)) + [n_cached + n_pending - 1 + x for x in d]
+    return torch.tensor([positions], device=device), mask[None, None].to(device)
+
+
+def walk(tokens: Sequence[int], parents: Sequence[int], accepted: Sequence[int]) -> list[int]:
+    """The nodes of the path spelling `accepted` from the root (ValueError if there is none)."""
+    path, node = [], -1
+    for token in accepted:
+        nxt = next((i for i, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == int(token)), None)
+        if nxt is None:
+            raise ValueError(f"no child {int(token)} under node {node} in the draft tree")
+        path.append(nxt)
+        node = nxt
+    return path
+
+
+def greedy_tree_verdict(logits: torch.Tensor, tokens: Sequence[int], parents: Sequence[int]) -> tuple[list[int], int]:
+    """(accepted nodes, the target's next token after them) from logits [1 + N, V]: row 0 is the
+    pending token's, row 1 + i node i's. Exact greedy: every accepted node is the argmax after
+    its ancestors, and the returned token is the argmax after the last accepted node."""
+    best = logits.argmax(-1).tolist()
+    path, node = [], -1
+    while True:
+        want = best[node + 1]
+        nxt = next((i for i, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == want), None)
+        if nxt is None:
+            return path, want
+        path.append(nxt)
+        node = nxt

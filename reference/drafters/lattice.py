@@ -1,0 +1,68 @@
+"""Parallel drafts from the heads' top-k lattice (Kim et al. 2024, Sec. 7): the p best paths
+(heads' log-probabilities, optionally interpolated with an n-gram's) verified together as one
+token tree in the target's next pass. p = 1 with an n-gram is "n-gram rescoring", p > 1
+"parallel BPD". Greedy (temperature 0) only: the tree is verified by greedy acceptance.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from specdec.ngram.rescore import CachedScorer, Lattice, kbest_paths
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.tree import trie, walk
+from specdec.reference.drafters.heads import HeadsDrafter
+from specdec.reference.drafters.protocol import Proposal
+
+
+class LatticeDrafter(HeadsDrafter):
+    """k candidates per head, the p best paths; ngram (an `NgramModel`) rescored with `weight`."""
+
+    def __init__(self, target: torch.nn.Module, heads, vocab_size: int, k: int = 4, p: int = 4, ngram=None,
+                 weight: float = 0.0) -> None:
+        super().__init__(target, heads, vocab_size)
+        if k < 1 or p < 1 or weight < 0:
+            raise ValueError(f"need k >= 1, p >= 1 and weight >= 0, got k={k}, p={p}, w={weight}")
+        self.k, self.p, self.ngram, self.weight = k, p, ngram, weight
+        self.committed: list[int] = []
+        self._tree: tuple[list[int], list[int]] | None = None
+
+    def start(self, prompt: Sequence[int]) -> None:
+        super().start(prompt)
+        self.committed = [int(t) for t in prompt]
+        self._tree = None
+
+    @torch.inference_mode()
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                min_confidence: float = 0.0) -> Proposal:
+        if not sampling.greedy:
+            raise ValueError("parallel drafts from the heads' lattice are verified at temperature 0 only")
+        self._tree = None
+        depth = min(gamma, self.heads.n_heads)
+        if self.hidden is None or depth <= 0:
+            return Proposal.empty()
+        token = torch.tensor([self.token], dtype=torch.long, device=self.hidden.device)
+        logq = self.heads(self.hidden[None], token, depth)[0].float().log_softmax(-1)  # [depth, V']
+        top = logq.topk(min(self.k, logq.shape[-1]), dim=-1)
+        lattice = Lattice(self.heads.vocab[top.indices].cpu().numpy(), top.values.double().cpu().numpy())
+        scorer = None if self.ngram is None or self.weight == 0 else CachedScorer(self.ngram)
+        state = self.ngram.state_for(self.committed) if scorer is not None else ()
+        paths = [path for _, path in kbest_paths(lattice, scorer, state, self.weight, self.p)]
+        if len(paths) == 1:
+            return Proposal(torch.tensor(paths[0], dtype=torch.long))
+        tokens, parents = trie(paths)
+        self._tree = (tokens, parents)
+        return Proposal(torch.tensor(tokens, dtype=torch.long), None, parents)
+
+    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+        """For a tree, the last committed token came from the row of the last accepted node
+        (row 0: the pending token's) of the pass that verified it."""
+        self.committed.extend(int(t) for t in tokens)
+        if self._tree is None or self.capture.passes <= self._seen:
+            return super().commit(n_accepted, tokens)
+        nodes = walk(*self._tree, tokens[:n_accepted])
+        self.hidden = self.capture.last[0, 0 if not nodes else 1 + nodes[-1]]
+        self._seen = self.capture.passes
+        self.token = int(tokens[-1])
+        self._tree = None

@@ -1,0 +1,91 @@
+"""Several drafts verified in one target pass as a token tree (tiny real Llama and GPT-2).
+
+- Each tree node's logits equal those of a plain causal pass over the committed sequence and
+  the node's path (the tree mask and position ids are right).
+- After keeping one path, the KV cache equals a re-encode of the accepted sequence (the next
+  pass's logits match a fresh session's).
+- Greedy decoding with parallel drafts from the heads' lattice (p in {2, 4}, with and without
+  n-gram rescoring) equals the target's own greedy output token for token.
+- Sampling with a tree is refused in one line.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specdec.ngram.model import NgramModel
+from specdec.reference.core.kv_session import KVSession
+from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.target import TargetScorer
+from specdec.reference.core.tree import depths, greedy_tree_verdict, trie
+from specdec.reference.drafters.lattice import LatticeDrafter
+from tests.test_heads_drafter import random_heads
+from tests.test_ngram_fixtures import EOS_ID, VOCAB, corpus_file, tiny_models  # noqa: F401
+from tests.tiny_models import tiny_gpt2, tiny_llama
+
+GREEDY = SamplingConfig(0.0)
+PATHS = [[3, 5, 7], [3, 5, 2], [3, 1], [4, 4, 4, 4], [6]]
+
+
+def test_trie() -> None:
+    tokens, parents = trie(PATHS)
+    assert tokens == [3, 5, 7, 2, 1, 4, 4, 4, 4, 6]
+    assert parents == [-1, 0, 1, 1, 0, -1, 5, 6, 7, -1]
+    assert depths(parents) == [1, 2, 3, 3, 2, 1, 2, 3, 4, 1]
+
+
+@pytest.mark.parametrize("arch", [tiny_llama, tiny_gpt2])
+def test_tree_pass_equals_plain_passes_and_cache_is_a_reencode(arch) -> None:
+    model = arch(vocab_size=16, seed=0, sharpness=8.0)
+    committed = [1, 2, 3, 9, 8, 7]
+    tokens, parents = trie(PATHS)
+    session = KVSession(model)
+    session.start(committed)
+    logits = session.extend_tree(tokens, parents)  # [1 + N, V]
+    with torch.inference_mode():
+        plain = model(input_ids=torch.tensor([committed])).logits[0, -1]
+        torch.testing.assert_close(logits[0], plain, atol=1e-4, rtol=1e-4)
+        for i in range(len(tokens)):
+            path, node = [], i
+            while node >= 0:
+                path.insert(0, tokens[node])
+                node = parents[node]
+            ref = model(input_ids=torch.tensor([committed + path])).logits[0, -1]
+            torch.testing.assert_close(logits[1 + i], ref, atol=1e-4, rtol=1e-4)
+    nodes, nxt = greedy_tree_verdict(logits, tokens, parents)
+    session.keep_tree_path([5, 6])  # the path 4, 4
+    session.append([11])
+    after = session.extend([], n_logits=1)[-1]
+    assert session.cache.get_seq_length() == len(committed) + 3
+    with torch.inference_mode():
+        ref = model(input_ids=torch.tensor([committed + [4, 4, 11]])).logits[0, -1]
+    torch.testing.assert_close(after, ref, atol=1e-4, rtol=1e-4)
+    assert nodes == [] or tokens[nodes[0]] in (3, 4, 6)
+
+
+@pytest.mark.parametrize("p, use_ngram", [(2, False), (4, False), (4, True)])
+def test_greedy_parallel_drafts_equal_greedy_target(tiny_models, p, use_ngram) -> None:  # noqa: F811
+    target = tiny_llama(vocab_size=VOCAB, seed=0, sharpness=8.0)
+    ngram = NgramModel.load(tiny_models[2], VOCAB, eos_id=EOS_ID) if use_ngram else None
+    prompt = [5, 9, 2, 33, 7, 12]
+    reference = autoregressive_decode(TargetScorer(target), prompt, 40, GREEDY, None).tokens
+    for gamma in (1, 3):
+        drafter = LatticeDrafter(target, random_heads(target, 3, scale=0.05), VOCAB, k=3, p=p, ngram=ngram,
+                                 weight=0.5 if use_ngram else 0.0)
+        for fuse in (False, True):
+            result = speculative_decode(TargetScorer(target), drafter, prompt, 40, gamma, GREEDY, None,
+                                        fuse_prefill=fuse)
+            assert result.tokens == reference, (gamma, fuse)
+            if gamma == 3:
+                assert result.stats.verified > result.stats.drafted  # trees, not chains, were verified
+        drafter.close()
+
+
+def test_sampling_with_a_tree_is_refused() -> None:
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    drafter = LatticeDrafter(target, random_heads(target, 3), 16, k=2, p=2)
+    with pytest.raises(ValueError, match="temperature 0"):
+        speculative_decode(TargetScorer(target), drafter, [1, 2, 3], 8, 3, SamplingConfig(1.0),
+                           torch.Generator().manual_seed(0))
+    drafter.close()
