@@ -58,6 +58,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--drafter", action="append", required=True, help="[NAME=]SPEC, repeatable")
     ap.add_argument("--prompts", type=int, default=12)
+    ap.add_argument("--skip", type=int, default=0, help="skip the first N prompts (the study's tuning prompts)")
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--gamma", type=int, default=3)
@@ -67,6 +68,7 @@ def main() -> None:
     target = load_model(None, backend="auto")
     drafters = {name: make_drafter(spec, target)[0] for name, spec in map(split_label, args.drafter)}
     prompts, _ = held_out_prompts(args.prompts, args.prompt_tokens)
+    prompts = prompts[args.skip:]
     scorer = TargetScorer(target.model)
     autoregressive_decode(scorer, prompts[0], 4, GREEDY, None)  # warm-up
     names = ["baseline"] + list(drafters)
@@ -92,7 +94,7 @@ def main() -> None:
     base = np.array(seconds["baseline"])
     rng = np.random.default_rng(0)
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, backend "
-          f"{target.backend}; {args.prompts} held-out prompts x {args.new_tokens} tokens, gamma {args.gamma}, greedy; "
+          f"{target.backend}; {len(prompts)} held-out prompts x {args.new_tokens} tokens, gamma {args.gamma}, greedy; "
           "every method's output equals the baseline's")
     print("| drafter | tokens/pass | verified tokens/pass | measured speedup [95% CI] | predicted | error |")
     print("|---|---|---|---|---|---|")

@@ -89,3 +89,30 @@ def test_sampling_with_a_tree_is_refused() -> None:
         speculative_decode(TargetScorer(target), drafter, [1, 2, 3], 8, 3, SamplingConfig(1.0),
                            torch.Generator().manual_seed(0))
     drafter.close()
+
+
+def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models) -> None:  # noqa: F811
+    """The study's block efficiency of the base heads equals the decoder's tokens per pass on the
+    same greedy text (prompts after the tuning ones), parallel p=2 equals the decoder with the
+    lattice drafter, and the oracle top-k is an upper bound of every p-path method."""
+    from specdec.reference.estimate.samples import generate_continuations
+    from specdec.reference.heads.lattice import study
+
+    target = tiny_llama(vocab_size=VOCAB, seed=0, sharpness=8.0)
+    heads = random_heads(target, 3, scale=0.05)
+    prompts = [[5, 9, 2, 33, 7, 12], [1, 2, 3, 4, 5, 6], [40, 41, 42, 43, 44, 45], [7, 7, 8, 8, 9, 9]]
+    samples = generate_continuations(target, prompts, 24, GREEDY, None)
+    ngram = NgramModel.load(tiny_models[2], VOCAB, eos_id=EOS_ID)
+    result = study(target, heads, samples, {"2-gram": ngram}, k=3, ps=(1, 2), oracle_ks=(3,), tune=1)
+    eff = {r["method"]: r["block_efficiency"] for r in result["block_efficiency"]}
+    for name, drafter in (("base", LatticeDrafter(target, heads, VOCAB, k=3, p=1)),
+                          ("parallel base p=2", LatticeDrafter(target, heads, VOCAB, k=3, p=2))):
+        tokens = passes = 0
+        for prompt, cont in zip(samples.prompts[1:], samples.continuations[1:]):
+            r = speculative_decode(TargetScorer(target), drafter, prompt, len(cont), 3, GREEDY, None)
+            assert r.tokens == cont
+            tokens, passes = tokens + r.stats.new_tokens, passes + r.stats.iterations
+        assert eff[name] == pytest.approx(tokens / passes), name
+        drafter.close()
+    assert eff["oracle top-3"] >= max(v for m, v in eff.items() if not m.startswith("oracle")) - 1e-12
+    assert eff["parallel base p=2"] >= eff["base"] - 1e-12 and eff["2-gram parallel p=2"] >= eff["2-gram rescored"] - 1e-12

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from specdec.reference.estimate.timing import evict_caches
 from specdec.reference.heads.model import BlockHeads
 
 
@@ -26,6 +27,7 @@ def heads_pass_seconds(heads: BlockHeads, k: int, repeats: int = 50) -> float:
     token = torch.zeros(1, dtype=torch.long, device=heads.weight.device)
     times = []
     for _ in range(repeats + 5):
+        evict_caches(heads.weight.device)  # as in decoding, right after a target pass
         start = time.perf_counter()
         logq = heads(hidden, token)[0].float().log_softmax(-1)
         logq.topk(min(k, logq.shape[-1]), dim=-1).indices.cpu()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (MAX_SEED, check_context, in_range, json_option, parse_positive_ints, positive,
-                                preflight_target, split_label, to_json)
+from specdec.cli.common import (MAX_SEED, backend_option, check_context, in_range, json_option, parse_positive_ints, positive,
+                                preflight_target, split_label, to_json, write_atomic)
 
 device_option = click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N")
 
@@ -155,10 +155,13 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
               help="Greedy target tokens after each prompt (the text the drafts are checked against).")
 @click.option("--seed", type=int, default=0, show_default=True, callback=in_range(0, MAX_SEED))
 @click.option("--no-timing", is_flag=True, help="Skip the timings and the plan (block efficiencies only).")
+@click.option("--save", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON result to this file (for benchmarks/bench_lattice.py --study).")
 @device_option
+@backend_option
 @json_option
 def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, prompt_tokens, new_tokens, seed,
-            no_timing, device, as_json):
+            no_timing, save, device, backend, as_json):
     """The BPD paper's lattice study at temperature 0: block efficiency of the base heads, the
     oracle top-k path, n-gram rescoring, parallel BPD and local rescoring (its Tables 4, 9 and
     Fig. 7, with bootstrap intervals), repetition before and after (Table 3) and wins/ties/
@@ -188,8 +191,11 @@ def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, 
     from specdec.reference.heads.lattice import study
     from specdec.reference.heads.store import load_heads
 
-    target = load_model(path, device=device)
+    target = load_model(path, device=device, backend=backend)
     heads, _ = load_heads(heads_path, target.model, target.path)
+    if target.backend == "fast":  # the heads run as the drafter runs them
+        from specdec.reference.core.backend import use_backend
+        use_backend(heads, "fast")
     models = {name: NgramModel.load(p, target.vocab_size) for name, p in labelled}
     prompts, _ = held_out_prompts(n_prompts, prompt_tokens, path)
     samples = generate_continuations(target.model, prompts, new_tokens, SamplingConfig(0.0), None, progress=True)
@@ -206,6 +212,8 @@ def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, 
         result["verify_seconds"] = timing.seconds
         result["heads_pass_ms"] = 1000 * heads_pass_seconds(heads, k)
         result["plan"] = plan_trees(result["block_efficiency"], timing.seconds, result["heads_pass_ms"] / 1000)
+    if save is not None:
+        write_atomic(Path(save), to_json({"heads": str(heads_path), **result}, indent=2) + "\n")
     if as_json:
         click.echo(to_json({"heads": str(heads_path), **result}))
         return
