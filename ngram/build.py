@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,7 +13,7 @@ from specdec.ngram.arpa import read_counts, unigram_as_bigram
 from specdec.ngram.model import ARPA_NAME, BINARY_NAME, META_NAME
 from specdec.ngram.tables import load_tables, tables_path
 from specdec.ngram.tools import run_build_binary, run_lmplz
-from specdec.paths import replace_folder
+from specdec.paths import building
 
 
 @dataclass
@@ -87,17 +86,9 @@ def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, voc
         raise ValueError(f"training text {text} is empty: nothing to estimate an n-gram model from")
     if top >= vocab_size:
         raise ValueError(f"training text {text} holds token id {top}, outside a vocabulary of {vocab_size}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = out.with_name(f".{out.name}.building-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        work.mkdir()
+    with building(out) as work:  # KeyboardInterrupt too: the old model stays, the scratch folder goes
         report = _build_in(work, text, order, out, vocab_size, eos_id, memory, discount_fallback, bin_dir, extra,
                            (lines, tokens))
-        replace_folder(work, out)
-    except BaseException:  # KeyboardInterrupt too: the old model stays, the scratch folder goes
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return report
 
 

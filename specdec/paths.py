@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 CACHE_ENV = "SPECDEC_CACHE"
 CHECKOUT = Path(__file__).resolve().parent.parent  # the repository root in an editable install
@@ -25,6 +27,23 @@ CACHE_DIR = cache_dir()
 DEFAULT_TARGET_DIR = CACHE_DIR / "models" / "smollm2-135m-instruct"  # float32 SmolLM2-135M-Instruct
 CORPUS_DIR = CACHE_DIR / "corpus"  # raw texts, normalised chunks, token ids, aligned corpora
 KENLM_BIN_DIR = CACHE_DIR / "kenlm" / "bin"  # lmplz and build_binary built by scripts/setup.sh
+
+
+@contextmanager
+def building(out: Path) -> Iterator[Path]:
+    """Yield a scratch folder beside `out`; when the block completes, it replaces `out` in one
+    rename (`replace_folder`); on any exception (KeyboardInterrupt too) the scratch folder goes
+    and `out` is untouched."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = out.with_name(f".{out.name}.building-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        work.mkdir()
+        yield work
+        replace_folder(work, out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
 
 
 def replace_folder(work: Path, out: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import specdec.ngram.build as build_module
+import specdec.paths as paths_module
 from specdec.ngram.build import build_model
 from tests.test_ngram_fixtures import VOCAB, corpus_file, require_kenlm_tools  # noqa: F401
 
@@ -53,7 +54,7 @@ def test_interrupt_at_every_stage_keeps_the_old_model(old_model, corpus_file, mo
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(build_module, stage, interrupt)
+    monkeypatch.setattr(paths_module if stage == "replace_folder" else build_module, stage, interrupt)
     with pytest.raises(KeyboardInterrupt):
         build_model(corpus_file, 3, old_model, VOCAB, eos_id=499, memory="200M", force=True)
     assert snapshot(old_model) == before and no_scratch(old_model.parent)

@@ -7,13 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from specdec.paths import replace_folder
+from specdec.paths import building
 from specdec.reference.heads.model import BlockHeads
 
 WEIGHTS_NAME = "heads.safetensors"
@@ -66,18 +65,10 @@ def save_heads(heads: BlockHeads, card: dict[str, Any], out: str | os.PathLike, 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise FileExistsError(f"{out} already exists and is not empty: pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = out.with_name(f".{out.name}.building-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        work.mkdir()
+    with building(out) as work:
         save_file({"weight": heads.weight.detach().cpu().contiguous(), "bias": heads.bias.detach().cpu().contiguous(),
                    "vocab": heads.vocab.cpu().contiguous()}, str(work / WEIGHTS_NAME))
         (work / CARD_NAME).write_text(json.dumps({"format": FORMAT, **card}, indent=2) + "\n")
-        replace_folder(work, out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return out
 
 
