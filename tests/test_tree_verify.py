@@ -116,3 +116,18 @@ def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models) -
         drafter.close()
     assert eff["oracle top-3"] >= max(v for m, v in eff.items() if not m.startswith("oracle")) - 1e-12
     assert eff["parallel base p=2"] >= eff["base"] - 1e-12 and eff["2-gram parallel p=2"] >= eff["2-gram rescored"] - 1e-12
+
+
+def test_tree_plan_arithmetic_and_step_timing() -> None:
+    from specdec.reference.heads.tree_plan import plan_trees, verify_step_seconds
+
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    steps = verify_step_seconds(target, [1, 2, 3, 4, 5, 6], [0, 3, 7], depth=3, repeats=1)
+    assert set(steps) == {0, 3, 7} and all(s > 0 for s in steps.values())
+    rows = [{"method": "a", "block_efficiency": 1.5, "tree_tokens": 3.0, "choose_ms": 1.0},
+            {"method": "b", "block_efficiency": 2.0, "tree_tokens": 5.0, "choose_ms": 0.0},
+            {"method": "oracle top-2", "block_efficiency": 3.0, "tree_tokens": None, "choose_ms": None}]
+    plan = plan_trees(rows, {0: 0.010, 3: 0.012, 7: 0.020}, heads_seconds=0.001)
+    assert [r["method"] for r in plan] == ["b", "a"]  # best first; the oracle is not a drafter
+    assert plan[1]["predicted_speedup"] == pytest.approx(1.5 * 0.010 / (0.012 + 0.001 + 0.001))
+    assert plan[0]["predicted_speedup"] == pytest.approx(2.0 * 0.010 / (0.016 + 0.001))

@@ -1,12 +1,13 @@
 """Planning parallel drafts: which (method, k, p) of the lattice study is fastest on this
-machine. An iteration verifies 1 + N tokens (the pending one and the N nodes of the draft
-tree) and drafts once, so its time is t(1 + N) + the heads' pass + choosing the paths, and
+machine. An iteration verifies the pending token and the N nodes of the draft tree and
+drafts once, so
 
-    predicted speedup = block efficiency * t(1) / (t(1 + N) + t_heads + t_choose),
+    predicted speedup = block efficiency * t_step / (t_verify(N) + t_heads + t_choose),
 
-N the mean tree size of the method, t(k) the measured one-pass time over k tokens (the
-verify-cost curve, linearly interpolated), t_heads the heads' top-k pass, t_choose the
-method's measured path search per block. Loop overheads are left out (about 1 % of a step).
+t_verify(N) the measured verify step with N draft nodes (the target pass over 1 + N tokens
+with its tree mask, the greedy walk, keeping the accepted path's KV entries), linearly
+interpolated between the measured sizes; t_step the same with no draft (a baseline step);
+t_heads the heads' top-k pass; t_choose the method's measured path search per block.
 """
 from __future__ import annotations
 
@@ -35,21 +36,55 @@ def heads_pass_seconds(heads: BlockHeads, k: int, repeats: int = 50) -> float:
     return float(np.median(times[5:]))
 
 
-def plan_trees(rows: Sequence[dict[str, Any]], verify_seconds: Sequence[float], heads_seconds: float
+@torch.inference_mode()
+def verify_step_seconds(model: torch.nn.Module, context: Sequence[int], sizes: Sequence[int], depth: int,
+                        repeats: int = 7) -> dict[int, float]:
+    """Median seconds of one greedy verify step with N draft nodes, N in sizes (0: a baseline
+    step): a chain for N <= depth, else a tree of N nodes in paths of `depth` sharing their
+    first token; sizes interleaved within each repeat so the machine's drift hits all alike."""
+    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.core.tree import chain_parents
+
+    def tree(n: int) -> tuple[list[int], list[int]]:
+        """n nodes: a chain for n <= depth, else chains of depth - 1 under one first node."""
+        if n <= depth:
+            return [int(context[0])] * n, chain_parents(n)
+        parents = [-1] + [0 if (i - 1) % (depth - 1) == 0 else i - 1 for i in range(1, n)]
+        return [int(context[0])] * n, parents
+
+    runs: dict[int, list[float]] = {n: [] for n in sizes}
+    scorer = TargetScorer(model)
+    for r in range(repeats + 1):
+        for n in sizes:
+            tokens, parents = tree(n)
+            scorer.start(list(context))
+            scorer.score([], None)  # encode the pending token: the step below starts from a steady state
+            scorer.commit(0, [int(context[-1])])
+            start = time.perf_counter()
+            logits = scorer.score(tokens, parents if n > depth else None)
+            best = int(logits[0].argmax())  # accept nothing: the walk stops at the root
+            scorer.commit(0, [best])
+            if r:
+                runs[n].append(time.perf_counter() - start)
+    return {n: float(np.median(v)) for n, v in runs.items()}
+
+
+def plan_trees(rows: Sequence[dict[str, Any]], step_seconds: dict[int, float], heads_seconds: float
                ) -> list[dict[str, Any]]:
     """Predicted speedup of every realizable method of a lattice study, best first.
 
-    rows: the study's block_efficiency rows; verify_seconds: t(1..K), K > 1 + the largest tree."""
-    t = np.asarray(verify_seconds, dtype=np.float64)
-    ks = np.arange(1, t.shape[0] + 1)
+    rows: the study's block_efficiency rows; step_seconds: {N: verify step with N nodes}, with
+    0 and sizes around every method's mean tree size."""
+    sizes = np.array(sorted(step_seconds), dtype=np.float64)
+    t = np.array([step_seconds[int(n)] for n in sizes])
     out = []
     for r in rows:
         if r.get("choose_ms") is None or r.get("tree_tokens") is None:
             continue
-        tokens = 1.0 + r["tree_tokens"]
-        if tokens > ks[-1]:
-            raise ValueError(f"{r['method']}: trees of {tokens:.1f} tokens exceed the verify-cost curve's {ks[-1]}")
-        iteration = float(np.interp(tokens, ks, t)) + heads_seconds + r["choose_ms"] / 1000
+        if r["tree_tokens"] > sizes[-1]:
+            raise ValueError(f"{r['method']}: trees of {r['tree_tokens']:.1f} nodes exceed the timed {sizes[-1]:.0f}")
+        iteration = float(np.interp(r["tree_tokens"], sizes, t)) + heads_seconds + r["choose_ms"] / 1000
         out.append({"method": r["method"], "block_efficiency": r["block_efficiency"], "tree_tokens": r["tree_tokens"],
-                    "iteration_ms": 1000 * iteration, "predicted_speedup": r["block_efficiency"] * t[0] / iteration})
+                    "iteration_ms": 1000 * iteration,
+                    "predicted_speedup": r["block_efficiency"] * step_seconds[0] / iteration})
     return sorted(out, key=lambda row: -row["predicted_speedup"])

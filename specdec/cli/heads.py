@@ -201,17 +201,21 @@ def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, 
     samples = generate_continuations(target.model, prompts, new_tokens, SamplingConfig(0.0), None, progress=True)
     result = study(target.model, heads, samples, models, k, ps, oracle_ks, tune, seed)
     if not no_timing:
-        from specdec.reference.core.progress import phase
-        from specdec.reference.estimate.timing import time_target_passes
-        from specdec.reference.heads.tree_plan import heads_pass_seconds, plan_trees
+        import math
 
-        largest = max(r["tree_tokens"] or 0 for r in result["block_efficiency"])
-        phase(f"timing the target over 1..{int(largest) + 2} tokens and the heads' pass")
-        timing = time_target_passes(target.model, samples.sequences()[0], prompt_tokens + new_tokens // 2,
-                                    max_k=int(largest) + 2, repeats=5)
-        result["verify_seconds"] = timing.seconds
+        from specdec.reference.core.progress import phase
+        from specdec.reference.heads.tree_plan import heads_pass_seconds, plan_trees, verify_step_seconds
+
+        sizes = sorted({0} | {n for r in result["block_efficiency"] if r["tree_tokens"] is not None
+                              for n in (math.floor(r["tree_tokens"]), math.ceil(r["tree_tokens"]))})
+        phase(f"timing verify steps with {', '.join(map(str, sizes))} draft nodes and the heads' pass")
+        context = samples.sequences()[0][:prompt_tokens + new_tokens // 2]
+        result["verify_step_ms"] = {str(n): 1000 * s for n, s in
+                                    verify_step_seconds(target.model, context, sizes, heads.n_heads).items()}
         result["heads_pass_ms"] = 1000 * heads_pass_seconds(heads, k)
-        result["plan"] = plan_trees(result["block_efficiency"], timing.seconds, result["heads_pass_ms"] / 1000)
+        result["plan"] = plan_trees(result["block_efficiency"], {int(n): s / 1000 for n, s in
+                                                                 result["verify_step_ms"].items()},
+                                    result["heads_pass_ms"] / 1000)
     if save is not None:
         write_atomic(Path(save), to_json({"heads": str(heads_path), **result}, indent=2) + "\n")
     if as_json:
@@ -228,7 +232,8 @@ def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, 
     for r in result["repetition"]:
         click.echo(f"| {r['method']} | {100 * r['consecutive_repetition']:.1f}% | {r['max_run']:.2f} |")
     if result.get("plan"):
-        click.echo(f"\nplan (t(1) {1000 * result['verify_seconds'][0]:.1f} ms, heads pass {result['heads_pass_ms']:.2f} ms):")
+        click.echo(f"\nplan (baseline step {result['verify_step_ms']['0']:.1f} ms, heads pass "
+                   f"{result['heads_pass_ms']:.2f} ms):")
         click.echo("| method | block efficiency | tree tokens | iteration ms | predicted speedup |\n|---|---|---|---|---|")
         for r in result["plan"]:
             click.echo(f"| {r['method']} | {r['block_efficiency']:.3f} | {r['tree_tokens']:.1f} | {r['iteration_ms']:.1f} | "
