@@ -101,3 +101,11 @@ def test_cli_refuses_a_folder_without_heads(capsys, tmp_path) -> None:
     (tmp_path / "card.json").write_text(json.dumps({"format": "specdec-heads/1"}))
     code, out, err = run_main(capsys, ["heads", "eval", str(tmp_path)])
     assert code == 2 and "heads.safetensors is missing" in err
+
+
+def test_decode_refuses_a_heads_path_without_heads_before_loading(capsys, tmp_path) -> None:
+    code, out, err = run_main(capsys, ["decode", "--prompt", "hi", "--drafter", f"heads:{tmp_path}"])
+    assert code == 2 and "--drafter" in err and "heads.safetensors is missing" in err
+    code, out, err = run_main(capsys, ["decode", "--prompt", "hi", "--temperature", "1", "--drafter",
+                                       f"heads:{tmp_path},p=2"])
+    assert code == 2 and "--drafter" in err

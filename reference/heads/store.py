@@ -13,10 +13,9 @@ from typing import Any
 import torch
 
 from specdec.paths import building
+from specdec.reference.heads.files import CARD_NAME, WEIGHTS_NAME, heads_folder
 from specdec.reference.heads.model import BlockHeads
 
-WEIGHTS_NAME = "heads.safetensors"
-CARD_NAME = "card.json"
 FORMAT = "specdec-heads/1"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
@@ -33,18 +32,6 @@ def weights_fingerprint(model_dir: str | os.PathLike) -> str:
             while chunk := f.read(1 << 24):
                 digest.update(chunk)
     return digest.hexdigest()
-
-
-def heads_folder(path: str | os.PathLike) -> Path:
-    """The heads folder for a path given on the command line (the folder or its safetensors
-    file); a one-line error when either file is missing."""
-    path = Path(path)
-    folder = path.parent if path.is_file() else path
-    for name in (WEIGHTS_NAME, CARD_NAME):
-        if not (folder / name).is_file():
-            raise FileNotFoundError(f"{str(folder)!r} holds no heads: {name} is missing "
-                                    "(make them with `specdec heads train`)")
-    return folder
 
 
 def read_card(path: str | os.PathLike) -> dict[str, Any]:

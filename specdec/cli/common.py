@@ -126,6 +126,12 @@ def parse_drafter(ctx: click.Context | None, param: click.Parameter | None, valu
             if not Path(path).exists():
                 raise click.BadParameter(f"{spec.kind}:{spec.arg}: {path}: no such file or folder", ctx=ctx,
                                          param=param, param_hint="--drafter")
+        if spec.kind == "heads":
+            from specdec.reference.heads.files import heads_folder
+            try:
+                heads_folder(spec.paths[0])
+            except FileNotFoundError as exc:
+                raise click.BadParameter(str(exc), ctx=ctx, param=param, param_hint="--drafter") from None
     return value
 
 
