@@ -17,6 +17,7 @@ import torch
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.target import Scorer
+from specdec.reference.core.tree import greedy_tree_verdict
 from specdec.reference.core.verifier import Verdict, verify
 from specdec.reference.drafters.protocol import Drafter, NoDrafter, Proposal
 
@@ -54,7 +55,6 @@ class SpeculativeSampling:
         if proposal.parents is not None:  # several drafts as a tree: greedy only
             if not sampling.greedy or self.lenience != 1.0:
                 raise ValueError("several drafts verified together (a draft tree) need temperature 0 and lenience 1")
-            from specdec.reference.core.tree import greedy_tree_verdict
             tokens = proposal.tokens.tolist()
             nodes, nxt = greedy_tree_verdict(logits, tokens, proposal.parents)
             leaf = bool(nodes) and nodes[-1] not in proposal.parents  # a whole draft accepted
@@ -118,8 +118,8 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
         stats.time_verify += clock.lap()
         drafter.commit(verdict.n_accepted, new)
         stats.time_draft += clock.lap()
-        stats.record(proposal.depth(), verdict.n_accepted, verdict.bonus and len(proposal) > 0, allowed=room)
-        stats.verified += len(proposal)
+        stats.record(proposal.depth(), verdict.n_accepted, verdict.bonus and len(proposal) > 0, allowed=room,
+                     verified=len(proposal))
         out.extend(new)
         from_drafter.extend([True] * verdict.n_accepted + [False] * (len(new) - verdict.n_accepted))
         if eos_id is not None and eos_id in new:

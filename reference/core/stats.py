@@ -40,10 +40,13 @@ class DecodeStats:
         self.accepted_hist = self.accepted_hist or [0] * (self.gamma + 1)
         self.proposed_hist = self.proposed_hist or [0] * (self.gamma + 1)
 
-    def record(self, n_proposed: int, n_accepted: int, bonus: bool, allowed: int | None = None) -> None:
-        """Count one iteration that proposed n_proposed drafts (of `allowed`) and accepted n_accepted."""
+    def record(self, n_proposed: int, n_accepted: int, bonus: bool, allowed: int | None = None,
+               verified: int | None = None) -> None:
+        """Count one iteration that proposed n_proposed drafts (of `allowed`) and accepted
+        n_accepted; verified: draft tokens fed to the target (a tree's nodes; default n_proposed)."""
         self.iterations += 1
         self.drafted += n_proposed
+        self.verified += n_proposed if verified is None else verified
         self.bonus += int(bonus)
         self.short_proposals += int(allowed is not None and n_proposed < allowed)
         self.accepted_hist[n_accepted] += 1

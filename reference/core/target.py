@@ -12,6 +12,7 @@ import torch
 from transformers import PreTrainedModel
 
 from specdec.reference.core.kv_session import KVSession
+from specdec.reference.core.tree import is_chain, walk
 
 
 class Scorer(Protocol):
@@ -64,8 +65,6 @@ class TargetScorer:
     def score(self, draft: Sequence[int], parents: Sequence[int] | None = None) -> torch.Tensor:
         """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus); a
         draft tree (parents, `specdec.reference.core.tree`) goes through one tree pass."""
-        from specdec.reference.core.tree import is_chain
-
         self._tree = None
         if parents is None or is_chain(parents):
             return self.session.extend(draft, n_logits=len(draft) + 1)
@@ -76,8 +75,6 @@ class TargetScorer:
         """Keep the first n_accepted drafts (for a tree: the path they spell), then append the
         remaining `tokens` (pending)."""
         if self._tree is not None:
-            from specdec.reference.core.tree import walk
-
             self.session.keep_tree_path(walk(*self._tree, tokens[:n_accepted]))
             self._tree = None
         else:

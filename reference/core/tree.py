@@ -72,11 +72,16 @@ def tree_inputs(n_cached: int, n_pending: int, parents: Sequence[int], dtype: to
     return torch.tensor([positions], device=device), mask[None, None].to(device)
 
 
+def child(tokens: Sequence[int], parents: Sequence[int], node: int, token: int) -> int | None:
+    """The child of `node` (-1: the root) carrying `token`, or None."""
+    return next((i for i, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == token), None)
+
+
 def walk(tokens: Sequence[int], parents: Sequence[int], accepted: Sequence[int]) -> list[int]:
     """The nodes of the path spelling `accepted` from the root (ValueError if there is none)."""
     path, node = [], -1
     for token in accepted:
-        nxt = next((i for i, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == int(token)), None)
+        nxt = child(tokens, parents, node, int(token))
         if nxt is None:
             raise ValueError(f"no child {int(token)} under node {node} in the draft tree")
         path.append(nxt)
@@ -92,7 +97,7 @@ def greedy_tree_verdict(logits: torch.Tensor, tokens: Sequence[int], parents: Se
     path, node = [], -1
     while True:
         want = best[node + 1]
-        nxt = next((i for i, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == want), None)
+        nxt = child(tokens, parents, node, want)
         if nxt is None:
             return path, want
         path.append(nxt)

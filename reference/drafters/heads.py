@@ -2,8 +2,8 @@
 Predict / Verify / Accept with the target as its own drafter; docs/heads.md).
 
 The pass that verifies a block also gives the hidden state h under the token y the decoder
-then commits; the heads draft the block after y from (h, y) with no pass of their own. Before
-The prefill pass (the prompt but its last token) ends with h under the prompt's last token, so
+then commits; the heads draft the block after y from (h, y) with no pass of their own. The
+prefill pass (the prompt but its last token) ends with h under the prompt's last token, so
 the first iteration drafts too; with a fused prefill there is no such pass and it drafts nothing.
 """
 from __future__ import annotations

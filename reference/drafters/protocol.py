@@ -16,6 +16,7 @@ from typing import Protocol, Sequence
 import torch
 
 from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.tree import depths
 
 
 @dataclass
@@ -41,7 +42,6 @@ class Proposal:
         """Draft positions: the longest draft of a tree, else the length."""
         if self.parents is None:
             return len(self)
-        from specdec.reference.core.tree import depths
         return max(depths(self.parents), default=0)
 
     @classmethod

@@ -10,6 +10,7 @@ import torch
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.estimate.samples import TargetSamples
 from specdec.reference.estimate.teacher_forced import DraftRows
+from specdec.reference.heads.model import block_inputs
 
 
 class HeadsScorer:
@@ -23,15 +24,8 @@ class HeadsScorer:
         heads, capture = self.drafter.heads, self.drafter.capture
         out = []
         for i in indices:
-            prompt, cont = samples.prompts[i], samples.continuations[i]
-            if len(prompt) < 2:
-                raise ValueError("teacher-forcing heads needs prompts of at least 2 tokens")
-            seq = list(prompt) + list(cont[:-1])
-            self.drafter.target(input_ids=torch.tensor([seq], device=heads.weight.device), logits_to_keep=0)
-            hidden = capture.last[0]  # [len(seq), d]
-            starts = torch.arange(len(prompt) - 2, len(prompt) - 2 + len(cont))  # h under y = x_(t-1)
-            token = torch.tensor(seq + [int(cont[-1])], device=hidden.device)[starts + 1]
-            restricted = heads(hidden[starts], token, self.width)  # [n, width, V']
+            hidden, token = block_inputs(self.drafter.target, capture, samples.prompts[i], samples.continuations[i])
+            restricted = heads(hidden, token, self.width)  # [n, width, V']
             if sampling.greedy:
                 blocks = heads.vocab[restricted.argmax(-1)].cpu()  # [n, H]
                 out.append(DraftRows(None, blocks[:, 0], blocks=blocks.tolist(), blockwise=True))

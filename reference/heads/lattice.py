@@ -24,7 +24,7 @@ from specdec.reference.estimate.replay import replay
 from specdec.reference.estimate.samples import TargetSamples
 from specdec.reference.estimate.teacher_forced import leading_matches
 from specdec.reference.heads.diagnostics import runs
-from specdec.reference.heads.model import BlockHeads, HiddenCapture
+from specdec.reference.heads.model import BlockHeads, HiddenCapture, block_inputs
 
 WEIGHTS = (0.1, 0.3, 1.0, 3.0)  # interpolation weights tried on the tuning prompts
 
@@ -61,14 +61,10 @@ def lattices(model: torch.nn.Module, heads: BlockHeads, prompt: Sequence[int], c
     """The top-k lattice of the block drafted at every continuation position t (h under x_(t-1))."""
     capture = HiddenCapture(model)
     try:
-        seq = list(prompt) + list(cont[:-1])
-        model(input_ids=torch.tensor([seq], device=heads.weight.device), logits_to_keep=0)
-        hidden = capture.last[0]
+        hidden, token = block_inputs(model, capture, prompt, cont)
     finally:
         capture.close()
-    starts = torch.arange(len(prompt) - 2, len(prompt) - 2 + len(cont))
-    token = torch.tensor(seq + [int(cont[-1])], device=hidden.device)[starts + 1]
-    logq = heads(hidden[starts], token).float().log_softmax(-1)  # [n, H, V']
+    logq = heads(hidden, token).float().log_softmax(-1)  # [n, H, V']
     top = logq.topk(min(k, logq.shape[-1]), dim=-1)
     ids = heads.vocab[top.indices].cpu().numpy()
     values = top.values.double().cpu().numpy()

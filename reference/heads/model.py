@@ -11,6 +11,8 @@ also records why e(y) is an input: it raised head 1's held-out agreement from 0.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 import torch.nn.functional as F
 
@@ -66,6 +68,22 @@ class BlockHeads(torch.nn.Module):
         full = restricted.new_full((*restricted.shape[:-1], vocab_size), float("-inf"))
         full[..., self.vocab] = restricted
         return full
+
+
+@torch.inference_mode()
+def block_inputs(model: torch.nn.Module, capture: "HiddenCapture", prompt: Sequence[int], cont: Sequence[int]
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher-forced inputs of the block the heads draft at every continuation position t:
+    h under x_(t-1) (the state two positions back) and y = x_(t-1). One target pass over
+    prompt + cont[:-1], read through `capture` (installed on `model`).
+    Returns hidden [n, d] and token int64 [n], n = len(cont)."""
+    if len(prompt) < 2:
+        raise ValueError("teacher-forcing heads needs prompts of at least 2 tokens")
+    seq = list(prompt) + list(cont)
+    device = next(model.parameters()).device
+    model(input_ids=torch.tensor([seq[:-1]], device=device), logits_to_keep=0)
+    starts = torch.arange(len(prompt) - 2, len(prompt) - 2 + len(cont))
+    return capture.last[0][starts], torch.tensor(seq, device=device)[starts + 1]
 
 
 class HiddenCapture:
