@@ -1,6 +1,8 @@
-"""The one way a figure is written: Agg canvas, fixed DPI, parent folders created."""
+"""The one way a figure is written: Agg canvas, fixed DPI, parent folders created, written to
+a temporary name and renamed (a crash never leaves half a figure over a good one)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -10,7 +12,10 @@ DPI = 120
 
 
 def save(fig: Figure, path: Path) -> Path:
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fig.savefig(tmp, dpi=DPI, format=path.suffix.lstrip(".") or "png")
+    os.replace(tmp, path)
     return path

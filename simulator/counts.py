@@ -64,3 +64,30 @@ def operation_increase_from_counts(hist: npt.ArrayLike, c_hat: npt.ArrayLike) ->
     """Simulated operations per token relative to plain decoding: (gamma c_hat + gamma + 1) / mean tokens."""
     gamma = np.shape(hist)[-1] - 1
     return (gamma * check_nonnegative(c_hat, "c_hat") + gamma + 1.0) / mean_tokens(hist)
+
+
+def wilson_interval(successes: npt.ArrayLike, trials: npt.ArrayLike, z: float = 1.959964) -> tuple[FloatArray, FloatArray]:
+    """Wilson score interval of a binomial proportion (95% by default); [0, 1] where trials == 0."""
+    k = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(n > 0, k / n, 0.5)
+        denom = 1 + z ** 2 / n
+        centre = (p + z ** 2 / (2 * n)) / denom
+        half = z * np.sqrt(p * (1 - p) / n + z ** 2 / (4 * n ** 2)) / denom
+    return np.where(n > 0, np.clip(centre - half, 0, 1), 0.0), np.where(n > 0, np.clip(centre + half, 0, 1), 1.0)
+
+
+def conditional_from_cumulative(drafts: int, at_least: npt.ArrayLike) -> tuple[IntArray, IntArray]:
+    """(accepted_i, reached_i) per position from an engine's cumulative counts: at_least[i] =
+    drafts whose first i + 1 tokens were all accepted (vLLM's per-position counter), drafts =
+    drafts made. Position i is reached by the drafts that accepted positions before it."""
+    a = np.asarray(at_least, dtype=np.int64)
+    if drafts < 0 or a.ndim != 1 or a.size == 0 or a.min() < 0:
+        raise ValueError("need drafts >= 0 and a non-empty list of non-negative per-position counts")
+    reached = np.concatenate([[drafts], a[:-1]])
+    if np.any(a > reached):
+        i = int(np.argmax(a > reached))
+        raise ValueError(f"per-position counts must not grow with the position: position {i} has {int(a[i])} "
+                         f"accepted of {int(reached[i])} reaching it")
+    return a, reached

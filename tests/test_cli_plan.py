@@ -127,7 +127,7 @@ def test_extensions_from_the_command_line(tmp_path: Path) -> None:
     (["--alpha", "0.5", "--c", "0.1", "--verify-cost", "2,3"], "Invalid value for '--verify-cost': verify_cost[0]"),
     (["--alpha", "0.5", "--c", "0.1", "--verify-cost", "1;2"], "Invalid value for '--verify-cost'"),
     (["--alpha", "0.5", "--alpha-per-position", "0.5", "--c", "0.1"], "not both"),
-    (["--c", "0.1"], "give --alpha or --alpha-per-position"),
+    (["--c", "0.1"], "give --alpha, --alpha-per-position or --from"),
     (["--alpha", "0.5"], "Missing option '--c'"),
 ])
 def test_bad_input(args: list[str], message: str) -> None:

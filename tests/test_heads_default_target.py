@@ -58,3 +58,31 @@ def test_eval_and_estimate_report_every_head(heads_dir, capsys) -> None:
     assert code == 0
     r = strict_json(out)
     assert len(r["alpha_per_position"]) == 3 and r["alpha_per_position"][0] == pytest.approx(r["alpha"])
+
+
+def test_lattice_study_plan_and_the_planned_drafter(heads_dir, tmp_path, capsys) -> None:
+    """`heads lattice` with the target itself as a local LM rescorer, then `plan-trees` on the saved
+    study, then the planned drafter decodes the target's own greedy text."""
+    from specdec.reference.data.default_model import default_target_path
+
+    saved = tmp_path / "study.json"
+    code, out, _ = run_main(capsys, ["heads", "lattice", str(heads_dir), "--lm", f"self={default_target_path()}",
+                                     "--prompts", "3", "--tune", "1", "--new-tokens", "12", "--k", "4", "--p", "1,2",
+                                     "--oracle-k", "2,4", "--save", str(saved), "--json"])
+    assert code == 0
+    r = strict_json(out)
+    eff = {row["method"]: row["block_efficiency"] for row in r["block_efficiency"]}
+    assert {"base", "parallel base p=2", "self local", "oracle top-4"} <= set(eff)
+    assert eff["oracle top-4"] >= max(eff.values()) - 1e-12
+    assert [row["k"] for row in r["oracle_curve"]] == [1, 2, 3, 4]
+    assert r["oracle_curve"][-1]["block_efficiency"] == pytest.approx(eff["oracle top-4"])
+    assert {row["depth"] for row in r["by_depth"]} == {1, 2, 3}
+    code, out, _ = run_main(capsys, ["plan-trees", str(saved), "--json"])
+    assert code == 0
+    plan = strict_json(out)
+    for row in plan["plan"][:2]:
+        code, out, _ = run_main(capsys, ["decode", "--prompt", "Once upon a time", "--drafter", row["drafter"],
+                                         "--gamma", str(row["gamma"]), "--temperature", "0", "--max-new-tokens", "16",
+                                         "--baseline", "--json"])
+        assert code == 0
+        assert strict_json(out)["baseline"]["same_tokens"] is True, row["drafter"]

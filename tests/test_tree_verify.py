@@ -71,7 +71,7 @@ def test_greedy_parallel_drafts_equal_greedy_target(tiny_models, p, use_ngram) -
     prompt = [5, 9, 2, 33, 7, 12]
     reference = autoregressive_decode(TargetScorer(target), prompt, 40, GREEDY, None).tokens
     for gamma in (1, 3):
-        drafter = LatticeDrafter(target, random_heads(target, 3, scale=0.05), VOCAB, k=3, p=p, ngram=ngram,
+        drafter = LatticeDrafter(target, random_heads(target, 3, scale=0.05), VOCAB, k=3, p=p, rescorer=ngram,
                                  weight=0.5 if use_ngram else 0.0)
         for fuse in (False, True):
             result = speculative_decode(TargetScorer(target), drafter, prompt, 40, gamma, GREEDY, None,
@@ -91,7 +91,7 @@ def test_sampling_with_a_tree_is_refused() -> None:
     drafter.close()
 
 
-def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models) -> None:  # noqa: F811
+def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models, tmp_path) -> None:  # noqa: F811
     """The study's block efficiency of the base heads equals the decoder's tokens per pass on the
     same greedy text (prompts after the tuning ones), parallel p=2 equals the decoder with the
     lattice drafter, and the oracle top-k is an upper bound of every p-path method."""
@@ -116,18 +116,31 @@ def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models) -
         drafter.close()
     assert eff["oracle top-3"] >= max(v for m, v in eff.items() if not m.startswith("oracle")) - 1e-12
     assert eff["parallel base p=2"] >= eff["base"] - 1e-12 and eff["2-gram parallel p=2"] >= eff["2-gram rescored"] - 1e-12
+    curve = [r["block_efficiency"] for r in result["oracle_curve"]]
+    assert [r["k"] for r in result["oracle_curve"]] == [1, 2, 3] and curve == sorted(curve)
+    assert curve[0] == pytest.approx(eff["base"]) and curve[-1] == pytest.approx(eff["oracle top-3"])
+    depth3 = {r["method"]: r for r in result["by_depth"] if r["depth"] == 3}
+    assert depth3["base"]["block_efficiency"] == pytest.approx(eff["base"])
+    assert all(r["tree_tokens"] <= r["depth"] * 2 for r in result["by_depth"] if r["method"] == "parallel base p=2")
+    from specdec.figures.lattice import write_lattice
+    assert all(p.is_file() for p in write_lattice(result, tmp_path))
 
 
 def test_tree_plan_arithmetic_and_step_timing() -> None:
-    from specdec.reference.heads.tree_plan import plan_trees, verify_step_seconds
+    from specdec.reference.heads.tree_plan import verify_step_seconds
+    from specdec.simulator.trees import plan_trees, steps_from_curve
 
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
     steps = verify_step_seconds(target, [1, 2, 3, 4, 5, 6], [0, 3, 7], depth=3, repeats=1)
     assert set(steps) == {0, 3, 7} and all(s > 0 for s in steps.values())
-    rows = [{"method": "a", "block_efficiency": 1.5, "tree_tokens": 3.0, "choose_ms": 1.0},
-            {"method": "b", "block_efficiency": 2.0, "tree_tokens": 5.0, "choose_ms": 0.0},
+    rows = [{"method": "a", "depth": 3, "block_efficiency": 1.5, "tree_tokens": 3.0, "choose_ms": 1.0},
+            {"method": "b", "depth": 2, "block_efficiency": 2.0, "tree_tokens": 5.0, "choose_ms": 0.0},
             {"method": "oracle top-2", "block_efficiency": 3.0, "tree_tokens": None, "choose_ms": None}]
-    plan = plan_trees(rows, {0: 0.010, 3: 0.012, 7: 0.020}, heads_seconds=0.001)
-    assert [r["method"] for r in plan] == ["b", "a"]  # best first; the oracle is not a drafter
+    plan = plan_trees(rows, {0: 0.010, 3: 0.012, 7: 0.020}, draft_seconds=0.001)
+    assert [(r["method"], r["depth"]) for r in plan] == [("b", 2), ("a", 3)]  # best first; the oracle is no drafter
     assert plan[1]["predicted_speedup"] == pytest.approx(1.5 * 0.010 / (0.012 + 0.001 + 0.001))
     assert plan[0]["predicted_speedup"] == pytest.approx(2.0 * 0.010 / (0.016 + 0.001))
+    # from a verify-cost curve: N nodes ride in a pass over N + 1 tokens
+    assert steps_from_curve(0.01, [1.0, 1.2, 1.5]) == {0: 0.01, 1: 0.012, 2: 0.015}
+    with pytest.raises(ValueError, match="exceed"):
+        plan_trees(rows, {0: 0.010, 3: 0.012}, draft_seconds=0.0)

@@ -33,13 +33,22 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         note = f"{heads.n_heads} heads over {heads.vocab.numel()} ids (drafts at most {heads.n_heads} tokens)"
         if not options:
             return HeadsDrafter(target.model, heads, target.vocab_size), note
-        from specdec.ngram.model import NgramModel
         from specdec.reference.drafters.lattice import LatticeDrafter
-        ngram = NgramModel.load(options["ngram"], target.vocab_size) if "ngram" in options else None
-        k, p, w = options.get("k", 4), options.get("p", 1), options.get("w", 1.0 if ngram is not None else 0.0)
-        return LatticeDrafter(target.model, heads, target.vocab_size, k, p, ngram, w), (
-            note + f"; the {p} best paths of the top-{k} lattice" + (f", n-gram weight {w:g}" if ngram else "")
-            + " (temperature 0 only)")
+        rescorer, what = None, ""
+        if "ngram" in options:
+            from specdec.ngram.model import NgramModel
+            rescorer, what = NgramModel.load(options["ngram"], target.vocab_size), "n-gram"
+        elif "lm" in options:
+            from specdec.reference.heads.lm_rescorer import LMRescorer
+            lm = load_model(options["lm"], device=device, dtype=dtype, backend=target.backend)
+            note += "; " + (check_pair(target, lm) or "rescorer vocabulary matches")
+            rescorer, what = LMRescorer(lm.model, target.vocab_size), "LM"
+        local = options.get("rescore") == "local"
+        k, p, w = options.get("k", 4), options.get("p", 1), options.get("w", 1.0 if rescorer is not None else 0.0)
+        how = (f"the path of the top-{k} lattice chosen left to right (local rescoring)" if local
+               else f"the {p} best paths of the top-{k} lattice")
+        return LatticeDrafter(target.model, heads, target.vocab_size, k, p, rescorer, w, local), (
+            note + f"; {how}" + (f", {what} weight {w:g}" if rescorer is not None else "") + " (temperature 0 only)")
     from specdec.reference.drafters.neural import NeuralDrafter
     draft = load_model(s.arg, device=device, dtype=dtype, backend=target.backend)
     note = check_pair(target, draft)

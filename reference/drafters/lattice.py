@@ -1,7 +1,9 @@
 """Parallel drafts from the heads' top-k lattice (Kim et al. 2024, Sec. 7): the p best paths
 (heads' log-probabilities, optionally interpolated with an n-gram's) verified together as one
 token tree in the target's next pass. p = 1 with an n-gram is "n-gram rescoring", p > 1
-"parallel BPD". Greedy (temperature 0) only: the tree is verified by greedy acceptance.
+"parallel BPD"; `local=True` is the paper's local rescoring (Algorithm 2: one path chosen left
+to right), whose rescorer may also be a causal LM (`LMRescorer`). Greedy (temperature 0) only:
+the tree is verified by greedy acceptance.
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Sequence
 
 import torch
 
-from specdec.ngram.rescore import CachedScorer, Lattice, kbest_paths
+from specdec.ngram.rescore import CachedScorer, Lattice, kbest_paths, local_rescore
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.tree import trie, walk
 from specdec.reference.drafters.heads import HeadsDrafter
@@ -17,14 +19,17 @@ from specdec.reference.drafters.protocol import Proposal
 
 
 class LatticeDrafter(HeadsDrafter):
-    """k candidates per head, the p best paths; ngram (an `NgramModel`) rescored with `weight`."""
+    """k candidates per head, the p best paths; rescorer (an `NgramModel`, or an `LMRescorer`
+    with local=True) interpolated with `weight`."""
 
-    def __init__(self, target: torch.nn.Module, heads, vocab_size: int, k: int = 4, p: int = 4, ngram=None,
-                 weight: float = 0.0) -> None:
+    def __init__(self, target: torch.nn.Module, heads, vocab_size: int, k: int = 4, p: int = 4, rescorer=None,
+                 weight: float = 0.0, local: bool = False) -> None:
         super().__init__(target, heads, vocab_size)
         if k < 1 or p < 1 or weight < 0:
             raise ValueError(f"need k >= 1, p >= 1 and weight >= 0, got k={k}, p={p}, w={weight}")
-        self.k, self.p, self.ngram, self.weight = k, p, ngram, weight
+        if local and (rescorer is None or p != 1):
+            raise ValueError("local rescoring needs a rescorer and p = 1")
+        self.k, self.p, self.rescorer, self.weight, self.local = k, p, rescorer, weight, local
         self.committed: list[int] = []
         self._tree: tuple[list[int], list[int]] | None = None
 
@@ -46,9 +51,12 @@ class LatticeDrafter(HeadsDrafter):
         logq = self.heads(self.hidden[None], token, depth)[0].float().log_softmax(-1)  # [depth, V']
         top = logq.topk(min(self.k, logq.shape[-1]), dim=-1)
         lattice = Lattice(self.heads.vocab[top.indices].cpu().numpy(), top.values.double().cpu().numpy())
-        scorer = None if self.ngram is None or self.weight == 0 else CachedScorer(self.ngram)
-        state = self.ngram.state_for(self.committed) if scorer is not None else ()
-        paths = [path for _, path in kbest_paths(lattice, scorer, state, self.weight, self.p)]
+        scorer = None if self.rescorer is None or self.weight == 0 else CachedScorer(self.rescorer)
+        state = self.rescorer.state_for(self.committed) if scorer is not None else ()
+        if self.local and scorer is not None:
+            paths = [local_rescore(lattice, scorer, state, self.weight)]
+        else:
+            paths = [path for _, path in kbest_paths(lattice, scorer, state, self.weight, self.p)]
         if len(paths) == 1:
             return Proposal(torch.tensor(paths[0], dtype=torch.long))
         tokens, parents = trie(paths)

@@ -5,10 +5,12 @@
                             its latest earlier occurrence (`:earliest`: the first one, HF's rule)
     ngram:PATH              KenLM n-gram model over the target's token ids (ARPA or its folder)
     model:PATH              neural draft model: a local Hugging Face causal LM folder (same vocabulary)
-    heads:PATH[,k=K,p=P,ngram=PATH,w=W]
+    heads:PATH[,k=K,p=P,ngram=PATH|lm=PATH,w=W,rescore=global|local]
                             blockwise parallel heads on the target (`specdec heads train`), fed by its
-                            passes; with p > 1 (or an n-gram) the p best paths of their top-k lattice,
-                            n-gram rescored with weight w, verified together (temperature 0)
+                            passes; with p > 1 (or a rescorer) the p best paths of their top-k lattice,
+                            n-gram rescored with weight w, verified together (temperature 0);
+                            rescore=local: the paper's local rescoring (one path, chosen left to right),
+                            with the n-gram or an HF causal LM folder of the same vocabulary (lm=PATH)
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ class DrafterSpec:
         """The files or folders the spec names (checked to exist before any model loads)."""
         if self.kind == "heads":
             path, options = heads_args(self.arg)
-            return [path] + ([options["ngram"]] if "ngram" in options else [])
+            return [path] + [options[key] for key in ("ngram", "lm") if key in options]
         return [self.arg] if self.kind in PATH_KINDS else []
 
 
@@ -55,23 +57,33 @@ def lookup_args(arg: str | None) -> tuple[int, str]:
     return int(n), match or "latest"
 
 
-HEADS_OPTIONS = {"k": int, "p": int, "w": float, "ngram": str}
+HEADS_OPTIONS = {"k": int, "p": int, "w": float, "ngram": str, "lm": str, "rescore": str}
+HEADS_USAGE = "k=K, p=P, ngram=PATH, lm=PATH, w=W, rescore=global|local"
 
 
 def heads_args(arg: str | None) -> tuple[str, dict]:
-    """`PATH[,k=K,p=P,ngram=PATH,w=W]` -> (path, options)."""
+    """`PATH[,k=K,p=P,ngram=PATH|lm=PATH,w=W,rescore=global|local]` -> (path, options)."""
     path, *rest = (arg or "").split(",")
     options: dict = {}
     for item in rest:
         key, sep, value = item.partition("=")
         if not sep or key not in HEADS_OPTIONS or not value:
-            raise ValueError(f"heads:PATH options are k=K, p=P, ngram=PATH, w=W; got {item!r}")
+            raise ValueError(f"heads:PATH options are {HEADS_USAGE}; got {item!r}")
         try:
             options[key] = HEADS_OPTIONS[key](value)
         except ValueError:
             raise ValueError(f"heads option {key} needs a {HEADS_OPTIONS[key].__name__}, got {value!r}") from None
     if options.get("k", 1) < 1 or options.get("p", 1) < 1 or options.get("w", 0.0) < 0:
         raise ValueError(f"heads options need k >= 1, p >= 1 and w >= 0, got {arg!r}")
+    if options.get("rescore", "global") not in ("global", "local"):
+        raise ValueError(f"heads option rescore is global or local, got {options['rescore']!r}")
+    if "ngram" in options and "lm" in options:
+        raise ValueError("heads options take one rescorer: ngram=PATH or lm=PATH, not both")
+    if options.get("rescore") == "local" and ("ngram" not in options and "lm" not in options
+                                              or options.get("p", 1) != 1):
+        raise ValueError("heads rescore=local needs a rescorer (ngram=PATH or lm=PATH) and p=1")
+    if "lm" in options and options.get("rescore") != "local":
+        raise ValueError("heads lm=PATH rescores locally only: add rescore=local")
     if not path:
         raise ValueError("drafter 'heads' needs a path: heads:PATH")
     return path, options

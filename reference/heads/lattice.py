@@ -36,23 +36,28 @@ class Method:
     name: str
     matches: list[np.ndarray] = field(default_factory=list)
     drafts: list[list[list[int]]] = field(default_factory=list)  # the p = 1 path per block start
-    nodes: list[int] = field(default_factory=list)  # draft tokens verified per block (tree size)
+    nodes: dict[int, list[int]] = field(default_factory=dict)  # depth h -> tree nodes per block, paths cut to h
     seconds: float = 0.0  # time spent choosing the paths, all blocks
     realizable: bool = True  # False for the oracle (it needs the answer)
+    options: dict[str, Any] = field(default_factory=dict)  # the drafter's: p, rescorer, w, rescore
 
-    def efficiency(self, width: int, rng: np.random.Generator) -> dict[str, Any]:
-        """Block efficiency (tokens per target pass, greedy replay) and its bootstrap interval."""
+    def efficiency(self, depth: int, rng: np.random.Generator) -> dict[str, Any]:
+        """Block efficiency (tokens per target pass, greedy replay) of the drafts cut to `depth`
+        tokens, and its bootstrap interval. Cutting is exact: a cut path's accepted length is
+        min(match, depth), and so is the best of p cut paths'."""
         tokens, passes = [], []
         for m in self.matches:
-            stats, _ = replay([m], [np.full(m.shape[0], width, dtype=np.int64)], width, width)
+            stats, _ = replay([np.minimum(m, depth)], [np.full(m.shape[0], depth, dtype=np.int64)], depth, depth)
             tokens.append(stats.new_tokens)
             passes.append(stats.iterations)
         tokens_a, passes_a = np.array(tokens, dtype=np.float64), np.array(passes, dtype=np.float64)
         lo, hi = bootstrap_ratio_ci(tokens_a, passes_a, rng)
-        return {"method": self.name, "block_efficiency": float(tokens_a.sum() / passes_a.sum()), "ci": [lo, hi],
-                "mean_accepted": float(np.concatenate(self.matches).mean()),
-                "tree_tokens": float(np.mean(self.nodes)) if self.nodes else None,
-                "choose_ms": 1000 * self.seconds / max(len(self.nodes), 1) if self.realizable else None}
+        nodes = self.nodes.get(depth)
+        return {"method": self.name, "depth": depth, "block_efficiency": float(tokens_a.sum() / passes_a.sum()),
+                "ci": [lo, hi], "mean_accepted": float(np.minimum(np.concatenate(self.matches), depth).mean()),
+                "tree_tokens": float(np.mean(nodes)) if nodes else None,
+                "choose_ms": 1000 * self.seconds / max(len(nodes or []), 1) if self.realizable else None,
+                "options": self.options if self.realizable else None}
 
 
 @torch.inference_mode()
@@ -73,9 +78,11 @@ def lattices(model: torch.nn.Module, heads: BlockHeads, prompt: Sequence[int], c
 
 def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngrams: dict[str, Any], k: int = 16,
           ps: Sequence[int] = (1, 2, 4, 8, 16), oracle_ks: Sequence[int] = (2, 16), tune: int = 2,
-          seed: int = 0) -> dict[str, Any]:
+          seed: int = 0, lms: dict[str, Any] | None = None) -> dict[str, Any]:
     """Block efficiency of every method on samples.prompts[tune:] (greedy continuations); the
-    interpolation weight of each n-gram is tuned on the first `tune` prompts (p = 1)."""
+    interpolation weight of each n-gram is tuned on the first `tune` prompts (p = 1). lms:
+    neural local rescorers (`LMRescorer`), local rescoring only, their weights tuned likewise."""
+    lms = lms or {}
     if not samples.sampling.greedy:
         raise ValueError("the lattice study replays greedy decoding: sample the target at temperature 0")
     if len(samples.prompts) <= tune:
@@ -84,24 +91,26 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
     all_lattices = [lattices(model, heads, p, c, max(k, *oracle_ks)) for p, c in
                     zip(samples.prompts, samples.continuations)]
     weights = {name: tune_weight(ng, samples, all_lattices[:tune], k, width) for name, ng in ngrams.items()}
+    weights |= {name: tune_weight(lm, samples, all_lattices[:tune], k, width, local=True) for name, lm in lms.items()}
     methods: dict[str, Method] = {}
 
     def add(name: str, match: list[int], drafts: list[list[int]] | None = None, paths: list | None = None,
-            seconds: float = 0.0) -> None:
-        m = methods.setdefault(name, Method(name, realizable=not name.startswith("oracle")))
+            seconds: float = 0.0, **options: Any) -> None:
+        m = methods.setdefault(name, Method(name, realizable=not name.startswith("oracle"), options=options))
         m.matches.append(np.array(match, dtype=np.int64))
         m.seconds += seconds
         if drafts is not None:
             m.drafts.append(drafts)
-        if paths is not None:  # per block: the verified paths -> the size of their tree
-            m.nodes.extend(len(trie(ps)[0]) for ps in paths)
+        if paths is not None:  # per block: the verified paths -> the size of their tree, cut to each depth
+            for h in range(1, width + 1):
+                m.nodes.setdefault(h, []).extend(len(trie([q[:h] for q in ps])[0]) for ps in paths)
 
     for i in range(tune, len(samples.prompts)):
         prompt, cont, lats = samples.prompts[i], samples.continuations[i], all_lattices[i]
         truths = [cont[t:t + width] for t in range(len(cont))]
         small = [Lattice(lat.ids[:, :k], lat.logq[:, :k]) for lat in lats]
         base = [[int(x) for x in lat.ids[:, 0]] for lat in lats]
-        add("base", [leading_matches(b, tr) for b, tr in zip(base, truths)], base, [[b] for b in base])
+        add("base", [leading_matches(b, tr) for b, tr in zip(base, truths)], base, [[b] for b in base], p=1)
         for ok in oracle_ks:
             add(f"oracle top-{ok}", [oracle_accepted(Lattice(lat.ids[:, :ok], lat.logq[:, :ok]), tr)
                                      for lat, tr in zip(lats, truths)])
@@ -110,7 +119,7 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
                 start = time.perf_counter()
                 paths = [[path for _, path in kbest_paths(lat, None, (), 0.0, p)] for lat in small]
                 add(f"parallel base p={p}", [max(leading_matches(path, tr) for path in b) for b, tr in zip(paths, truths)],
-                    paths=paths, seconds=time.perf_counter() - start)
+                    paths=paths, seconds=time.perf_counter() - start, p=p)
         for name, ng in ngrams.items():
             w = weights[name]
             states = [ng.state_for(list(prompt) + list(cont[:t])) for t in range(len(cont))]
@@ -120,31 +129,53 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
                         for lat, s in zip(small, states)]
                 label = f"{name} rescored" if p == 1 else f"{name} parallel p={p}"
                 add(label, [max(leading_matches(path, tr) for path in b) for b, tr in zip(best, truths)],
-                    [b[0] for b in best] if p == 1 else None, best, time.perf_counter() - start)
+                    [b[0] for b in best] if p == 1 else None, best, time.perf_counter() - start, p=p, rescorer=name,
+                    w=w)
+        for name, rescorer in {**ngrams, **lms}.items():
+            w = weights[name]
             start = time.perf_counter()
-            local = [local_rescore(lat, CachedScorer(ng), s, w) for lat, s in zip(small, states)]
+            local = [local_rescore(lat, CachedScorer(rescorer), rescorer.state_for(list(prompt) + list(cont[:t])), w)
+                     for t, lat in enumerate(small)]
             add(f"{name} local", [leading_matches(path, tr) for path, tr in zip(local, truths)], local,
-                [[path] for path in local], time.perf_counter() - start)
+                [[path] for path in local], time.perf_counter() - start, rescorer=name, w=w, rescore="local")
     rng = np.random.default_rng(seed)
     table = [m.efficiency(width, rng) for m in methods.values()]
+    by_depth = [m.efficiency(h, rng) for m in methods.values() if m.realizable for h in range(1, width + 1)]
+    curve = oracle_curve(all_lattices[tune:], samples.continuations[tune:], width, rng)
     base_eff = table[0]["block_efficiency"]
     for row in table:
         row["relative"] = row["block_efficiency"] / base_eff - 1.0
     return {"k": k, "ps": list(ps), "oracle_ks": list(oracle_ks), "heads": width, "weights": weights,
             "tuning_prompts": tune, "prompts": len(samples.prompts) - tune,
             "blocks": int(sum(m.shape[0] for m in methods["base"].matches)), "block_efficiency": table,
+            "by_depth": by_depth, "oracle_curve": curve,
             "repetition": repetition_table(methods, samples, tune), "wins": wins_table(methods, samples, tune)}
 
 
-def tune_weight(ngram, samples: TargetSamples, lats: list[list[Lattice]], k: int, width: int) -> float:
-    """The weight in WEIGHTS with the most accepted tokens of the rescored path (p = 1) on the tuning prompts."""
+def oracle_curve(lats: list[list[Lattice]], continuations: Sequence[Sequence[int]], width: int,
+                 rng: np.random.Generator) -> list[dict[str, Any]]:
+    """The oracle top-k block efficiency for k = 1 .. the lattices' width (the paper's Fig. 6)."""
+    rows = []
+    for j in range(1, lats[0][0].ids.shape[1] + 1):
+        matches = [np.array([oracle_accepted(Lattice(lat.ids[:, :j], lat.logq[:, :j]), cont[t:t + width])
+                             for t, lat in enumerate(prompt_lats)]) for prompt_lats, cont in zip(lats, continuations)]
+        rows.append({"k": j, **Method(f"oracle top-{j}", matches, realizable=False).efficiency(width, rng)})
+    return rows
+
+
+def tune_weight(rescorer, samples: TargetSamples, lats: list[list[Lattice]], k: int, width: int,
+                local: bool = False) -> float:
+    """The weight in WEIGHTS with the most accepted tokens of the rescored path (p = 1, or the
+    local rescoring's path) on the tuning prompts."""
     scores = dict.fromkeys(WEIGHTS, 0)
     for prompt, cont, lattices_i in zip(samples.prompts, samples.continuations, lats):
-        scorer = CachedScorer(ngram)  # shared by the weights: ln P_ngram does not depend on them
+        scorer = CachedScorer(rescorer)  # shared by the weights: its log-probabilities do not depend on them
         for t, lat in enumerate(lattices_i):
-            state = ngram.state_for(list(prompt) + list(cont[:t]))
+            state = rescorer.state_for(list(prompt) + list(cont[:t]))
+            small = Lattice(lat.ids[:, :k], lat.logq[:, :k])
             for w in WEIGHTS:
-                path = kbest_paths(Lattice(lat.ids[:, :k], lat.logq[:, :k]), scorer, state, w, 1)[0][1]
+                path = (local_rescore(small, scorer, state, w) if local else
+                        kbest_paths(small, scorer, state, w, 1)[0][1])
                 scores[w] += leading_matches(path, cont[t:t + width])
     return max(WEIGHTS, key=lambda w: (scores[w], -w))
 

@@ -1,18 +1,11 @@
-"""Planning parallel drafts: which (method, k, p) of the lattice study is fastest on this
-machine. An iteration verifies the pending token and the N nodes of the draft tree and
-drafts once, so
-
-    predicted speedup = block efficiency * t_step / (t_verify(N) + t_heads + t_choose),
-
-t_verify(N) the measured verify step with N draft nodes (the target pass over 1 + N tokens
-with its tree mask, the greedy walk, keeping the accepted path's KV entries), linearly
-interpolated between the measured sizes; t_step the same with no draft (a baseline step);
-t_heads the heads' top-k pass; t_choose the method's measured path search per block.
+"""The timings the tree plan (`specdec.simulator.trees`) needs, measured on the target: verify
+steps with N draft nodes (the target pass over 1 + N tokens with its tree mask, the greedy
+walk, keeping the accepted path's KV entries) and the heads' top-k pass.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -67,24 +60,3 @@ def verify_step_seconds(model: torch.nn.Module, context: Sequence[int], sizes: S
             if r:
                 runs[n].append(time.perf_counter() - start)
     return {n: float(np.median(v)) for n, v in runs.items()}
-
-
-def plan_trees(rows: Sequence[dict[str, Any]], step_seconds: dict[int, float], heads_seconds: float
-               ) -> list[dict[str, Any]]:
-    """Predicted speedup of every realizable method of a lattice study, best first.
-
-    rows: the study's block_efficiency rows; step_seconds: {N: verify step with N nodes}, with
-    0 and sizes around every method's mean tree size."""
-    sizes = np.array(sorted(step_seconds), dtype=np.float64)
-    t = np.array([step_seconds[int(n)] for n in sizes])
-    out = []
-    for r in rows:
-        if r.get("choose_ms") is None or r.get("tree_tokens") is None:
-            continue
-        if r["tree_tokens"] > sizes[-1]:
-            raise ValueError(f"{r['method']}: trees of {r['tree_tokens']:.1f} nodes exceed the timed {sizes[-1]:.0f}")
-        iteration = float(np.interp(r["tree_tokens"], sizes, t)) + heads_seconds + r["choose_ms"] / 1000
-        out.append({"method": r["method"], "block_efficiency": r["block_efficiency"], "tree_tokens": r["tree_tokens"],
-                    "iteration_ms": 1000 * iteration,
-                    "predicted_speedup": r["block_efficiency"] * step_seconds[0] / iteration})
-    return sorted(out, key=lambda row: -row["predicted_speedup"])

@@ -18,6 +18,7 @@ import click
 # command name -> "module:attribute"
 COMMANDS: dict[str, str] = {
     "plan": "specdec.cli.plan:plan",
+    "plan-trees": "specdec.cli.plan_trees:plan_trees_command",
     "figures": "specdec.cli.plan:figures",
     "decode": "specdec.cli.decode:decode",
     "ngram": "specdec.cli.ngram:ngram",

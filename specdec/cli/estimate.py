@@ -17,6 +17,7 @@ from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, drafte
                                 preflight_target, prompts_file_option, refuse_tree_drafter, require_drafter, sampling_options,
                                 seed_option, to_json)
 
+MAX_BATCH = 256  # largest batch size --batch-sizes times
 FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts is flagged as unreliable
 
 
@@ -45,12 +46,18 @@ FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts 
 @click.option("--timing-repeats", type=int, default=7, show_default=True, callback=positive,
               help="Timed runs of each k (the median is kept).")
 @click.option("--no-timing", is_flag=True, help="Skip the timings (alpha only; c, v(k) are null).")
+@click.option("--batch-sizes", default=None, callback=lambda ctx, param, v: _batch_sizes(v), metavar="B1,B2,...",
+              help="Also time t(B, k): one pass over B sequences x k new tokens, k = 1..--batch-max-k, for the "
+                   "batch-aware plan (`specdec plan --from ... --batch-cost-file`). With --drafter none: only this.")
+@click.option("--batch-max-k", type=int, default=8, show_default=True, callback=in_range(2, MAX_GAMMA + 1),
+              help="Largest k of t(B, k).")
 @seed_option
 @json_option
 def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, prompt_tokens, prompts_file,
              temperature, top_k, top_p, lenience, batch_size, bootstrap, context, max_k, timing_repeats, no_timing,
-             seed, as_json):
-    """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k)."""
+             batch_sizes, batch_max_k, seed, as_json):
+    """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k);
+    with --batch-sizes also t(B, k) per batch size."""
     import numpy as np
 
     from specdec.reference.drafters.factory import make_drafter
@@ -64,7 +71,12 @@ def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, p
     from specdec.reference.core.sampling import SamplingConfig
     from specdec.reference.estimate.samples import generate_continuations
 
-    require_drafter(drafter, "estimating alpha needs a drafter (not 'none')")
+    if batch_sizes is not None:
+        if drafter == "none":
+            return _batch_only(target_path, device, dtype, backend, batch_sizes, batch_max_k, context, timing_repeats,
+                               as_json)
+    require_drafter(drafter, "estimating alpha needs a drafter (not 'none'; with --batch-sizes, 'none' times t(B, k) "
+                             "only)")
     refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
     path, limit = preflight_target(target_path)
     check_context(limit, prompt_tokens + new_tokens, "--prompt-tokens plus --new-tokens", "--new-tokens")
@@ -112,6 +124,12 @@ def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, p
                             "attempts): c and v(k) are inflated; rerun on a quiet machine")
         phase("measuring the hardware's floor (memory bandwidth, fp32 FLOP rate)")
         report["limits"] = measure_limits(target.model).to_dict(max_k)
+    if batch_sizes is not None:
+        from specdec.reference.estimate.batch_timing import time_batched_passes
+        check_context(limit, context + batch_max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
+        phase(f"timing t(B, k) for B = {','.join(map(str, batch_sizes))}, k = 1..{batch_max_k}")
+        report["batch_timing"] = time_batched_passes(target.model, samples.sequences()[0], batch_sizes, context,
+                                                     batch_max_k, timing_repeats).to_dict()
     report.update({"c": None if cost is None else cost.c,
                    "c_hat": None if cost is None else cost.c_hat,
                    "verify_cost": None if cost is None else cost.verify_cost,
@@ -174,6 +192,51 @@ def _print(r: dict, note: str | None) -> None:
                    "the floor")
         o = cost["overhead"]
         click.echo(f"loop overhead o(0) {_f(o[0], '.4f')}  o(4) {_f(o[min(4, len(o) - 1)], '.4f')} target steps")
+    if r.get("batch_timing"):
+        _print_batch(r["batch_timing"])
+
+
+def _batch_sizes(value: str | None) -> tuple[int, ...] | None:
+    """"1,2,4,8" -> (1, 2, 4, 8): strictly increasing integers in [1, MAX_BATCH]."""
+    if value is None:
+        return None
+    try:
+        sizes = tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers such as 1,2,4,8, got {value!r}",
+                                 param_hint="--batch-sizes") from None
+    if min(sizes) < 1 or max(sizes) > MAX_BATCH or list(sizes) != sorted(set(sizes)):
+        raise click.BadParameter(f"batch sizes must be strictly increasing integers in [1, {MAX_BATCH}], got {value!r}",
+                                 param_hint="--batch-sizes")
+    return sizes
+
+
+def _batch_only(target_path, device, dtype, backend, batch_sizes, max_k, context, repeats, as_json) -> None:
+    """`--drafter none --batch-sizes ...`: t(B, k) on real held-out text, nothing else."""
+    from specdec.reference.core.models import load_model
+    from specdec.reference.core.progress import phase
+    from specdec.reference.data.prompts import held_out_prompts
+    from specdec.reference.estimate.batch_timing import time_batched_passes
+
+    path, limit = preflight_target(target_path)
+    check_context(limit, context + max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
+    target = load_model(path, device, dtype, backend)
+    prompts, _ = held_out_prompts(4, context + max_k + max(batch_sizes), path)
+    phase(f"timing t(B, k) for B = {','.join(map(str, batch_sizes))}, k = 1..{max_k}")
+    timing = time_batched_passes(target.model, [t for p in prompts for t in p], batch_sizes, context, max_k, repeats)
+    report = {"target": str(target.path), "backend": target.backend, "batch_timing": timing.to_dict()}
+    if as_json:
+        click.echo(to_json(report))
+        return
+    _print_batch(report["batch_timing"])
+
+
+def _print_batch(bt: dict) -> None:
+    click.echo(f"t(B, k) in ms ({bt['context_tokens']} tokens of context, {bt['device']}, {bt['threads']} threads; "
+               "one pass over B sequences x k tokens):")
+    click.echo("B \\ k " + " ".join(f"{k:>7d}" for k in range(1, len(bt["seconds"][0]) + 1)))
+    for b, row in zip(bt["batch_sizes"], bt["seconds"]):
+        click.echo(f"{b:>5d} " + " ".join(f"{1000 * s:7.2f}" for s in row))
 
 
 def _f(value: float | None, spec: str) -> str:

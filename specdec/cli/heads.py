@@ -139,6 +139,9 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
 @click.argument("heads_path", metavar="PATH", type=click.Path(exists=True))
 @click.option("--ngram", "ngrams", multiple=True, metavar="[NAME=]PATH",
               help="KenLM model (`specdec ngram build`) to rescore the lattice with; repeat for several.")
+@click.option("--lm", "lms", multiple=True, metavar="[NAME=]PATH",
+              help="Hugging Face causal LM folder with the target's vocabulary, a local rescorer (Algorithm 2); "
+                   "repeat for several.")
 @click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
               help="Target model folder the heads belong to. Default: the embedded SmolLM2-135M-Instruct.")
 @click.option("--k", "k", type=int, default=16, show_default=True, callback=in_range(1, 64),
@@ -160,14 +163,15 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
 @device_option
 @backend_option
 @json_option
-def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, prompt_tokens, new_tokens, seed,
-            no_timing, save, device, backend, as_json):
+def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, tune, prompt_tokens, new_tokens,
+            seed, no_timing, save, device, backend, as_json):
     """The BPD paper's lattice study at temperature 0: block efficiency of the base heads, the
     oracle top-k path, n-gram rescoring, parallel BPD and local rescoring (its Tables 4, 9 and
     Fig. 7, with bootstrap intervals), repetition before and after (Table 3) and wins/ties/
     losses against the base drafts (Table 5). Then the plan: each method's predicted speedup
     from its block efficiency, its tree size, the measured verify-cost curve and its drafting
-    time (`specdec.reference.heads.tree_plan`)."""
+    time, for every method cut to each depth h (`specdec.simulator.trees`; `specdec plan-trees`
+    re-plans a saved study with another verify-cost curve)."""
     from specdec.reference.heads.store import read_card
 
     if tune >= n_prompts:
@@ -183,6 +187,10 @@ def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, 
     for _, ngram_path in labelled:
         if not Path(ngram_path).exists():
             raise click.BadParameter(f"{ngram_path}: no such file or folder", param_hint="--ngram")
+    lm_paths = [split_label(spec) for spec in lms]
+    for _, lm_path in lm_paths:
+        if not Path(lm_path).is_dir():
+            raise click.BadParameter(f"{lm_path}: no such model folder", param_hint="--lm")
     from specdec.ngram.model import NgramModel
     from specdec.reference.core.models import load_model
     from specdec.reference.core.sampling import SamplingConfig
@@ -197,25 +205,35 @@ def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, 
         from specdec.reference.core.backend import use_backend
         use_backend(heads, "fast")
     models = {name: NgramModel.load(p, target.vocab_size) for name, p in labelled}
+    rescorers = {}
+    if lm_paths:
+        from specdec.reference.core.models import check_pair
+        from specdec.reference.heads.lm_rescorer import LMRescorer
+        for name, lm_path in lm_paths:
+            lm = load_model(lm_path, device=device, backend=backend)
+            check_pair(target, lm)
+            rescorers[name] = LMRescorer(lm.model, target.vocab_size)
     prompts, _ = held_out_prompts(n_prompts, prompt_tokens, path)
     samples = generate_continuations(target.model, prompts, new_tokens, SamplingConfig(0.0), None, progress=True)
-    result = study(target.model, heads, samples, models, k, ps, oracle_ks, tune, seed)
+    result = study(target.model, heads, samples, models, k, ps, oracle_ks, tune, seed, rescorers)
     if not no_timing:
         import math
 
         from specdec.reference.core.progress import phase
-        from specdec.reference.heads.tree_plan import heads_pass_seconds, plan_trees, verify_step_seconds
+        from specdec.reference.heads.tree_plan import heads_pass_seconds, verify_step_seconds
+        from specdec.simulator.trees import PLAN_ROWS, format_tree_plan, plan_trees
 
-        sizes = sorted({0} | {n for r in result["block_efficiency"] if r["tree_tokens"] is not None
+        sizes = sorted({0} | {n for r in result["by_depth"] if r["tree_tokens"] is not None
                               for n in (math.floor(r["tree_tokens"]), math.ceil(r["tree_tokens"]))})
         phase(f"timing verify steps with {', '.join(map(str, sizes))} draft nodes and the heads' pass")
         context = samples.sequences()[0][:prompt_tokens + new_tokens // 2]
         result["verify_step_ms"] = {str(n): 1000 * s for n, s in
                                     verify_step_seconds(target.model, context, sizes, heads.n_heads).items()}
         result["heads_pass_ms"] = 1000 * heads_pass_seconds(heads, k)
-        result["plan"] = plan_trees(result["block_efficiency"], {int(n): s / 1000 for n, s in
+        result["plan"] = plan_trees(result["by_depth"], {int(n): s / 1000 for n, s in
                                                                  result["verify_step_ms"].items()},
                                     result["heads_pass_ms"] / 1000)
+    result["rescorers"] = {name: ("ngram", p) for name, p in labelled} | {name: ("lm", p) for name, p in lm_paths}
     if save is not None:
         write_atomic(Path(save), to_json({"heads": str(heads_path), **result}, indent=2) + "\n")
     if as_json:
@@ -234,12 +252,10 @@ def lattice(heads_path, ngrams, target_path, k, ps, oracle_ks, n_prompts, tune, 
     if result.get("plan"):
         click.echo(f"\nplan (baseline step {result['verify_step_ms']['0']:.1f} ms, heads pass "
                    f"{result['heads_pass_ms']:.2f} ms):")
-        click.echo("| method | block efficiency | tree tokens | iteration ms | predicted speedup |\n|---|---|---|---|---|")
-        for r in result["plan"]:
-            click.echo(f"| {r['method']} | {r['block_efficiency']:.3f} | {r['tree_tokens']:.1f} | {r['iteration_ms']:.1f} | "
-                       f"{r['predicted_speedup']:.3f}x |")
+        click.echo(format_tree_plan(result["plan"][:PLAN_ROWS]))
     if result["wins"]:
         click.echo("\n| vs base | wins | ties | losses | wins by repair | losses by regress |\n|---|---|---|---|---|---|")
         for r in result["wins"]:
             click.echo(f"| {r['method']} | {100 * r['wins']:.1f}% | {100 * r['ties']:.1f}% | {100 * r['losses']:.1f}% | "
                        f"{100 * r['repair']:.1f}% | {100 * r['regress']:.1f}% |")
+

@@ -100,10 +100,30 @@ def _verify_cost_file(ctx: click.Context, param: click.Parameter, value: Path | 
 @click.option("--verify-cost-file", "verify_cost_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               callback=_verify_cost_file,
               help='Read the verify-cost curve from a JSON file: [1, 1.1, ...] or {"verify_cost": [...]}.')
+@click.option("--from", "source", metavar="FILE|-|URL",
+              help="Acceptance counts an engine reported instead of --alpha: vLLM /metrics text (file or "
+                   "http(s) URL), vLLM or llama.cpp logs, vLLM per-request metrics JSON, or `specdec decode --json` "
+                   "output ('-': standard input). Formats: docs/engines.md.")
+@click.option("--draft-length", type=int, default=None, callback=_checked(lambda g: _at_most_max(check_gamma(g), "draft length")),
+              help="With --from: the draft length the engine ran with, for sources that do not state it (llama-server).")
+@click.option("--extrapolate", is_flag=True,
+              help="With --from: also plan draft lengths beyond the observed positions (alpha_i = the last observed; "
+                   "flagged in the output).")
+@click.option("--batch-cost-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="With --from: t(B, k) per batch size (`specdec estimate --batch-sizes ... --json`): the best draft "
+                   "length per batch-size range.")
+@click.option("--engine", type=click.Choice(["vllm", "llamacpp", "hf"]), default=None,
+              help="With --from: print that engine's configuration for the plan.")
+@click.option("--method", default="ngram", show_default=True,
+              help="With --engine: the engine's speculative method (vLLM: ngram, draft_model, eagle, ...; "
+                   "hf: ngram means prompt lookup, anything else an assistant model).")
+@click.option("--figure", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --batch-cost-file: write the speedup-vs-batch-size figure (PNG) here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: float, c_hat: float | None,
          gamma: int | None, max_gamma: int, verify_cost: tuple[float, ...] | None,
-         verify_cost_file: tuple[float, ...] | None, as_json: bool) -> None:
+         verify_cost_file: tuple[float, ...] | None, source: str | None, draft_length: int | None, extrapolate: bool,
+         batch_cost_file: Path | None, engine: str | None, method: str, figure: Path | None, as_json: bool) -> None:
     """Expected speedup, operations and memory traffic of speculative decoding, and the best gamma.
 
     Implements Leviathan et al. (ICML 2023): expected tokens per iteration (Eq. 1), walltime
@@ -118,8 +138,21 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
       specdec plan --alpha 0.75 --gamma 7 --c 0.02 --json
       specdec plan --alpha-per-position 0.9,0.8,0.7 --c 0.05 --verify-cost 1,1.5,1.6,1.7,1.8
     """
+    if source is not None:
+        if alpha is not None or alpha_per_position is not None or gamma is not None:
+            raise click.UsageError("--from replaces --alpha, --alpha-per-position and --gamma")
+        if verify_cost is not None and verify_cost_file is not None:
+            raise click.UsageError("give either --verify-cost or --verify-cost-file, not both")
+        _engine_plan(source, c, draft_length, max_gamma if max_gamma != DEFAULT_MAX_GAMMA else None, extrapolate,
+                        verify_cost if verify_cost is not None else verify_cost_file, batch_cost_file, engine, method,
+                        figure, as_json)
+        return
+    for name, value in (("--engine", engine), ("--batch-cost-file", batch_cost_file), ("--figure", figure),
+                        ("--draft-length", draft_length)):
+        if value is not None:
+            raise click.UsageError(f"{name} needs --from (engine counts)")
     if alpha is None and alpha_per_position is None:
-        raise click.UsageError("give --alpha or --alpha-per-position")
+        raise click.UsageError("give --alpha, --alpha-per-position or --from")
     if alpha is not None and alpha_per_position is not None:
         raise click.UsageError("give either --alpha or --alpha-per-position, not both")
     if verify_cost is not None and verify_cost_file is not None:
@@ -135,6 +168,39 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
         raise click.UsageError(f"{exc} (options --alpha/--alpha-per-position, --c, --gamma, --max-gamma, "
                                "--verify-cost)") from None
     click.echo(to_json(result.as_dict(), indent=2) if as_json else format_plan(result))
+
+
+def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int | None, extrapolate: bool,
+                    verify_cost: tuple[float, ...] | None, batch_cost_file: Path | None, engine: str | None,
+                    method: str, figure: Path | None, as_json: bool) -> None:
+    from specdec.engines.plan import engine_plan, read_source
+    from specdec.engines.report import format_engine_plan
+
+    batch_timing = None
+    if batch_cost_file is not None:
+        try:
+            data = json.loads(batch_cost_file.read_text())
+            batch_timing = data["batch_timing"] if "batch_timing" in data else None
+            if not (isinstance(batch_timing, dict) and {"batch_sizes", "seconds"} <= set(batch_timing)):
+                raise KeyError
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            raise click.BadParameter(f"{batch_cost_file} holds no batch_timing (batch_sizes, seconds): write it with "
+                                     "`specdec estimate --batch-sizes ... --json`", param_hint="--batch-cost-file") from None
+    if figure is not None and batch_timing is None:
+        raise click.UsageError("--figure draws the batch plan: give --batch-cost-file")
+    try:
+        text = read_source(source, click.get_text_stream('stdin').read() if source == "-" else None)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--from") from None
+    try:
+        result = engine_plan(text, c, draft_length, max_gamma, extrapolate, verify_cost, batch_timing, engine, method)
+    except ValueError as exc:
+        hint = "--batch-cost-file" if "t(B, k)" in str(exc) or "batch sizes" in str(exc) else "--from"
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+    if figure is not None:
+        from specdec.figures.batch import batch_figure
+        result["figure"] = str(batch_figure(result["batch"], figure))
+    click.echo(to_json(result, indent=2) if as_json else format_engine_plan(result))
 
 
 def format_plan(result: Plan) -> str:
@@ -178,14 +244,28 @@ def format_plan(result: Plan) -> str:
 @click.command()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for the PNG figures and Markdown tables (created if missing).")
-def figures(out: Path) -> None:
+@click.option("--lattice", "study_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Instead: the BPD paper's Figures 6 and 7 and Tables 3/4/5/9 from a saved lattice study "
+                   "(`specdec heads lattice --save`).")
+def figures(out: Path, study_path: Path | None) -> None:
     """Reproduce the paper's Figures 2-4, Table 1 and Table 4's EXP column from the simulator.
 
     Also draws the extensions (verify-cost curve, per-position acceptance). Prints the
     paths written.
     """
-    from specdec.figures.theory import write_all  # matplotlib is imported here only
-
     check_out_dir(out)
-    for path in write_all(out):
+    if study_path is not None:
+        from specdec.figures.lattice import write_lattice
+        try:
+            study = json.loads(study_path.read_text())
+            if not {"block_efficiency", "oracle_curve", "repetition", "wins"} <= set(study):
+                raise KeyError
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            raise click.BadParameter(f"{study_path} is not a lattice study of this version (`specdec heads lattice "
+                                     "--save`)", param_hint="--lattice") from None
+        paths = write_lattice(study, out)
+    else:
+        from specdec.figures.theory import write_all  # matplotlib is imported here only
+        paths = write_all(out)
+    for path in paths:
         click.echo(str(path))

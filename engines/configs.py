@@ -1,0 +1,54 @@
+"""What engines read: a draft length (per batch-size range where the engine takes one).
+
+- vLLM `--speculative-config` JSON: `method`, `num_speculative_tokens` and, with a batch plan,
+  `num_speculative_tokens_per_batch_size` = [[start, end, k], ...] (inclusive ranges, k = 0:
+  do not draft; every k <= num_speculative_tokens). Source: vllm/config/speculative.py and
+  docs/features/speculative_decoding/dynamic_speculative_decoding.md (docs/engines.md).
+- llama.cpp: `--draft-max` / `--draft-min` (renamed `--spec-draft-n-max` / `--spec-draft-n-min`
+  in newer builds; both spellings printed); `--draft-p-min` is a draft-confidence cut-off that
+  counts cannot set, so it is left to the engine's default and said so.
+- Hugging Face `generate`: `num_assistant_tokens` with `num_assistant_tokens_schedule="constant"`
+  (a draft model), or `prompt_lookup_num_tokens` (prompt lookup).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+ENGINES = ("vllm", "llamacpp", "hf")
+
+
+def engine_config(engine: str, method: str, gamma: int, ranges: Sequence[Sequence[int]] | None, plan) -> dict[str, Any]:
+    """The configuration to paste; gamma 0 everywhere means "do not speculate" (said, not configured)."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    top = max([gamma] + [int(r[2]) for r in ranges or []])
+    if top == 0:
+        return {"engine": engine, "speculate": False,
+                "note": "no draft length beats plain decoding: leave speculative decoding off"}
+    if engine == "vllm":
+        config: dict[str, Any] = {"method": method, "num_speculative_tokens": top}
+        if ranges:
+            config["num_speculative_tokens_per_batch_size"] = [[int(a), int(b), int(k)] for a, b, k in ranges]
+        return {"engine": engine, "speculate": True, "speculative_config": config,
+                "flag": "--speculative-config '" + _json(config) + "'",
+                "note": "num_speculative_tokens_per_batch_size needs a vLLM with dynamic speculative decoding "
+                        "(not with data parallelism > 1); ranges beyond the largest timed batch size are not planned"
+                        if ranges else None}
+    if engine == "llamacpp":
+        helps = [g for g in range(1, len(plan.walltime_improvement)) if plan.walltime_improvement[g] > 1.0]
+        draft_min = min(helps) if helps else 0
+        return {"engine": engine, "speculate": True, "draft_max": gamma, "draft_min": draft_min,
+                "flags": f"--draft-max {gamma} --draft-min {draft_min}",
+                "flags_newer": f"--spec-draft-n-max {gamma} --spec-draft-n-min {draft_min}",
+                "note": "--draft-min: the shortest draft that still beats plain decoding; --draft-p-min (the draft's "
+                        "confidence cut-off) cannot be set from acceptance counts: keep the engine's default"}
+    if method in ("ngram", "lookup", "prompt_lookup"):
+        args: dict[str, Any] = {"prompt_lookup_num_tokens": gamma}
+    else:
+        args = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant"}
+    return {"engine": engine, "speculate": True, "generate_kwargs": args}
+
+
+def _json(value: Any) -> str:
+    import json
+    return json.dumps(value, separators=(", ", ": "))

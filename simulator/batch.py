@@ -1,0 +1,102 @@
+"""Speculative decoding with B sequences per target pass (a serving engine's batch).
+
+One iteration verifies gamma drafts for each of B sequences in one target pass over B x
+(gamma + 1) tokens, t(B, gamma + 1), and drafts gamma tokens for each, gamma * c * t(B, 1) with
+c the draft step's cost relative to the target's batched one-token step. Every sequence
+gains E(gamma) = 1 + sum_{i<=gamma} prod_{j<=i} alpha_j tokens per iteration on average
+(per-position acceptance, `specdec.simulator.positional`), so
+
+    throughput(B, gamma) = B * E(gamma) / (t(B, gamma + 1) + gamma * c * t(B, 1))   tokens/s,
+    latency(B, gamma)    = (t(B, gamma + 1) + gamma * c * t(B, 1)) / E(gamma)        s per token,
+    speedup(B, gamma)    = E(gamma) * t(B, 1) / (t(B, gamma + 1) + gamma * c * t(B, 1)),
+
+the speedup being the same for throughput and per-token latency against plain batched
+decoding (gamma = 0). The larger B, the closer the pass is to compute-bound and the more
+t(B, k) grows with k: that is why speculation that wins at batch 1 can lose at batch 32.
+Pure numpy; measured t(B, k) come from `specdec estimate --batch-sizes`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from specdec.simulator.positional import positional_expected_tokens_by_gamma
+from specdec.simulator.validation import FloatArray, check_nonnegative
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """speedup/throughput/latency [len(batch_sizes), max_gamma + 1] over gamma = 0..max_gamma."""
+
+    batch_sizes: np.ndarray  # int [nB]
+    expected_tokens: np.ndarray  # [G + 1]
+    iteration_seconds: np.ndarray  # [nB, G + 1]
+    speedup: np.ndarray
+    throughput: np.ndarray  # tokens/s over the batch
+    latency: np.ndarray  # seconds per token of one sequence
+
+    @property
+    def best_gamma(self) -> np.ndarray:
+        """Best gamma per batch size (ties and "nothing beats plain decoding" go to the smaller)."""
+        return np.argmax(self.speedup >= self.speedup.max(axis=1, keepdims=True) - 1e-12, axis=1)
+
+
+def check_batch_times(batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike) -> tuple[np.ndarray, FloatArray]:
+    """Batch sizes (strictly increasing, >= 1) and t(B, k) [nB, K] (positive, finite)."""
+    b = np.asarray(batch_sizes)
+    t = np.asarray(seconds, dtype=np.float64)
+    if b.ndim != 1 or b.size == 0 or not np.issubdtype(b.dtype, np.integer) or b.min() < 1 or np.any(np.diff(b) <= 0):
+        raise ValueError(f"batch sizes must be strictly increasing integers >= 1, got {b.tolist()}")
+    if t.ndim != 2 or t.shape[0] != b.size or t.shape[1] < 1:
+        raise ValueError(f"t(B, k) must have one row per batch size ({b.size}) and >= 1 column, got {t.shape}")
+    if not np.all(np.isfinite(t)) or t.min() <= 0:
+        raise ValueError("t(B, k) must be positive and finite")
+    return b.astype(np.int64), t
+
+
+def batch_plan(alphas: npt.ArrayLike, batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, c: float = 0.0,
+               max_gamma: int | None = None) -> BatchPlan:
+    """The table above for gamma = 0..max_gamma (default and at most K - 1, K the columns of t).
+
+    alphas: per-position acceptances alpha_1..alpha_K' (gamma > K' reuses alpha_K');
+    seconds[b, k - 1] = t(batch_sizes[b], k)."""
+    b, t = check_batch_times(batch_sizes, seconds)
+    c = float(check_nonnegative(c, "c"))
+    top = t.shape[1] - 1 if max_gamma is None else min(int(max_gamma), t.shape[1] - 1)
+    if top < 0:
+        raise ValueError(f"max_gamma must be >= 0, got {max_gamma}")
+    gammas = np.arange(top + 1)
+    tokens = positional_expected_tokens_by_gamma(alphas, top)
+    if tokens.ndim != 1:
+        raise ValueError("batch_plan takes one acceptance curve alpha_1..alpha_K")
+    iteration = t[:, :top + 1] + gammas * c * t[:, :1]
+    return BatchPlan(b, tokens, iteration, tokens * t[:, :1] / iteration, b[:, None] * tokens / iteration,
+                     iteration / tokens)
+
+
+def interpolate_batches(batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, targets: npt.ArrayLike) -> FloatArray:
+    """t(B, k) at the target batch sizes, linear in B between measured sizes (inside their range only)."""
+    b, t = check_batch_times(batch_sizes, seconds)
+    x = np.asarray(targets, dtype=np.float64)
+    if x.min() < b[0] or x.max() > b[-1]:
+        raise ValueError(f"batch sizes {x.min():g}..{x.max():g} lie outside the measured {b[0]}..{b[-1]}")
+    return np.stack([np.interp(x, b, t[:, k]) for k in range(t.shape[1])], axis=1)
+
+
+def gamma_ranges(alphas: npt.ArrayLike, batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, c: float = 0.0,
+                 max_gamma: int | None = None) -> list[tuple[int, int, int]]:
+    """[(batch_start, batch_end, gamma)]: the best gamma for every batch size from the smallest to
+    the largest measured one (t interpolated in between), merged into ranges; gamma 0 means do
+    not speculate."""
+    b, t = check_batch_times(batch_sizes, seconds)
+    every = np.arange(b[0], b[-1] + 1)
+    best = batch_plan(alphas, every, interpolate_batches(b, t, every), c, max_gamma).best_gamma
+    ranges: list[tuple[int, int, int]] = []
+    for size, g in zip(every.tolist(), best.tolist()):
+        if ranges and ranges[-1][2] == g:
+            ranges[-1] = (ranges[-1][0], size, g)
+        else:
+            ranges.append((size, size, g))
+    return ranges

@@ -1,0 +1,80 @@
+"""`specdec plan-trees` on hand-written lattice studies: the arithmetic of the best row, the
+drafter spec it prints, re-planning with another verify-cost curve, and one-line refusals."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli_helpers import run_main, strict_json
+
+ROWS = [
+    {"method": "base", "depth": 3, "block_efficiency": 1.5, "tree_tokens": 3.0, "choose_ms": 0.0, "options": {"p": 1}},
+    {"method": "2-gram parallel p=4", "depth": 2, "block_efficiency": 1.9, "tree_tokens": 6.0, "choose_ms": 1.0,
+     "options": {"p": 4, "rescorer": "2-gram", "w": 0.3}},
+    {"method": "2-gram local", "depth": 3, "block_efficiency": 1.6, "tree_tokens": 3.0, "choose_ms": 0.5,
+     "options": {"rescorer": "2-gram", "w": 0.3, "rescore": "local"}},
+    {"method": "oracle top-2", "depth": 3, "block_efficiency": 2.5, "tree_tokens": None, "choose_ms": None,
+     "options": None},
+]
+
+
+def study(tmp_path, **extra) -> str:
+    data = {"heads": "H", "k": 16, "by_depth": ROWS, "heads_pass_ms": 1.0,
+            "rescorers": {"2-gram": ["ngram", "N2"]},
+            "verify_step_ms": {"0": 10.0, "3": 14.0, "6": 30.0}} | extra
+    path = tmp_path / "study.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_best_row_and_its_drafter(capsys, tmp_path) -> None:
+    code, out, _ = run_main(capsys, ["plan-trees", study(tmp_path), "--json"])
+    assert code == 0
+    r = strict_json(out)
+    best = r["best"]
+    assert best["method"] == "2-gram local" and best["gamma"] == 3
+    assert best["predicted_speedup"] == pytest.approx(1.6 * 10 / (14 + 1 + 0.5))
+    assert best["drafter"] == "heads:H,k=16,ngram=N2,w=0.3,rescore=local"
+    base = next(x for x in r["plan"] if x["method"] == "base")
+    assert base["drafter"] == "heads:H" and base["predicted_speedup"] == pytest.approx(1.5 * 10 / (14 + 1))
+    par = next(x for x in r["plan"] if x["method"].startswith("2-gram parallel"))
+    assert par["drafter"] == "heads:H,k=16,p=4,ngram=N2,w=0.3" and par["gamma"] == 2
+    code, out, _ = run_main(capsys, ["plan-trees", study(tmp_path)])
+    assert code == 0 and "--drafter 'heads:H,k=16,ngram=N2,w=0.3,rescore=local' --gamma 3" in out
+
+
+def test_another_machines_verify_cost_curve(capsys, tmp_path) -> None:
+    """A flat curve (a GPU's) makes the 6-node trees cheap: the parallel drafts win."""
+    cost = tmp_path / "gpu.json"
+    cost.write_text(json.dumps({"verify_cost": [1.0] * 8, "cost": {"target_step_seconds": 0.005}}))
+    code, out, _ = run_main(capsys, ["plan-trees", study(tmp_path), "--verify-cost-file", str(cost),
+                                     "--draft-ms", "0.2", "--json"])
+    assert code == 0
+    best = strict_json(out)["best"]
+    assert best["method"] == "2-gram parallel p=4"
+    assert best["predicted_speedup"] == pytest.approx(1.9 * 5 / (5 + 0.2 + 1.0))
+
+
+@pytest.mark.parametrize("make, extra, option", [
+    (lambda p: p.write_text("[1, 2]"), [], "STUDY"),
+    (lambda p: p.write_text("{not json"), [], "STUDY"),
+    (lambda p: p.write_text(json.dumps({"block_efficiency": []})), [], "STUDY"),
+    (None, ["--draft-ms", "-1"], "--draft-ms"),
+])
+def test_refusals(capsys, tmp_path, make, extra, option) -> None:
+    path = study(tmp_path)
+    if make is not None:
+        from pathlib import Path
+        make(Path(path))
+    code, out, err = run_main(capsys, ["plan-trees", path, *extra])
+    assert code == 2 and option in err and len(err.strip().splitlines()) == 1
+
+
+def test_refuses_a_cost_file_without_step_time(capsys, tmp_path) -> None:
+    cost = tmp_path / "cost.json"
+    cost.write_text(json.dumps({"verify_cost": [1.0, 1.1]}))
+    code, out, err = run_main(capsys, ["plan-trees", study(tmp_path), "--verify-cost-file", str(cost)])
+    assert code == 2 and "--verify-cost-file" in err and "target_step_seconds" in err
+    code, out, err = run_main(capsys, ["plan-trees", study(tmp_path, verify_step_ms=None)])
+    assert code == 2 and "--no-timing" in err
