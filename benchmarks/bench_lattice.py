@@ -30,6 +30,7 @@ from specdec.reference.core.tree import trie
 from specdec.reference.data.prompts import held_out_prompts
 from specdec.reference.drafters.factory import make_drafter
 from specdec.reference.estimate.alpha import bootstrap_ratio_ci
+from specdec.reference.estimate.timing import sync
 
 GREEDY = SamplingConfig(0.0)
 
@@ -44,11 +45,13 @@ def tree_vs_chain(target, context: list[int], paths: list[list[int]], repeats: i
         for kind in ("tree", "chain") if r % 2 else ("chain", "tree"):
             s = KVSession(target.model)
             s.start(context)
+            sync(target.model.device)
             start = time.perf_counter()
             if kind == "tree":
                 s.extend_tree(tokens, parents)
             else:
                 s.extend(tokens, n_logits=len(tokens) + 1)
+            sync(target.model.device)
             if r >= 3:
                 times[kind].append(time.perf_counter() - start)
     return float(np.median(times["tree"])), float(np.median(times["chain"])), len(tokens)
@@ -62,12 +65,18 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--gamma", type=int, default=3)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--prompt-ids", help="JSON list of prompts as token-id lists (instead of the held-out corpus)")
     ap.add_argument("--study", help="JSON of `specdec heads lattice --json` whose plan predicts each method")
-    ap.add_argument("--predict", action="append", default=[], help="NAME=METHOD: the study's method for a drafter")
+    ap.add_argument("--predict", action="append", default=[],
+                    help="NAME=METHOD[@H]: the study's method (at depth H, default --gamma) for a drafter")
     args = ap.parse_args()
-    target = load_model(None, backend="auto")
-    drafters = {name: make_drafter(spec, target)[0] for name, spec in map(split_label, args.drafter)}
-    prompts, _ = held_out_prompts(args.prompts, args.prompt_tokens)
+    target = load_model(None, device=args.device, backend="auto")
+    drafters = {name: make_drafter(spec, target, args.device)[0] for name, spec in map(split_label, args.drafter)}
+    if args.prompt_ids:
+        prompts = json.load(open(args.prompt_ids))[:args.prompts]
+    else:
+        prompts, _ = held_out_prompts(args.prompts, args.prompt_tokens)
     prompts = prompts[args.skip:]
     scorer = TargetScorer(target.model)
     autoregressive_decode(scorer, prompts[0], 4, GREEDY, None)  # warm-up
@@ -88,12 +97,16 @@ def main() -> None:
         assert all(t == tokens["baseline"] for t in tokens.values()), f"prompt {i}: outputs differ"
     predictions = {}
     if args.study:
-        plan = {row["method"]: row for row in json.load(open(args.study)).get("plan", [])}
-        predictions = {name: plan[method]["predicted_speedup"] for name, method in
-                       (p.split("=", 1) for p in args.predict) if method in plan}
+        plan = {(row["method"], row.get("depth")): row for row in json.load(open(args.study)).get("plan", [])}
+        for name, spec in (p.split("=", 1) for p in args.predict):
+            method, _, depth = spec.partition("@")
+            row = plan.get((method, int(depth) if depth else args.gamma))
+            if row is not None:
+                predictions[name] = row["predicted_speedup"]
     base = np.array(seconds["baseline"])
     rng = np.random.default_rng(0)
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, backend "
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or platform.machine()
+    print(f"machine: {where}, {torch.get_num_threads()} threads, backend "
           f"{target.backend}; {len(prompts)} held-out prompts x {args.new_tokens} tokens, gamma {args.gamma}, greedy; "
           "every method's output equals the baseline's")
     print("| drafter | tokens/pass | verified tokens/pass | measured speedup [95% CI] | predicted | error |")

@@ -11,7 +11,8 @@ def format_engine_plan(r: dict[str, Any]) -> str:
         f"{i}: {a:.3f} [{lo:.3f}, {hi:.3f}]" for i, (a, (lo, hi)) in
         enumerate(zip(acc["alpha_per_position"], acc["alpha_per_position_ci"]), 1)))
     lines.append(f"c = {plan['c']:g}" + ("" if plan["verify_cost"] is None else
-                                         ", verify cost v(1..) = " + ",".join(f"{v:.2f}" for v in plan["verify_cost"])))
+                                         ", verify cost v(1..) = " + ",".join(f"{v:.2f}" for v in plan["verify_cost"]))
+                 + (f" ({r['verify_cost_source']})" if r.get("verify_cost_source") else ""))
     lines.append(f"{'gamma':>5}  {'tokens/iter':>11}  {'speedup':>8}")
     for row in plan["table"]:
         mark = "  <- best" if row["gamma"] == plan["optimal_gamma"] else ""
@@ -25,7 +26,8 @@ def format_engine_plan(r: dict[str, Any]) -> str:
         lines.append(f"{'B':>5}  " + "  ".join(f"g={g:<4d}" for g in b["gammas"]) + "  best")
         for size, row, best in zip(b["batch_sizes"], b["speedup"], b["best_gamma"]):
             lines.append(f"{size:>5}  " + "  ".join(f"{x:6.3f}" for x in row) + f"  {best}")
-        lines.append("best draft length per batch-size range: " + ", ".join(
+        lines.append(f"best draft length per batch-size range (a longer draft must win by {100 * b['tolerance']:.0f}%): "
+                     + ", ".join(
             f"{a}-{e}: {g}" for a, e, g in b["ranges"]) + f" (batch sizes above {b['batch_sizes'][-1]} were not timed)")
     if "engine_config" in r:
         cfg = r["engine_config"]

@@ -37,10 +37,12 @@ class BatchPlan:
     throughput: np.ndarray  # tokens/s over the batch
     latency: np.ndarray  # seconds per token of one sequence
 
-    @property
-    def best_gamma(self) -> np.ndarray:
-        """Best gamma per batch size (ties and "nothing beats plain decoding" go to the smaller)."""
-        return np.argmax(self.speedup >= self.speedup.max(axis=1, keepdims=True) - 1e-12, axis=1)
+    def best_gamma(self, tolerance: float = 0.0) -> np.ndarray:
+        """Best gamma per batch size: the smallest whose speedup is within `tolerance` (relative) of
+        the largest, so ties, near-ties inside timing noise and "nothing beats plain decoding" go
+        to the smaller gamma."""
+        top = self.speedup.max(axis=1, keepdims=True)
+        return np.argmax(self.speedup >= top * (1 - tolerance) - 1e-12, axis=1)
 
 
 def check_batch_times(batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike) -> tuple[np.ndarray, FloatArray]:
@@ -86,13 +88,13 @@ def interpolate_batches(batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, targ
 
 
 def gamma_ranges(alphas: npt.ArrayLike, batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, c: float = 0.0,
-                 max_gamma: int | None = None) -> list[tuple[int, int, int]]:
-    """[(batch_start, batch_end, gamma)]: the best gamma for every batch size from the smallest to
-    the largest measured one (t interpolated in between), merged into ranges; gamma 0 means do
-    not speculate."""
+                 max_gamma: int | None = None, tolerance: float = 0.0) -> list[tuple[int, int, int]]:
+    """[(batch_start, batch_end, gamma)]: the best gamma (`BatchPlan.best_gamma(tolerance)`) for
+    every batch size from the smallest to the largest measured one (t interpolated in between),
+    merged into ranges; gamma 0 means do not speculate."""
     b, t = check_batch_times(batch_sizes, seconds)
     every = np.arange(b[0], b[-1] + 1)
-    best = batch_plan(alphas, every, interpolate_batches(b, t, every), c, max_gamma).best_gamma
+    best = batch_plan(alphas, every, interpolate_batches(b, t, every), c, max_gamma).best_gamma(tolerance)
     ranges: list[tuple[int, int, int]] = []
     for size, g in zip(every.tolist(), best.tolist()):
         if ranges and ranges[-1][2] == g:

@@ -20,7 +20,7 @@ ROWS = [
 
 
 def study(tmp_path, **extra) -> str:
-    data = {"heads": "H", "k": 16, "by_depth": ROWS, "heads_pass_ms": 1.0,
+    data = {"heads_path": "H", "heads": 3, "k": 16, "by_depth": ROWS, "heads_pass_ms": 1.0,
             "rescorers": {"2-gram": ["ngram", "N2"]},
             "verify_step_ms": {"0": 10.0, "3": 14.0, "6": 30.0}} | extra
     path = tmp_path / "study.json"
@@ -78,3 +78,16 @@ def test_refuses_a_cost_file_without_step_time(capsys, tmp_path) -> None:
     assert code == 2 and "--verify-cost-file" in err and "target_step_seconds" in err
     code, out, err = run_main(capsys, ["plan-trees", study(tmp_path, verify_step_ms=None)])
     assert code == 2 and "--no-timing" in err
+
+
+def test_cost_file_with_timed_tree_steps(capsys, tmp_path) -> None:
+    """benchmarks/bench_costs.py output: its directly timed tree verify steps win over its curve."""
+    cost = tmp_path / "costs.json"
+    cost.write_text(json.dumps({"verify_cost": [1.0, 9.0], "cost": {"target_step_seconds": 0.005},
+                                "verify_step_ms": {"0": 5.0, "8": 5.0}, "device_name": "GPU X"}))
+    code, out, _ = run_main(capsys, ["plan-trees", study(tmp_path), "--verify-cost-file", str(cost), "--draft-ms", "0",
+                                     "--json"])
+    assert code == 0
+    r = strict_json(out)
+    assert "GPU X" in r["verify_steps"] and r["best"]["method"] == "2-gram parallel p=4"
+    assert r["best"]["predicted_speedup"] == pytest.approx(1.9 * 5 / (5 + 1.0))

@@ -171,3 +171,26 @@ def test_cli_from_file_stdin_and_errors(capsys, tmp_path, monkeypatch) -> None:
                          (["plan", "--from", "http://127.0.0.1:9/metrics", "--c", "0"], "--from")):
         code, out, err = run_main(capsys, argv)
         assert code == 2 and option in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+@pytest.mark.slow
+def test_default_target_decode_to_engine_plan(capsys, tmp_path) -> None:
+    """The whole path on the real default target: t(B, k) measured by `estimate --drafter none
+    --batch-sizes`, the counts of a real `decode --json`, then `plan --from` with both."""
+    code, out, _ = run_main(capsys, ["estimate", "--drafter", "none", "--batch-sizes", "1,2", "--batch-max-k", "3",
+                                     "--timing-repeats", "2", "--json"])
+    assert code == 0
+    costs = tmp_path / "costs.json"
+    costs.write_text(out)
+    assert strict_json(out)["batch_timing"]["batch_sizes"] == [1, 2]
+    code, out, _ = run_main(capsys, ["decode", "--prompt", "The cat sat on the mat. The cat sat on the mat. The cat",
+                                     "--drafter", "lookup", "--gamma", "3", "--temperature", "0",
+                                     "--max-new-tokens", "24", "--json"])
+    assert code == 0
+    decoded = tmp_path / "decode.json"
+    decoded.write_text(out)
+    code, out, _ = run_main(capsys, ["plan", "--from", str(decoded), "--c", "0", "--batch-cost-file", str(costs),
+                                     "--engine", "hf", "--json"])
+    assert code == 0
+    r = strict_json(out)
+    assert r["source"] == "specdec-decode" and r["batch"]["batch_sizes"] == [1, 2]

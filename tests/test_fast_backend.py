@@ -97,10 +97,16 @@ def test_kv_cache_after_rejections_matches_eager() -> None:
             assert a.committed == b.committed
 
 
-def test_backend_choice() -> None:
+def test_backend_choice(monkeypatch) -> None:
+    import specdec.reference.core.backend as backend
+
     model = tiny_llama(64)
     assert use_backend(copy.deepcopy(model), "eager") == "eager"
+    monkeypatch.setattr(backend, "vector_isa", lambda: "AVX512")
     assert use_backend(copy.deepcopy(model), "auto") == "fast"
+    monkeypatch.setattr(backend, "vector_isa", lambda: "AVX2")  # the kernel's vectors would spill: eager
+    assert use_backend(copy.deepcopy(model), "auto") == "eager"
+    assert use_backend(copy.deepcopy(model), "fast") == "fast"  # asked for explicitly: still runs
     with pytest.raises(ValueError, match="float32"):
         use_backend(copy.deepcopy(model).to(torch.bfloat16), "fast")
     assert use_backend(copy.deepcopy(model).to(torch.bfloat16), "auto") == "eager"

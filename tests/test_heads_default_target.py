@@ -81,8 +81,8 @@ def test_lattice_study_plan_and_the_planned_drafter(heads_dir, tmp_path, capsys)
     assert code == 0
     plan = strict_json(out)
     for row in plan["plan"][:2]:
-        code, out, _ = run_main(capsys, ["decode", "--prompt", "Once upon a time", "--drafter", row["drafter"],
-                                         "--gamma", str(row["gamma"]), "--temperature", "0", "--max-new-tokens", "16",
-                                         "--baseline", "--json"])
-        assert code == 0
+        code, out, err = run_main(capsys, ["decode", "--prompt", "Once upon a time", "--drafter", row["drafter"],
+                                           "--gamma", str(row["gamma"]), "--temperature", "0", "--max-new-tokens", "16",
+                                           "--baseline", "--json"])
+        assert code == 0, (row["drafter"], err)
         assert strict_json(out)["baseline"]["same_tokens"] is True, row["drafter"]

@@ -105,14 +105,20 @@ def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models, t
     ngram = NgramModel.load(tiny_models[2], VOCAB, eos_id=EOS_ID)
     result = study(target, heads, samples, {"2-gram": ngram}, k=3, ps=(1, 2), oracle_ks=(3,), tune=1)
     eff = {r["method"]: r["block_efficiency"] for r in result["block_efficiency"]}
-    for name, drafter in (("base", LatticeDrafter(target, heads, VOCAB, k=3, p=1)),
-                          ("parallel base p=2", LatticeDrafter(target, heads, VOCAB, k=3, p=2))):
+    at_depth = {(r["method"], r["depth"]): r["block_efficiency"] for r in result["by_depth"]}
+    for name, drafter, gamma in (("base", LatticeDrafter(target, heads, VOCAB, k=3, p=1), 3),
+                                 ("parallel base p=2", LatticeDrafter(target, heads, VOCAB, k=3, p=2), 3),
+                                 ("parallel base p=2", LatticeDrafter(target, heads, VOCAB, k=3, p=2), 2),
+                                 ("2-gram parallel p=2", LatticeDrafter(target, heads, VOCAB, k=3, p=2, rescorer=ngram,
+                                                                       weight=result["weights"]["2-gram"]), 2)):
         tokens = passes = 0
         for prompt, cont in zip(samples.prompts[1:], samples.continuations[1:]):
-            r = speculative_decode(TargetScorer(target), drafter, prompt, len(cont), 3, GREEDY, None)
+            r = speculative_decode(TargetScorer(target), drafter, prompt, len(cont), gamma, GREEDY, None)
             assert r.tokens == cont
             tokens, passes = tokens + r.stats.new_tokens, passes + r.stats.iterations
-        assert eff[name] == pytest.approx(tokens / passes), name
+        assert at_depth[(name, gamma)] == pytest.approx(tokens / passes), (name, gamma)  # the drafter searches depth gamma
+        if gamma == 3:
+            assert eff[name] == pytest.approx(tokens / passes), name
         drafter.close()
     assert eff["oracle top-3"] >= max(v for m, v in eff.items() if not m.startswith("oracle")) - 1e-12
     assert eff["parallel base p=2"] >= eff["base"] - 1e-12 and eff["2-gram parallel p=2"] >= eff["2-gram rescored"] - 1e-12

@@ -68,14 +68,21 @@ def available(model: torch.nn.Module) -> str | None:
     return None
 
 
+def vector_isa() -> str:
+    """The CPU's widest vector instruction set as PyTorch sees it ("AVX512", "AVX2", "DEFAULT", ...)."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
 def use_backend(model: torch.nn.Module, backend: str) -> str:
     """Switch `model` to `backend` in place; returns the backend in use.
 
-    "auto" is "fast" where it is available (CPU, float32, kernel built), else "eager".
+    "auto" is "fast" where it is available (CPU, float32, kernel built) and the CPU has AVX-512,
+    else "eager": the kernel keeps 16-float vectors in registers, which AVX-512 has and AVX2
+    has not (there it spills and ran 20-35x slower than eager at 4-16 rows: docs/fast-backend.md).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown target backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-    if backend == "eager":
+    if backend == "eager" or (backend == "auto" and vector_isa() != "AVX512"):
         return "eager"
     reason = available(model)
     if reason is not None:

@@ -81,7 +81,10 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
           seed: int = 0, lms: dict[str, Any] | None = None) -> dict[str, Any]:
     """Block efficiency of every method on samples.prompts[tune:] (greedy continuations); the
     interpolation weight of each n-gram is tuned on the first `tune` prompts (p = 1). lms:
-    neural local rescorers (`LMRescorer`), local rescoring only, their weights tuned likewise."""
+    neural local rescorers (`LMRescorer`), local rescoring only, their weights tuned likewise.
+    `by_depth` holds every method at every depth h <= H, as a drafter limited to h tokens (gamma
+    = h) drafts: left-to-right choices (base, local rescoring) cut to h, path searches rerun on
+    the lattice's first h positions."""
     lms = lms or {}
     if not samples.sampling.greedy:
         raise ValueError("the lattice study replays greedy decoding: sample the target at temperature 0")
@@ -93,16 +96,19 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
     weights = {name: tune_weight(ng, samples, all_lattices[:tune], k, width) for name, ng in ngrams.items()}
     weights |= {name: tune_weight(lm, samples, all_lattices[:tune], k, width, local=True) for name, lm in lms.items()}
     methods: dict[str, Method] = {}
+    searched: dict[tuple[str, int], Method] = {}  # path searches rerun on the lattice's first h < H positions
 
     def add(name: str, match: list[int], drafts: list[list[int]] | None = None, paths: list | None = None,
-            seconds: float = 0.0, **options: Any) -> None:
-        m = methods.setdefault(name, Method(name, realizable=not name.startswith("oracle"), options=options))
+            seconds: float = 0.0, depth: int = width, **options: Any) -> None:
+        store = methods if depth == width else searched
+        key = name if depth == width else (name, depth)
+        m = store.setdefault(key, Method(name, realizable=not name.startswith("oracle"), options=options))
         m.matches.append(np.array(match, dtype=np.int64))
         m.seconds += seconds
         if drafts is not None:
             m.drafts.append(drafts)
         if paths is not None:  # per block: the verified paths -> the size of their tree, cut to each depth
-            for h in range(1, width + 1):
+            for h in range(1, depth + 1):
                 m.nodes.setdefault(h, []).extend(len(trie([q[:h] for q in ps])[0]) for ps in paths)
 
     for i in range(tune, len(samples.prompts)):
@@ -114,23 +120,26 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
         for ok in oracle_ks:
             add(f"oracle top-{ok}", [oracle_accepted(Lattice(lat.ids[:, :ok], lat.logq[:, :ok]), tr)
                                      for lat, tr in zip(lats, truths)])
-        for p in ps:
-            if p > 1:
-                start = time.perf_counter()
-                paths = [[path for _, path in kbest_paths(lat, None, (), 0.0, p)] for lat in small]
-                add(f"parallel base p={p}", [max(leading_matches(path, tr) for path in b) for b, tr in zip(paths, truths)],
-                    paths=paths, seconds=time.perf_counter() - start, p=p)
-        for name, ng in ngrams.items():
-            w = weights[name]
-            states = [ng.state_for(list(prompt) + list(cont[:t])) for t in range(len(cont))]
-            for p in ps:  # each p searched and timed on its own, from a cold n-gram cache, as a drafter would
-                start = time.perf_counter()
-                best = [[path for _, path in kbest_paths(lat, CachedScorer(ng), s, w, p)]
-                        for lat, s in zip(small, states)]
-                label = f"{name} rescored" if p == 1 else f"{name} parallel p={p}"
-                add(label, [max(leading_matches(path, tr) for path in b) for b, tr in zip(best, truths)],
-                    [b[0] for b in best] if p == 1 else None, best, time.perf_counter() - start, p=p, rescorer=name,
-                    w=w)
+        for h in range(width, 0, -1):  # a search over h positions is not the H-search cut to h: run each
+            cut = [Lattice(lat.ids[:h], lat.logq[:h]) for lat in small]
+            for p in ps:
+                if p > 1:
+                    start = time.perf_counter()
+                    paths = [[path for _, path in kbest_paths(lat, None, (), 0.0, p)] for lat in cut]
+                    add(f"parallel base p={p}", [max(leading_matches(path, tr) for path in b) for b, tr in
+                                                 zip(paths, truths)],
+                        paths=paths, seconds=time.perf_counter() - start, depth=h, p=p)
+            for name, ng in ngrams.items():
+                w = weights[name]
+                states = [ng.state_for(list(prompt) + list(cont[:t])) for t in range(len(cont))]
+                for p in ps:  # each p searched and timed on its own, from a cold n-gram cache, as a drafter would
+                    start = time.perf_counter()
+                    best = [[path for _, path in kbest_paths(lat, CachedScorer(ng), s, w, p)]
+                            for lat, s in zip(cut, states)]
+                    label = f"{name} rescored" if p == 1 else f"{name} parallel p={p}"
+                    add(label, [max(leading_matches(path, tr) for path in b) for b, tr in zip(best, truths)],
+                        [b[0] for b in best] if p == 1 and h == width else None, best, time.perf_counter() - start,
+                        depth=h, p=p, rescorer=name, w=w)
         for name, rescorer in {**ngrams, **lms}.items():
             w = weights[name]
             start = time.perf_counter()
@@ -140,7 +149,8 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
                 [[path] for path in local], time.perf_counter() - start, rescorer=name, w=w, rescore="local")
     rng = np.random.default_rng(seed)
     table = [m.efficiency(width, rng) for m in methods.values()]
-    by_depth = [m.efficiency(h, rng) for m in methods.values() if m.realizable for h in range(1, width + 1)]
+    by_depth = [searched.get((m.name, h), m).efficiency(h, rng) for m in methods.values() if m.realizable
+                for h in range(1, width + 1)]
     curve = oracle_curve(all_lattices[tune:], samples.continuations[tune:], width, rng)
     base_eff = table[0]["block_efficiency"]
     for row in table:

@@ -235,9 +235,9 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
                                     result["heads_pass_ms"] / 1000)
     result["rescorers"] = {name: ("ngram", p) for name, p in labelled} | {name: ("lm", p) for name, p in lm_paths}
     if save is not None:
-        write_atomic(Path(save), to_json({"heads": str(heads_path), **result}, indent=2) + "\n")
+        write_atomic(Path(save), to_json({"heads_path": str(heads_path), **result}, indent=2) + "\n")
     if as_json:
-        click.echo(to_json({"heads": str(heads_path), **result}))
+        click.echo(to_json({"heads_path": str(heads_path), **result}))
         return
     click.echo(f"lattice study: {result['blocks']} blocks on {result['prompts']} held-out prompts (greedy target text), "
                f"{result['heads']} heads, top-{k} lattice; weights tuned on {tune} prompts: "

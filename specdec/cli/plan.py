@@ -10,6 +10,7 @@ imported only by `figures`, and torch never, so `specdec plan` starts fast.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -189,7 +190,7 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
     if figure is not None and batch_timing is None:
         raise click.UsageError("--figure draws the batch plan: give --batch-cost-file")
     try:
-        text = read_source(source, click.get_text_stream('stdin').read() if source == "-" else None)
+        text = read_source(source, sys.stdin.read() if source == "-" else None)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
     try:

@@ -18,7 +18,7 @@ from specdec.simulator.trees import PLAN_ROWS, format_tree_plan
 
 def drafter_spec(study: dict[str, Any], options: dict[str, Any]) -> str:
     """The `--drafter` spec that decodes with a study method's options."""
-    spec = f"heads:{study['heads']}"
+    spec = f"heads:{study.get('heads_path', '<heads folder>')}"
     rescorer = options.get("rescorer")
     if options.get("p", 1) > 1 or rescorer is not None:
         spec += f",k={study['k']}" + (f",p={options['p']}" if options.get("p", 1) > 1 else "")
@@ -41,8 +41,9 @@ def _read_json(path: Path, option: str) -> dict[str, Any]:
 @click.command("plan-trees")
 @click.argument("study_path", metavar="STUDY", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--verify-cost-file", "cost_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="`specdec estimate --json` output (verify_cost and cost.target_step_seconds): plan with its "
-                   "verify-cost curve instead of the study's own verify-step timings.")
+              help="Plan with another machine's costs instead of the study's own verify-step timings: "
+                   "benchmarks/bench_costs.py output (tree verify steps) or `specdec estimate --json` (verify_cost "
+                   "and cost.target_step_seconds).")
 @click.option("--draft-ms", type=float, default=None,
               help="Milliseconds of the heads' pass per iteration. Default: the study's measured heads pass.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
@@ -52,7 +53,7 @@ def plan_trees_command(study_path: Path, cost_path: Path | None, draft_ms: float
     from specdec.simulator.trees import plan_trees, steps_from_curve
 
     study = _read_json(study_path, "STUDY")
-    if not isinstance(study.get("by_depth"), list) or "heads" not in study or "k" not in study:
+    if not isinstance(study.get("by_depth"), list) or "k" not in study:
         raise click.BadParameter(f"{study_path} is not a lattice study (`specdec heads lattice --save`) of this "
                                  "version: no by_depth rows", param_hint="STUDY")
     if draft_ms is not None and not 0 <= draft_ms < 1e6:
@@ -64,10 +65,16 @@ def plan_trees_command(study_path: Path, cost_path: Path | None, draft_ms: float
         cost = _read_json(cost_path, "--verify-cost-file")
         curve = cost.get("verify_cost")
         step = (cost.get("cost") or {}).get("target_step_seconds", cost.get("target_step_seconds"))
-        if not isinstance(curve, list) or not curve or not isinstance(step, (int, float)) or step <= 0:
+        if isinstance(cost.get("verify_step_ms"), dict) and cost["verify_step_ms"].get("0"):
+            steps = {int(n): ms / 1000 for n, ms in cost["verify_step_ms"].items()}
+            source = f"{cost_path} (verify steps timed on trees, {cost.get('device_name') or cost.get('device', '?')})"
+        elif isinstance(curve, list) and curve and isinstance(step, (int, float)) and step > 0:
+            steps = steps_from_curve(float(step), curve)
+            source = f"{cost_path} (v(1..{len(curve)}), t(1) {1000 * step:.2f} ms)"
+        else:
             raise click.BadParameter(f"{cost_path} needs verify_cost [v(1), ...] and cost.target_step_seconds "
-                                     "(`specdec estimate --json` without --no-timing)", param_hint="--verify-cost-file")
-        steps, source = steps_from_curve(float(step), curve), f"{cost_path} (v(1..{len(curve)}), t(1) {1000 * step:.2f} ms)"
+                                     "(`specdec estimate --json` without --no-timing) or verify_step_ms "
+                                     "(benchmarks/bench_costs.py)", param_hint="--verify-cost-file")
     elif study.get("verify_step_ms"):
         steps = {int(n): ms / 1000 for n, ms in study["verify_step_ms"].items()}
         source = "the study's verify steps timed on trees"
