@@ -23,7 +23,7 @@ class Acceptance:
     alphas: list[float]  # alpha_1..alpha_K
     intervals: list[tuple[float, float]]  # 95%
     model: str  # "per-position counts" or the i.i.d. model's statement
-    k_observed: int  # positions measured (K)
+    k_observed: int  # draft lengths the counts cover: positions measured, or the drafts' length k (i.i.d.)
     counts: dict  # what they came from
 
     def to_dict(self) -> dict:
@@ -72,5 +72,5 @@ def acceptance_from_counts(counts: EngineCounts, k: int | None = None) -> Accept
     return Acceptance([alpha], [(alpha_from_fraction(float(lo), k), alpha_from_fraction(float(hi), k))],
                       f"i.i.d. alpha from {counts.accepted_tokens}/{counts.draft_tokens} accepted draft tokens, every "
                       f"draft assumed {k} tokens long (Leviathan et al.'s model; interval: Wilson on the tokens, which "
-                      "are not independent: indicative)", 1,
+                      "are not independent: indicative)", k,
                       {"accepted_tokens": counts.accepted_tokens, "draft_tokens": counts.draft_tokens, "k": k})

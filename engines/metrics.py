@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specdec.simulator.counts import conditional_from_cumulative
+from specdec.simulator.counts import accepted_and_reached, conditional_from_cumulative
 
 
 @dataclass(frozen=True)
@@ -80,11 +80,9 @@ def parse_prometheus(text: str) -> EngineCounts:
         if m is None or line.lstrip().startswith("#"):
             continue
         name = m.group("name")
-        if not name.startswith("vllm:spec_decode_num_"):
+        if not name.startswith("vllm:spec_decode_num_") or name.endswith("_created"):
             continue
-        base = name.removesuffix("_total").removesuffix("_created")
-        if name.endswith("_created"):
-            continue
+        base = name.removesuffix("_total")
         value = float(m.group("value"))
         labels = dict(LABEL.findall(m.group("labels") or ""))
         if base == "vllm:spec_decode_num_accepted_tokens_per_pos":
@@ -218,10 +216,10 @@ def parse_request_metrics(objects: list) -> EngineCounts:
             by_length[int(length)] = by_length.get(int(length), 0) + h
     k = max(by_length)
     accepted, reached = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
-    for length, h in by_length.items():
-        at_least = np.cumsum(h[::-1])[::-1]  # [length + 1]: steps with >= j accepted
-        accepted[:length] += at_least[1:]
-        reached[:length] += at_least[:-1]
+    for length, h in by_length.items():  # positions past a draft's length are not reached by it
+        acc, rea = accepted_and_reached(h)
+        accepted[:length] += acc
+        reached[:length] += rea
     drafts = int(sum(h.sum() for h in by_length.values()))
     return EngineCounts("vllm-request", accepted.tolist(), reached.tolist(), drafts,
                         int(sum(h.sum() * n for n, h in by_length.items())), int(accepted.sum()), k)

@@ -51,7 +51,7 @@ def engine_plan(text: str, c: float, draft_length: int | None = None, max_gamma:
         row = batch_timing["seconds"][0]  # the unbatched plan uses the B = 1 costs, floored at v = 1 (noise)
         verify_cost = tuple(max(1.0, t / row[0]) for t in row)
         curve_note = "verify cost v(k) = t(1, k) / t(1, 1) from the batch cost file"
-    observed = acc.k_observed if acc.model == "per-position counts" else (counts.k or draft_length)
+    observed = acc.k_observed
     top = max_gamma if max_gamma is not None else (EXTRAPOLATE_MAX if extrapolate else observed)
     if not extrapolate:
         top = min(top, observed)

@@ -41,16 +41,23 @@ def mean_tokens_standard_error(hist: npt.ArrayLike) -> FloatArray:
     return np.sqrt(var / n)
 
 
+def accepted_and_reached(hist: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """(accepted_i, reached_i), i = 1..gamma, each [..., gamma], from hist [..., gamma + 1]: draft
+    i is reached in the iterations that accepted >= i - 1 drafts and accepted in those with >= i."""
+    h = np.asarray(hist)
+    at_least = np.cumsum(h[..., ::-1], axis=-1)[..., ::-1]  # [..., gamma + 1]: iterations with >= n accepted
+    return at_least[..., 1:], at_least[..., :-1]
+
+
 def per_position_acceptance(hist: npt.ArrayLike) -> FloatArray:
     """alpha_i = P(draft i accepted | drafts 1..i-1 accepted), i = 1..gamma, shape [..., gamma].
 
     Draft i is reached in iterations with >= i - 1 accepted and accepted in those with >= i;
     a position never reached gives nan.
     """
-    h = np.asarray(hist, dtype=np.float64)
-    at_least = np.cumsum(h[..., ::-1], axis=-1)[..., ::-1]  # [..., gamma + 1]: iterations with >= n accepted
+    accepted, reached = accepted_and_reached(np.asarray(hist, dtype=np.float64))
     with np.errstate(divide="ignore", invalid="ignore"):
-        return at_least[..., 1:] / at_least[..., :-1]
+        return accepted / reached
 
 
 def walltime_improvement_from_counts(hist: npt.ArrayLike, c: npt.ArrayLike,

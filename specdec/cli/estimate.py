@@ -13,12 +13,24 @@ import math
 import click
 
 from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, drafter_option, generator, in_range,
-                                json_option, load_prompts, model_options, parse_lenience, positive,
+                                json_option, load_prompts, model_options, parse_floats, parse_lenience, positive,
                                 preflight_target, prompts_file_option, refuse_tree_drafter, require_drafter, sampling_options,
                                 seed_option, to_json)
 
 MAX_BATCH = 256  # largest batch size --batch-sizes times
 FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts is flagged as unreliable
+
+
+def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    """"1,2,4,8" -> (1, 2, 4, 8): strictly increasing integers in [1, MAX_BATCH]."""
+    numbers = parse_floats(ctx, param, value)
+    if numbers is None:
+        return None
+    if any(b != int(b) for b in numbers) or min(numbers) < 1 or max(numbers) > MAX_BATCH \
+            or list(numbers) != sorted(set(numbers)):
+        raise click.BadParameter(f"batch sizes must be strictly increasing integers in [1, {MAX_BATCH}], got {value!r}",
+                                 ctx=ctx, param=param)
+    return tuple(int(b) for b in numbers)
 
 
 @click.command()
@@ -46,7 +58,7 @@ FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts 
 @click.option("--timing-repeats", type=int, default=7, show_default=True, callback=positive,
               help="Timed runs of each k (the median is kept).")
 @click.option("--no-timing", is_flag=True, help="Skip the timings (alpha only; c, v(k) are null).")
-@click.option("--batch-sizes", default=None, callback=lambda ctx, param, v: _batch_sizes(v), metavar="B1,B2,...",
+@click.option("--batch-sizes", default=None, callback=_batch_sizes, metavar="B1,B2,...",
               help="Also time t(B, k): one pass over B sequences x k new tokens, k = 1..--batch-max-k, for the "
                    "batch-aware plan (`specdec plan --from ... --batch-cost-file`). With --drafter none: only this.")
 @click.option("--batch-max-k", type=int, default=8, show_default=True, callback=in_range(2, MAX_GAMMA + 1),
@@ -194,21 +206,6 @@ def _print(r: dict, note: str | None) -> None:
         click.echo(f"loop overhead o(0) {_f(o[0], '.4f')}  o(4) {_f(o[min(4, len(o) - 1)], '.4f')} target steps")
     if r.get("batch_timing"):
         _print_batch(r["batch_timing"])
-
-
-def _batch_sizes(value: str | None) -> tuple[int, ...] | None:
-    """"1,2,4,8" -> (1, 2, 4, 8): strictly increasing integers in [1, MAX_BATCH]."""
-    if value is None:
-        return None
-    try:
-        sizes = tuple(int(v) for v in value.split(","))
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers such as 1,2,4,8, got {value!r}",
-                                 param_hint="--batch-sizes") from None
-    if min(sizes) < 1 or max(sizes) > MAX_BATCH or list(sizes) != sorted(set(sizes)):
-        raise click.BadParameter(f"batch sizes must be strictly increasing integers in [1, {MAX_BATCH}], got {value!r}",
-                                 param_hint="--batch-sizes")
-    return sizes
 
 
 def _batch_only(target_path, device, dtype, backend, batch_sizes, max_k, context, repeats, as_json) -> None:

@@ -85,8 +85,9 @@ def plan_trees_command(study_path: Path, cost_path: Path | None, draft_ms: float
     rows = [r for r in study["by_depth"] if r.get("tree_tokens") is not None and r["tree_tokens"] <= largest]
     skipped = sum(1 for r in study["by_depth"] if r.get("tree_tokens") is not None and r["tree_tokens"] > largest)
     plan = plan_trees(rows, steps, heads_ms / 1000)
-    for r, src in ((r, next(x for x in study["by_depth"] if x["method"] == r["method"])) for r in plan):
-        r["drafter"], r["gamma"] = drafter_spec(study, src.get("options") or {}), r["depth"]
+    options = {row["method"]: row.get("options") or {} for row in study["by_depth"]}
+    for r in plan:
+        r["drafter"], r["gamma"] = drafter_spec(study, options[r["method"]]), r["depth"]
     best = plan[0] if plan else None
     if as_json:
         click.echo(to_json({"study": str(study_path), "verify_steps": source, "draft_ms": heads_ms,
