@@ -34,7 +34,7 @@ IDS = ["greedy", "t1", "t0.7-topk5", "t1.3-topp0.8"]
 
 def _samples(model, sampling, n=6, new=20, length=7, seed=0):
     return generate_continuations(model, random_prompts(n, length, seed=seed), new, sampling,
-                                  torch.Generator().manual_seed(seed), batch_size=4)
+                                  seed, batch_size=4)
 
 
 @pytest.mark.parametrize("sampling", SETTINGS, ids=IDS)

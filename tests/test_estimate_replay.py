@@ -85,7 +85,7 @@ def test_ngram_fast_path_equals_protocol(tiny_models, corpus_file, sampling) -> 
     target = tiny_llama(VOCAB, seed=0, sharpness=4.0)
     lines = corpus_file.read_text().splitlines()
     prompts = [[int(t) for t in line.split()[:6]] for line in lines if len(line.split()) >= 6][:3]
-    samples = generate_continuations(target, prompts, 10, sampling, torch.Generator().manual_seed(0))
+    samples = generate_continuations(target, prompts, 10, sampling, 0)
     drafter = NgramDrafter(tiny_models[4], VOCAB)
     assert isinstance(scorer_for(drafter), NgramScorer)
     fast = score_positions(target, NgramScorer(drafter), samples, sampling, VOCAB, (1.0, 0.5), max_gamma=4)

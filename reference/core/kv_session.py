@@ -12,13 +12,16 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from specdec.reference.core.placement import input_device, output_device
+
 
 class KVSession:
     """One sequence decoded by `model` with a KV cache (batch size 1)."""
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
-        self.device = model.device
+        self.device = input_device(model)  # where input ids go
+        self.output_device = output_device(model)  # where the logits come out (differs in a split model)
         self.tokens: list[int] = []
         self.n_cached = 0
         self.cache: DynamicCache | None = None
@@ -87,10 +90,10 @@ class KVSession:
         """Keep the cache entries of the tree nodes `nodes` (a root-to-node path, in order), drop
         the other nodes', and append the path's tokens to the sequence."""
         base = self.n_cached
-        keep = torch.tensor(list(range(base)) + [base + i for i in nodes], device=self.device)
-        for layer in self.cache.layers:
-            layer.keys = layer.keys.index_select(-2, keep)
-            layer.values = layer.values.index_select(-2, keep)
+        keep = torch.tensor(list(range(base)) + [base + i for i in nodes])
+        for layer in self.cache.layers:  # each layer's cache lives on its layer's device
+            layer.keys = layer.keys.index_select(-2, keep.to(layer.keys.device))
+            layer.values = layer.values.index_select(-2, keep.to(layer.values.device))
         self.tokens.extend(self._tree[i] for i in nodes)
         self.n_cached = len(self.tokens)
         self._tree = []

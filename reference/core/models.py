@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from specdec.reference.core.placement import DeviceMap
+
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
@@ -69,9 +71,11 @@ def context_limit(path: str | Path) -> int | None:
 
 
 def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str = "float32",
-               backend: str = "eager") -> LoadedModel:
+               backend: str = "eager", device_map: DeviceMap | None = None) -> LoadedModel:
     """Load a causal LM and its tokenizer from a local folder (None = the default target),
-    running on `backend` ("eager", "fast" or "auto": specdec.reference.core.backend).
+    running on `backend` ("eager", "fast" or "auto": specdec.reference.core.backend), on
+    `device` or, given a `device_map` (specdec.reference.core.placement), spread over the
+    devices it names (then always eager: the fast kernel is for one CPU).
 
     Raises ValueError / FileNotFoundError with one line naming the folder or file when the
     folder is incomplete or a file is corrupt.
@@ -91,14 +95,37 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception as exc:  # transformers raises many types for a broken tokenizer
         raise ValueError(f"cannot load the tokenizer in {str(path)!r}: {_first_line(exc)}") from exc
+    if device_map is not None:
+        if backend == "fast":
+            raise ValueError("the fast backend runs on one CPU; a device map runs eager")
+        from specdec.reference.core.placement import check_device_map
+        check_device_map(device_map, path)
+        backend = "eager"
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]).to(dev).eval()
+        if device_map is None:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]).to(dev).eval()
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], device_map=device_map,
+                                                         offload_folder=_offload_folder(device_map)).eval()
     except Exception as exc:  # OSError, SafetensorError, RuntimeError (shape mismatch) ...
         raise ValueError(f"cannot load the weights in {str(path)!r}: {_first_line(exc)}") from exc
     from specdec.reference.core.backend import use_backend
     start = time.perf_counter()
     backend = use_backend(model, backend)
     return LoadedModel(model, tokenizer, path, backend, time.perf_counter() - start)
+
+
+def _offload_folder(device_map) -> str | None:
+    """A scratch folder for weights a map sends to "disk", removed when the process ends."""
+    if not isinstance(device_map, dict) or "disk" not in device_map.values():
+        return None
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="specdec-offload-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def _first_line(exc: BaseException) -> str:

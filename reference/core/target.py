@@ -41,7 +41,8 @@ class TargetScorer:
 
     @property
     def device(self) -> torch.device:
-        return self.session.device
+        """Where the logits are (the verifier and its generator work there)."""
+        return self.session.output_device
 
     @property
     def forward_passes(self) -> int:

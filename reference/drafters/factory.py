@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.core.models import LoadedModel, check_pair, load_model
+from specdec.reference.core.placement import DeviceMap
 
 from specdec.reference.drafters.spec import DrafterSpec, lookup_args
 
 
-def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str = "float32"
-                 ) -> tuple[Drafter, str | None]:
+def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str = "float32",
+                 device_map: DeviceMap | None = None) -> tuple[Drafter, str | None]:
     """Return (drafter, note); note says e.g. how vocabularies were reconciled. "none" is the
-    NoDrafter; a neural draft model runs on the target's backend."""
+    NoDrafter; a neural draft model (or LM rescorer) runs on the target's backend, on `device`
+    or spread by `device_map` (specdec.reference.core.placement)."""
     s = DrafterSpec.parse(spec)
     if s.kind == "none":
         return NoDrafter(), None
@@ -40,7 +42,7 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
             rescorer, what = NgramModel.load(options["ngram"], target.vocab_size), "n-gram"
         elif "lm" in options:
             from specdec.reference.heads.lm_rescorer import LMRescorer
-            lm = load_model(options["lm"], device=device, dtype=dtype, backend=target.backend)
+            lm = load_model(options["lm"], device=device, dtype=dtype, backend=target.backend, device_map=device_map)
             note += "; " + (check_pair(target, lm) or "rescorer vocabulary matches")
             rescorer, what = LMRescorer(lm.model, target.vocab_size), "LM"
         local = options.get("rescore") == "local"
@@ -50,6 +52,6 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         return LatticeDrafter(target.model, heads, target.vocab_size, k, p, rescorer, w, local), (
             note + f"; {how}" + (f", {what} weight {w:g}" if rescorer is not None else "") + " (temperature 0 only)")
     from specdec.reference.drafters.neural import NeuralDrafter
-    draft = load_model(s.arg, device=device, dtype=dtype, backend=target.backend)
+    draft = load_model(s.arg, device=device, dtype=dtype, backend=target.backend, device_map=device_map)
     note = check_pair(target, draft)
     return NeuralDrafter(draft.model, vocab_size=target.vocab_size), note

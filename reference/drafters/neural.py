@@ -45,6 +45,8 @@ class NeuralDrafter:
         qs: list[torch.Tensor] = []
         for _ in range(gamma):
             logits = fit_vocab(self.session.extend(tokens[-1:], n_logits=1)[0], self.vocab_size)  # [vocab]
+            if generator is not None:  # q is drawn, and verified, where the target's logits are
+                logits = logits.to(generator.device)
             if min_confidence > 0 and float(logits.float().softmax(-1).max()) < min_confidence:
                 break  # unsure: hand over to the target (this position's token is not drafted)
             q = sampling.probs(logits)  # [vocab]

@@ -194,5 +194,13 @@ def estimate_alpha(target: torch.nn.Module, drafter, samples: TargetSamples, voc
     scorer = scorer_for(drafter, max_gamma, generator)
     scores = score_positions(target, scorer, samples, samples.sampling, vocab_size, lenience, batch_size,
                              max_gamma, progress)
+    return alpha_from_scores(scores, lenience, rng, n_boot, confidence, max_gamma)
+
+
+def alpha_from_scores(scores: Sequence[PositionScores], lenience: Sequence[float], rng: np.random.Generator,
+                      n_boot: int = 2000, confidence: float = 0.95, max_gamma: int = 0) -> AlphaEstimate:
+    """`summarize` for one drafter's scores, in prompt order (from one process or merged from
+    several: the same scores give the same estimate, interval included, for the same rng)."""
     deterministic = all(s.proposes_tokens for s in scores)
-    return summarize(scores, lenience, rng, n_boot, confidence, deterministic=deterministic, max_gamma=max_gamma)
+    return summarize(scores, tuple(float(l) for l in lenience) or (1.0,), rng, n_boot, confidence,
+                     deterministic=deterministic, max_gamma=max_gamma)

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.estimate.timing import context_of, sync
 
 
@@ -42,7 +43,7 @@ def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_siz
     if context_tokens < 1 or max_k < 1 or not batch_sizes or min(batch_sizes) < 1:
         raise ValueError(f"need context_tokens >= 1, max_k >= 1 and batch sizes >= 1, got {context_tokens}, {max_k}, "
                          f"{list(batch_sizes)}")
-    device = model.device
+    device, last = input_device(model), output_device(model)  # inputs go to the first; the clock waits for the last
     text = context_of(tokens, context_tokens + max_k + max(batch_sizes))
     seconds, spread = [], []
     for b in batch_sizes:
@@ -52,11 +53,11 @@ def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_siz
         runs: dict[int, list[float]] = {k: [] for k in range(1, max_k + 1)}
         for r in range(warmup + repeats):
             for k in range(1, max_k + 1):
-                sync(device)
+                sync(last)
                 start = time.perf_counter()
                 model(input_ids=ids[:, context_tokens:context_tokens + k], past_key_values=cache, use_cache=True,
                       logits_to_keep=k)
-                sync(device)
+                sync(last)
                 if r >= warmup:
                     runs[k].append(time.perf_counter() - start)
                 cache.crop(-k)  # transformers 5: negative = number of tokens to drop

@@ -53,19 +53,23 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.T
 
 @torch.inference_mode()
 def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new_tokens: int,
-                   sampling: SamplingConfig, generator: torch.Generator | None) -> list[list[int]]:
+                   sampling: SamplingConfig, generators: Sequence[torch.Generator] | None) -> list[list[int]]:
     """Sample new_tokens ids after each prompt in one batch (KV cache, left padding).
 
     Returns B lists of exactly new_tokens ids. Row b of each step is drawn from
-    sampling.probs(logits[b]) with `generator` (argmax at temperature 0: nothing drawn).
+    sampling.probs(logits[b]) with generators[b], one per prompt (argmax at temperature 0:
+    nothing drawn, generators may be None).
     """
     from transformers import DynamicCache
 
+    from specdec.reference.core.placement import input_device
+
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt must contain at least one token")
-    device = model.device
+    if not sampling.greedy and (generators is None or len(generators) != len(prompts)):
+        raise ValueError("sampling at temperature > 0 needs one generator per prompt")
     ids, mask = left_pad(prompts)
-    ids, mask = ids.to(device), mask.to(device)
+    ids, mask = ids.to(input_device(model)), mask.to(input_device(model))
     position = (mask.cumsum(-1) - 1).clamp_min(0)  # [B, L]
     cache = DynamicCache(config=model.config)
     out = model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=cache,
@@ -73,36 +77,50 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
     next_pos = position[:, -1:] + 1  # [B, 1]
     produced: list[torch.Tensor] = []
     for step in range(new_tokens):
-        p = sampling.probs(out.logits[:, -1])  # [B, vocab] float32
-        x = p.argmax(-1) if sampling.greedy else sample(p, generator)  # [B]
-        produced.append(x)
+        p = sampling.probs(out.logits[:, -1])  # [B, vocab] float32, on the output device
+        x = p.argmax(-1) if sampling.greedy else sample(p, generators)  # [B]
+        produced.append(x.cpu())
         if step == new_tokens - 1:
             break
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-        out = model(input_ids=x[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=cache,
-                    use_cache=True, logits_to_keep=1)
+        out = model(input_ids=x[:, None].to(ids.device), attention_mask=mask, position_ids=next_pos,
+                    past_key_values=cache, use_cache=True, logits_to_keep=1)
         next_pos = next_pos + 1
     return torch.stack(produced, dim=1).tolist() if produced else [[] for _ in prompts]
 
 
 def generate_continuations(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new_tokens: int,
-                           sampling: SamplingConfig, generator: torch.Generator | None, batch_size: int = 16,
-                           progress: bool = False, sources: Sequence[str] | None = None) -> TargetSamples:
+                           sampling: SamplingConfig, seed: int | None, batch_size: int = 16,
+                           progress: bool = False, sources: Sequence[str] | None = None,
+                           indices: Sequence[int] | None = None) -> TargetSamples:
     """Sample a continuation of new_tokens ids for every prompt, batch_size prompts at a time.
 
-    Prompts of equal length need no padding; the held-out prompts all have the same length.
+    Prompt j (global index indices[j], default j) draws from its own generator seeded from
+    (seed, index): its continuation does not depend on which other prompts share its batch
+    or process. seed may be None at temperature 0 (nothing is drawn). Prompts of equal length
+    need no padding; the held-out prompts all have the same length.
     """
+    from specdec.reference.core.placement import output_device
+    from specdec.reference.core.seeds import prompt_generators
+
     if new_tokens < 1:
         raise ValueError(f"new_tokens must be >= 1, got {new_tokens}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not sampling.greedy and seed is None:
+        raise ValueError("sampling at temperature > 0 needs a seed")
+    indices = list(range(len(prompts))) if indices is None else list(indices)
+    if len(indices) != len(prompts):
+        raise ValueError(f"{len(indices)} indices for {len(prompts)} prompts")
     start = time.perf_counter()
     continuations: list[list[int]] = []
     bar = progress_bar(len(prompts) * new_tokens, f"sampling the target (T={sampling.temperature:g})", "tok",
                        progress)
+    device = output_device(model)
     for b in range(0, len(prompts), batch_size):
         batch = prompts[b:b + batch_size]
-        continuations.extend(generate_batch(model, batch, new_tokens, sampling, generator))
+        generators = None if sampling.greedy else prompt_generators(seed, indices[b:b + batch_size], device)
+        continuations.extend(generate_batch(model, batch, new_tokens, sampling, generators))
         bar.update(len(batch) * new_tokens)
     bar.close()
     return TargetSamples([list(p) for p in prompts], continuations, sampling, time.perf_counter() - start,

@@ -13,6 +13,7 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
+from specdec.reference.core.placement import input_device
 from specdec.reference.drafters.neural import fit_vocab
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
@@ -97,7 +98,7 @@ def continuation_logits(model: torch.nn.Module, samples: TargetSamples, indices:
     for b, s in enumerate(seqs):
         ids[b, :len(s)] = torch.tensor(s, dtype=torch.long)
     keep = width - min(starts)
-    logits = model(input_ids=ids.to(model.device), logits_to_keep=keep).logits  # [B, keep, V]
+    logits = model(input_ids=ids.to(input_device(model)), logits_to_keep=keep).logits  # [B, keep, V]
     out = []
     for b, i in enumerate(indices):
         first = starts[b] - (width - keep)

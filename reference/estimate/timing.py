@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.loop import speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import FixedLogitsScorer
@@ -72,8 +73,8 @@ def time_target_passes(model: torch.nn.Module, tokens: Sequence[int], context_to
 
     if context_tokens < 1 or max_k < 1:
         raise ValueError(f"need context_tokens >= 1 and max_k >= 1, got {context_tokens}, {max_k}")
-    device = model.device
-    ids = torch.tensor([context_of(tokens, context_tokens + max_k)], dtype=torch.long, device=device)
+    ids = torch.tensor([context_of(tokens, context_tokens + max_k)], dtype=torch.long, device=input_device(model))
+    device = output_device(model)  # the clock waits for the last device's work
     cache = DynamicCache(config=model.config)
     model(input_ids=ids[:, :context_tokens], past_key_values=cache, use_cache=True, logits_to_keep=1)
     runs: dict[int, list[float]] = {k: [] for k in range(1, max_k + 1)}
@@ -230,7 +231,7 @@ def time_loop_overhead(logits: torch.Tensor, sampling: SamplingConfig, ks: Seque
 def target_logits(model: torch.nn.Module, tokens: Sequence[int], rows: int) -> torch.Tensor:
     """Real target logits for the last `rows` positions of tokens: [rows, V] (for overhead timing)."""
     with torch.inference_mode():
-        ids = torch.tensor([list(tokens)], dtype=torch.long, device=model.device)
+        ids = torch.tensor([list(tokens)], dtype=torch.long, device=input_device(model))
         return model(input_ids=ids, logits_to_keep=rows).logits[0].float()
 
 
@@ -248,7 +249,7 @@ class TargetProbe:
         from transformers import DynamicCache
 
         self.model, self.passes = model, passes
-        self.ids = torch.tensor([context_of(tokens, context_tokens + 1)], dtype=torch.long, device=model.device)
+        self.ids = torch.tensor([context_of(tokens, context_tokens + 1)], dtype=torch.long, device=input_device(model))
         self.cache = DynamicCache(config=model.config)
         with torch.inference_mode():
             model(input_ids=self.ids[:, :context_tokens], past_key_values=self.cache, use_cache=True,
@@ -257,7 +258,7 @@ class TargetProbe:
 
     @torch.inference_mode()
     def __call__(self) -> float:
-        device = self.model.device
+        device = output_device(self.model)
         times = []
         x = self.ids[:, self.context_tokens:self.context_tokens + 1]
         for _ in range(self.passes):

@@ -10,11 +10,13 @@ import numpy as np
 import torch
 
 from specdec.reference.core.progress import phase
-from specdec.reference.estimate.alpha import AlphaEstimate, estimate_alpha
+from specdec.reference.core.placement import output_device
+from specdec.reference.core.seeds import derive_seed
+from specdec.reference.distributed.ranks import Ranks
 from specdec.reference.estimate.cost import CostEstimate, assemble_cost, loop_overhead
 from specdec.reference.estimate.interference import run_undisturbed
-from specdec.reference.estimate.samples import generate_continuations
 from specdec.reference.estimate.timing import TargetProbe, TargetTiming, pool_timings, time_draft_steps, time_target_passes
+from specdec.reference.validation.alphas import score_alpha_share, summarize_alphas
 from specdec.reference.validation.config import ValidationConfig
 from specdec.reference.validation.predict import plan_entry, predict_row, window_alpha
 from specdec.reference.validation.rows import NOTES, ValidationResult, ValidationRow
@@ -30,25 +32,29 @@ def machine_info(device: torch.device, backend: str, backend_seconds: float = 0.
     return info
 
 
-def _seed(*parts: int) -> int:
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
-
-
 def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
                    alpha_prompts: Sequence[Sequence[int]], config: ValidationConfig,
-                   progress: bool = False) -> ValidationResult:
+                   progress: bool = False, alpha_part: tuple[dict, dict, float] | None = None) -> ValidationResult:
     """Estimate, decode and compare for every drafter, gamma and temperature.
 
     target: a `specdec.reference.core.models.LoadedModel` (model + vocab_size); drafters: name -> drafter
-    object; prompts: the decode prompts; alpha_prompts: the estimator's prompts.
+    object; prompts: the decode prompts; alpha_prompts: the estimator's prompts. alpha_part:
+    (alphas, samples per temperature, seconds) already estimated (by several processes:
+    specdec.reference.validation.alphas); None estimates them here, in this process.
     """
     if not drafters:
         raise ValueError("validation needs at least one drafter")
     model = target.model
-    device = model.device
+    device = output_device(model)
+    if alpha_part is None:
+        start = time.perf_counter()
+        chunks = Ranks().share(len(alpha_prompts), config.batch_size)  # all of them: one process
+        share = score_alpha_share(target, drafters, alpha_prompts, chunks, config, progress)
+        alphas, samples_at = summarize_alphas([share], len(alpha_prompts), list(drafters), config)
+        alpha_part = (alphas, samples_at, time.perf_counter() - start)
+    alphas, samples_at, alpha_seconds = alpha_part
     rng = np.random.default_rng(config.seed)
-    seconds: dict[str, float] = {"alpha": 0.0, "cost": 0.0, "decode": 0.0}
-    alphas: dict[tuple[str, float], AlphaEstimate] = {}
+    seconds: dict[str, float] = {"alpha": alpha_seconds, "cost": 0.0, "decode": 0.0}
     costs: dict[tuple[str, float], CostEstimate] = {}
     rows: list[ValidationRow] = []
     plans: list[dict[str, Any]] = []
@@ -56,21 +62,10 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
     all_sweeps: list[TargetTiming] = []
     interference: dict[str, dict[str, Any]] = {}
     gamma_top = max(config.gammas)
-    deterministic: dict[str, bool] = {}
     for ti, temperature in enumerate(config.temperatures):
         sampling = config.sampling(temperature)
-        start = time.perf_counter()
-        gen = torch.Generator(device=device).manual_seed(_seed(config.seed, ti, 1))
-        samples = generate_continuations(model, alpha_prompts, config.alpha_new_tokens, sampling, gen,
-                                         config.batch_size, progress)
-        for name, drafter in drafters.items():
-            alphas[(name, temperature)] = estimate_alpha(
-                model, drafter, samples, target.vocab_size, rng, config.lenience, batch_size=8, max_gamma=gamma_top,
-                n_boot=config.bootstrap,
-                generator=torch.Generator(device=device).manual_seed(_seed(config.seed, ti, 2)),
-                progress=progress)
-            deterministic[name] = all(s.proposes_tokens for s in alphas[(name, temperature)].scores)
-        seconds["alpha"] += time.perf_counter() - start
+        samples = samples_at[temperature]
+        deterministic = {name: all(s.proposes_tokens for s in alphas[(name, temperature)].scores) for name in drafters}
         start = time.perf_counter()
         phase(f"timing the target, the loop overhead and the drafters (T={temperature:g})", progress)
         context = samples.sequences()[0]
@@ -94,7 +89,7 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
 
         probe = TargetProbe(model, context, config.context) if config.probe else None
         runs, sweeps = measure_decodes(model, drafters, prompts, config.gammas, sampling, config.new_tokens,
-                                       config.repeats, _seed(config.seed, ti, 3), progress,
+                                       config.repeats, derive_seed(config.seed, ti, 3), progress,
                                        sweep if config.sweep_repeats else None, probe=probe, **retry)
         for (name, g), entry in runs.items():
             key = "baseline" if name == "baseline" else f"{name}/gamma={g}"

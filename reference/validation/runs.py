@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import torch
 
 from specdec.reference.core.loop import speculative_decode
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.seeds import derive_seed
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.drafters.protocol import Drafter, NoDrafter, Proposal
@@ -94,7 +94,7 @@ def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: 
     last_probe: float | None = None
     for r in range(repeats):
         for j, prompt in enumerate(prompts):
-            run_seed = int(np.random.SeedSequence([seed, r, j]).generate_state(1)[0])
+            run_seed = derive_seed(seed, r, j)
             order = configs[turn % len(configs):] + configs[:turn % len(configs)]
             turn += 1
             if sweep is not None:

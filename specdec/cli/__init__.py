@@ -3,8 +3,8 @@
 Each command lives in its own module and is imported only when invoked, so
 `specdec plan` never imports torch. Library errors (bad α, missing model file, corrupt
 ARPA file ...) become a one-line `Error: ...` and exit status 1, usage errors a one-line
-`Error: Invalid value for '--option': ...` and exit status 2; set SPECDEC_DEBUG=1 to see a
-library error's traceback instead.
+`Error: Invalid value for '--option': ...` and exit status 2 (under torchrun, said by rank 0
+alone); set SPECDEC_DEBUG=1 to see a library error's traceback instead.
 """
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("Aborted.", err=True)
         sys.exit(1)
     except click.UsageError as exc:  # one line naming the option, status 2 (no usage banner)
-        click.echo(f"Error: {_one_line(exc.format_message())}", err=True)
+        if os.environ.get("RANK", "0") in ("", "0"):  # under torchrun every rank finds it: rank 0 says it
+            click.echo(f"Error: {_one_line(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()

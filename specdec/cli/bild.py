@@ -15,6 +15,7 @@ from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_
                                 drafter_option, in_range, json_option, model_options, parse_floats,
                                 parse_positive_ints, positive, preflight_target, probability, refuse_tree_drafter, require_drafter,
                                 sampling_options, seed_option, to_json, write_atomic)
+from specdec.cli.placement import device_map_options, resolve_placement
 
 
 def _rollback(text: str, name: str = "--rollback") -> float | str:
@@ -33,6 +34,7 @@ def _rollback(text: str, name: str = "--rollback") -> float | str:
 @click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive,
               help="Length of each held-out prompt.")
 @model_options
+@device_map_options
 @backend_option
 @drafter_option
 @click.option("--fallback", type=float, default=0.5, show_default=True, callback=probability,
@@ -62,8 +64,8 @@ def _rollback(text: str, name: str = "--rollback") -> float | str:
               help="Sweep: folder for bild_sweep.json and bild_tradeoff.png.")
 @seed_option
 @json_option
-def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, backend, drafter, fallback, rollback,
-         max_little_steps, temperature, top_k, top_p, max_new_tokens, ignore_eos, sweep, fallbacks, rollbacks,
+def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, device_map, draft_device_map, backend, drafter,
+         fallback, rollback,         max_little_steps, temperature, top_k, top_p, max_new_tokens, ignore_eos, sweep, fallbacks, rollbacks,
          handovers, gammas, repeats, out, seed, as_json):
     """Big Little Decoder: the drafter is the little model, the target the large one."""
     if sweep and out is None:
@@ -95,8 +97,9 @@ def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, backend, d
     else:
         methods = [Method("bild", policy=BildPolicy(fallback, _rollback(rollback), max_little_steps))]
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target = load_model(path, device, dtype, backend)
-    little, note = make_drafter(drafter, target, device, dtype)
+    place = resolve_placement(device, device_map, draft_device_map, backend, path, (drafter,), one_process=True)
+    target = load_model(path, place.device, dtype, backend, place.device_map)
+    little, note = make_drafter(drafter, target, place.device, dtype, place.draft_device_map)
     if prompts:
         ids = [target.tokenizer(p)["input_ids"] for p in prompts]
         if not all(ids):

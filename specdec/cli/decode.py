@@ -7,11 +7,13 @@ from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_
                                 in_range, json_option, model_options, positive, preflight_target, refuse_tree_drafter,
                                 sampling_options,
                                 seed_option, to_json)
+from specdec.cli.placement import device_map_options, resolve_placement
 
 
 @click.command()
 @click.option("--prompt", required=True, callback=check_text, help="Prompt text (UTF-8).")
 @model_options
+@device_map_options
 @backend_option
 @drafter_option
 @click.option("--gamma", type=int, default=4, show_default=True, callback=in_range(0, MAX_GAMMA),
@@ -25,7 +27,7 @@ from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_
 @click.option("--baseline", is_flag=True, help="Also run the autoregressive baseline and report the speedup.")
 @seed_option
 @json_option
-def decode(prompt, target_path, device, dtype, backend, drafter, gamma, temperature, top_k, top_p, lenience,
+def decode(prompt, target_path, device, dtype, device_map, draft_device_map, backend, drafter, gamma, temperature, top_k, top_p, lenience,
            max_new_tokens, ignore_eos, baseline, seed, as_json):
     """Decode a prompt with the target and a drafter; print the text and the statistics."""
     refuse_tree_drafter(drafter, temperatures=[temperature])
@@ -35,12 +37,14 @@ def decode(prompt, target_path, device, dtype, backend, drafter, gamma, temperat
     from specdec.reference.core.loop import autoregressive_decode, speculative_decode
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.core.models import load_model
+    from specdec.reference.core.placement import output_device
     from specdec.reference.core.sampling import SamplingConfig
     from specdec.reference.core.target import TargetScorer
 
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target = load_model(path, device, dtype, backend)
-    draft, note = make_drafter(drafter, target, device, dtype)
+    place = resolve_placement(device, device_map, draft_device_map, backend, path, (drafter,), one_process=True)
+    target = load_model(path, place.device, dtype, backend, place.device_map)
+    draft, note = make_drafter(drafter, target, place.device, dtype, place.draft_device_map)
     ids = target.tokenizer(prompt)["input_ids"]
     if not ids:
         raise click.BadParameter("the prompt encodes to no tokens", param_hint="--prompt")
@@ -50,7 +54,7 @@ def decode(prompt, target_path, device, dtype, backend, drafter, gamma, temperat
     scorer = TargetScorer(target.model)
     if baseline:  # warm-up, so neither timed run pays for first-call allocations
         autoregressive_decode(scorer, ids, 2, sampling, None)
-    gen = generator(target.model.device, seed)
+    gen = generator(output_device(target.model), seed)
     result = speculative_decode(scorer, draft, ids, max_new_tokens, gamma, sampling, gen, eos, lenience,
                                 fuse_prefill=True)
     report = {"drafter": drafter, "gamma": gamma, "temperature": temperature, "top_k": top_k,
@@ -58,7 +62,7 @@ def decode(prompt, target_path, device, dtype, backend, drafter, gamma, temperat
               "text": target.tokenizer.decode(result.tokens), "tokens": result.tokens,
               "stats": result.stats.to_dict()}
     if baseline:
-        gen = generator(target.model.device, seed)
+        gen = generator(output_device(target.model), seed)
         base = autoregressive_decode(scorer, ids, max_new_tokens, sampling, gen, eos, fuse_prefill=True)
         report["baseline"] = {"tokens_per_second": base.stats.tokens_per_second(),
                               "time_total": base.stats.time_total, "same_tokens": base.tokens == result.tokens}

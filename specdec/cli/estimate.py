@@ -16,6 +16,7 @@ from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, drafte
                                 json_option, load_prompts, model_options, parse_floats, parse_lenience, positive,
                                 preflight_target, prompts_file_option, refuse_tree_drafter, require_drafter, sampling_options,
                                 seed_option, to_json)
+from specdec.cli.placement import device_map_options, resolve_placement
 
 MAX_BATCH = 256  # largest batch size --batch-sizes times
 FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts is flagged as unreliable
@@ -35,6 +36,7 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 @click.command()
 @model_options
+@device_map_options
 @backend_option
 @drafter_option
 @click.option("--tokens", type=int, default=10_000, show_default=True, callback=positive,
@@ -48,7 +50,8 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option("--lenience", default="1,0.5,0.3,0.1", show_default=True, callback=parse_lenience,
               help="Lenience values l in (0, 1] (App. A.5): alpha = E sum min(p/l, q).")
 @click.option("--batch-size", type=int, default=16, show_default=True, callback=positive,
-              help="Prompts per batched generation / teacher-forced pass.")
+              help="Prompts per batched generation (the unit of work a process takes under torchrun); "
+                   "teacher-forced passes take up to 8 of them.")
 @click.option("--bootstrap", type=int, default=2000, show_default=True, callback=positive,
               help="Bootstrap resamples (over prompts) for the 95% interval.")
 @click.option("--context", type=int, default=128, show_default=True, callback=positive,
@@ -65,28 +68,38 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str | None) 
               help="Largest k of t(B, k).")
 @seed_option
 @json_option
-def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, prompt_tokens, prompts_file,
-             temperature, top_k, top_p, lenience, batch_size, bootstrap, context, max_k, timing_repeats, no_timing,
-             batch_sizes, batch_max_k, seed, as_json):
+def estimate(target_path, device, dtype, device_map, draft_device_map, backend, drafter, tokens, new_tokens,
+             prompt_tokens, prompts_file, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, max_k,
+             timing_repeats, no_timing, batch_sizes, batch_max_k, seed, as_json):
     """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k);
-    with --batch-sizes also t(B, k) per batch size."""
-    import numpy as np
+    with --batch-sizes also t(B, k) per batch size.
 
-    from specdec.reference.drafters.factory import make_drafter
-    from specdec.reference.estimate.alpha import estimate_alpha
-    from specdec.reference.estimate.cost import estimate_cost
+    Under `torchrun --nproc-per-node N -m specdec estimate ...` the prompts are split over the N
+    processes and alpha is the same as one process gives; rank 0 alone times and prints
+    (docs/distributed.md)."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from specdec.reference.core.models import load_model
+    from specdec.reference.core.placement import output_device
     from specdec.reference.core.progress import phase
+    from specdec.reference.core.sampling import SamplingConfig
+    from specdec.reference.distributed.collect import gather_on_main
+    from specdec.reference.distributed.ranks import process_group
+    from specdec.reference.drafters.factory import make_drafter
+    from specdec.reference.estimate.alpha import alpha_from_scores
+    from specdec.reference.estimate.cost import estimate_cost
     from specdec.reference.estimate.interference import DEFAULT_THRESHOLD, run_undisturbed
     from specdec.reference.estimate.limits import measure_limits
-    from specdec.reference.core.models import load_model
     from specdec.reference.estimate.replay import replay
-    from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.estimate.samples import generate_continuations
+    from specdec.reference.estimate.shares import merge, score_chunks
 
     if batch_sizes is not None:
         if drafter == "none":
-            return _batch_only(target_path, device, dtype, backend, batch_sizes, batch_max_k, context, timing_repeats,
-                               as_json)
+            return _batch_only(target_path, device, dtype, device_map, backend, batch_sizes, batch_max_k, context,
+                               timing_repeats, as_json)
     require_drafter(drafter, "estimating alpha needs a drafter (not 'none'; with --batch-sizes, 'none' times t(B, k) "
                              "only)")
     refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
@@ -94,26 +107,51 @@ def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, p
     check_context(limit, prompt_tokens + new_tokens, "--prompt-tokens plus --new-tokens", "--new-tokens")
     if not no_timing:
         check_context(limit, context + max_k, "--context plus --max-k", "--context")
+    place = resolve_placement(device, device_map, draft_device_map, backend, path, (drafter,))
+    ranks = place.ranks
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target = load_model(path, device, dtype, backend)
-    draft, note = make_drafter(drafter, target, device, dtype)
-    prompts, sources = load_prompts(target, math.ceil(tokens / new_tokens), prompt_tokens, prompts_file)
-    warnings = []
-    if len(prompts) < FEW_PROMPTS:
-        warnings.append(f"only {len(prompts)} prompt(s): the 95% interval (bootstrap over prompts) is unreliable; "
-                        f"use --tokens >= {FEW_PROMPTS} x --new-tokens")
-    gen = generator(target.model.device, seed)
-    samples = generate_continuations(target.model, prompts, new_tokens, sampling, gen, batch_size,
-                                     progress=True, sources=sources)
     max_gamma = min(max_k - 1, 8)
-    est = estimate_alpha(target.model, draft, samples, target.vocab_size, np.random.default_rng(seed), lenience,
-                         batch_size=min(batch_size, 8), max_gamma=max_gamma, n_boot=bootstrap, generator=gen,
-                         progress=True)
+    loaded: dict = {}
+
+    def work():  # this rank's share: load, sample and score its chunks of prompts
+        target = load_model(path, place.device, dtype, backend, place.device_map)
+        draft, note = make_drafter(drafter, target, place.device, dtype, place.draft_device_map)
+        prompts, sources = load_prompts(target, math.ceil(tokens / new_tokens), prompt_tokens, prompts_file)
+        loaded.update(target=target, draft=draft, note=note, n_prompts=len(prompts))
+        return score_chunks(target.model, {drafter: draft}, prompts, ranks.share(len(prompts), batch_size),
+                            new_tokens, sampling, seed, target.vocab_size, lenience, min(batch_size, 8), max_gamma,
+                            generator=generator(output_device(target.model), seed), progress=ranks.main,
+                            sources=sources)
+
+    start = time.perf_counter()
+    with process_group(ranks, place.device):
+        parts = gather_on_main(ranks, work)
+    if parts is None:  # not rank 0: its share is with rank 0
+        return
+    alpha_seconds = time.perf_counter() - start
+    target, draft, note, n_prompts = loaded["target"], loaded["draft"], loaded["note"], loaded["n_prompts"]
+    scored = merge(parts, n_prompts)
+    samples = scored.samples
+    warnings = []
+    if n_prompts < FEW_PROMPTS:
+        warnings.append(f"only {n_prompts} prompt(s): the 95% interval (bootstrap over prompts) is unreliable; "
+                        f"use --tokens >= {FEW_PROMPTS} x --new-tokens")
+    if ranks.idle(n_prompts, batch_size):
+        warnings.append(f"{ranks.idle(n_prompts, batch_size)} of {ranks.world_size} processes had no prompts: "
+                        f"{n_prompts} prompts make {math.ceil(n_prompts / batch_size)} batches of --batch-size "
+                        f"{batch_size}; use a smaller --batch-size")
+    est = alpha_from_scores(scored.scores[drafter], lenience, np.random.default_rng(seed), bootstrap,
+                            max_gamma=max_gamma)
     report = {"drafter": drafter, "target": str(target.path), "backend": target.backend,
               "backend_seconds": target.backend_seconds, "note": note,
+              "device": place.device, "device_map": getattr(target.model, "hf_device_map", None),
               "sampling": {"temperature": temperature, "top_k": top_k, "top_p": top_p},
-              "prompts": len(prompts), "new_tokens": new_tokens, "prompt_tokens": prompt_tokens,
-              "generation_seconds": samples.seconds, "seed": seed, **est.to_dict()}
+              "prompts": n_prompts, "new_tokens": new_tokens, "prompt_tokens": prompt_tokens,
+              "generation_seconds": scored.generation_seconds, "scoring_seconds": scored.scoring_seconds,
+              "alpha_seconds": alpha_seconds,
+              "processes": {"count": ranks.world_size, "per_rank": scored.ranks,
+                            "threads_per_process": torch.get_num_threads()},
+              "seed": seed, **est.to_dict()}
     if all(s.match is not None for s in est.scores):
         report["greedy_replay"] = {}
         for g in range(1, max_gamma + 1):
@@ -128,7 +166,7 @@ def estimate(target_path, device, dtype, backend, drafter, tokens, new_tokens, p
               "context), the drafter and the decode loop")
         cost, load, attempts = run_undisturbed(lambda: estimate_cost(
             target.model, draft, context_ids, sampling, context, max_k, timing_repeats,
-            generator=generator(target.model.device, seed)), retries=3)
+            generator=generator(output_device(target.model), seed)), retries=3)
         report["timing_interference"] = {"threshold_cores": DEFAULT_THRESHOLD, "load_cores": load,
                                          "attempts": attempts, "disturbed": load > DEFAULT_THRESHOLD}
         if load > DEFAULT_THRESHOLD:
@@ -164,6 +202,11 @@ def _print(r: dict, note: str | None) -> None:
     s = r["sampling"]
     click.echo(f"drafter {r['drafter']}  temperature {s['temperature']:g}  top-k {s['top_k']}  top-p {s['top_p']:g}")
     click.echo(f"positions {r['n_positions']} ({r['prompts']} prompts x {r['new_tokens']} target-sampled tokens)")
+    procs = r["processes"]
+    if procs["count"] > 1:
+        click.echo(f"processes {procs['count']} (prompts per rank "
+                   + ",".join(str(p["prompts"]) for p in procs["per_rank"])
+                   + f"; {procs['threads_per_process']} threads each); alpha part {r['alpha_seconds']:.1f} s")
     low, high = r["alpha_ci"]
     click.echo(f"alpha {_f(r['alpha'], '.4f')}  95% CI [{_f(low, '.4f')}, {_f(high, '.4f')}] (bootstrap over prompts)")
     if r["proposal_rate"] < 1:
@@ -208,8 +251,10 @@ def _print(r: dict, note: str | None) -> None:
         _print_batch(r["batch_timing"])
 
 
-def _batch_only(target_path, device, dtype, backend, batch_sizes, max_k, context, repeats, as_json) -> None:
-    """`--drafter none --batch-sizes ...`: t(B, k) on real held-out text, nothing else."""
+def _batch_only(target_path, device, dtype, device_map, backend, batch_sizes, max_k, context, repeats,
+                as_json) -> None:
+    """`--drafter none --batch-sizes ...`: t(B, k) on real held-out text, nothing else (by rank 0
+    alone under torchrun: timings are not split)."""
     from specdec.reference.core.models import load_model
     from specdec.reference.core.progress import phase
     from specdec.reference.data.prompts import held_out_prompts
@@ -217,7 +262,10 @@ def _batch_only(target_path, device, dtype, backend, batch_sizes, max_k, context
 
     path, limit = preflight_target(target_path)
     check_context(limit, context + max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
-    target = load_model(path, device, dtype, backend)
+    place = resolve_placement(device, device_map, None, backend, path)
+    if not place.ranks.main:
+        return
+    target = load_model(path, place.device, dtype, backend, place.device_map)
     prompts, _ = held_out_prompts(4, context + max_k + max(batch_sizes), path)
     phase(f"timing t(B, k) for B = {','.join(map(str, batch_sizes))}, k = 1..{max_k}")
     timing = time_batched_passes(target.model, [t for p in prompts for t in p], batch_sizes, context, max_k, repeats)

@@ -19,11 +19,13 @@ from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_
                                 load_prompts, model_options, nonnegative, parse_drafter, parse_positive_ints,
                                 parse_temperatures, positive, preflight_target, prompts_file_option,
                                 refuse_tree_drafter, require_drafter, seed_option, split_label, to_json, write_atomic)
+from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.reference.drafters.spec import SPEC_HELP
 
 
 @click.command()
 @model_options
+@device_map_options
 @backend_option
 @click.option("--drafter", "drafters", multiple=True, required=True,
               help=f"Draft model, repeatable; optionally LABEL=SPEC. SPEC: {SPEC_HELP}")
@@ -48,6 +50,8 @@ from specdec.reference.drafters.spec import SPEC_HELP
 @click.option("--alpha-new-tokens", type=int, default=64, show_default=True, callback=positive,
               help="Length of each target-sampled continuation for the estimator "
                    "(ceil(alpha-tokens / alpha-new-tokens) prompts).")
+@click.option("--batch-size", type=int, default=16, show_default=True, callback=positive,
+              help="Estimator prompts per batched generation (the unit of work a process takes under torchrun).")
 @prompts_file_option
 @click.option("--max-k", type=int, default=16, show_default=True, callback=in_range(2, MAX_GAMMA + 1),
               help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_GAMMA + 1}; gammas must be < max_k.")
@@ -64,14 +68,19 @@ from specdec.reference.drafters.spec import SPEC_HELP
 @click.option("--no-figures", is_flag=True, help="Do not draw the figures.")
 @seed_option
 @json_option
-def validate(target_path, device, dtype, backend, drafters, gammas, temperatures, top_k, top_p, n_prompts,
-             prompt_tokens, new_tokens, repeats, alpha_tokens, alpha_new_tokens, prompts_file, max_k,
+def validate(target_path, device, dtype, device_map, draft_device_map, backend, drafters, gammas, temperatures, top_k, top_p, n_prompts,
+             prompt_tokens, new_tokens, repeats, alpha_tokens, alpha_new_tokens, batch_size, prompts_file, max_k,
              timing_repeats, sweep_repeats, retries, probe, out_dir, no_figures, seed, as_json):
     """Run the reference decoder and the baseline, and compare the measured speedups with the
     simulator's predictions (the paper's Theorem 8 and the extended model)."""
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.core.models import load_model
     from specdec.reference.validation.config import ValidationConfig
+    import time
+
+    from specdec.reference.distributed.collect import gather_on_main
+    from specdec.reference.distributed.ranks import process_group
+    from specdec.reference.validation.alphas import score_alpha_share, summarize_alphas
     from specdec.reference.validation.run import run_validation
     from specdec.reference.validation.report import full_report
 
@@ -97,18 +106,42 @@ def validate(target_path, device, dtype, backend, drafters, gammas, temperatures
     alpha_prompts = math.ceil(alpha_tokens / alpha_new_tokens)
     config = ValidationConfig(gammas=gammas, temperatures=temperatures, top_k=top_k, top_p=top_p,
                               prompts=n_prompts, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
-                              alpha_prompts=alpha_prompts, alpha_new_tokens=alpha_new_tokens, max_k=max_k,
+                              alpha_prompts=alpha_prompts, alpha_new_tokens=alpha_new_tokens, batch_size=batch_size,
+                              max_k=max_k,
                               timing_repeats=timing_repeats, sweep_repeats=sweep_repeats, retries=retries,
                               probe=probe, seed=seed)
-    target = load_model(path, device, dtype, backend)
-    built = {}
-    for label, spec in labelled:
-        drafter, note = make_drafter(spec, target, device, dtype)
-        if note:
-            click.echo(f"note ({label}): {note}", err=True)
-        built[label] = drafter
-    ids, _ = load_prompts(target, max(n_prompts, alpha_prompts), prompt_tokens, prompts_file)
-    result = run_validation(target, built, ids[:n_prompts], ids[:alpha_prompts], config, progress=True)
+    place = resolve_placement(device, device_map, draft_device_map, backend, path, drafters)
+    ranks = place.ranks
+    loaded: dict = {}
+
+    def work():  # every rank: load, then the alpha part for its share of the estimator's prompts
+        target = load_model(path, place.device, dtype, backend, place.device_map)
+        built = {}
+        for label, spec in labelled:
+            drafter, note = make_drafter(spec, target, place.device, dtype, place.draft_device_map)
+            if note and ranks.main:
+                click.echo(f"note ({label}): {note}", err=True)
+            built[label] = drafter
+        ids, _ = load_prompts(target, max(n_prompts, alpha_prompts), prompt_tokens, prompts_file)
+        loaded.update(target=target, built=built, ids=ids)
+        if not ranks.parallel:
+            return None  # one process: run_validation estimates alpha itself
+        return score_alpha_share(target, built, ids[:alpha_prompts], ranks.share(len(ids[:alpha_prompts]),
+                                 config.batch_size), config, progress=ranks.main)
+
+    start = time.perf_counter()
+    with process_group(ranks, place.device):
+        shares = gather_on_main(ranks, work)
+    if shares is None:  # not rank 0: its share is with rank 0, which times, decodes and writes
+        return
+    target, built, ids = loaded["target"], loaded["built"], loaded["ids"]
+    alpha_part = None
+    if ranks.parallel:
+        alphas, samples = summarize_alphas(shares, len(ids[:alpha_prompts]), list(built), config)
+        alpha_part = (alphas, samples, time.perf_counter() - start)
+    result = run_validation(target, built, ids[:n_prompts], ids[:alpha_prompts], config, progress=True,
+                            alpha_part=alpha_part)
+    result.machine["processes"] = ranks.world_size
     result.target, result.drafters = str(target.path), dict(labelled)
     report = result.to_dict()
     text = full_report(result)
