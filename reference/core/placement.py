@@ -139,6 +139,13 @@ def input_device(model: torch.nn.Module) -> torch.device:
 
 
 def output_device(model: torch.nn.Module) -> torch.device:
-    """Where the logits come out (the last device of a split model): generators that sample
-    from them live here."""
-    return execution_device(model, model.get_output_embeddings()) if dispatched(model) else model.device
+    """Where the logits come out: generators that sample from them live here. accelerate hooks
+    a dispatched model's root with io_same_device, which returns the outputs to the device the
+    inputs came from (the input device); without that hook they stay where the output layer
+    computed."""
+    if not dispatched(model):
+        return model.device
+    root = getattr(model, "_hf_hook", None)
+    if any(getattr(h, "io_same_device", False) for h in getattr(root, "hooks", [root])):
+        return input_device(model)
+    return execution_device(model, model.get_output_embeddings())

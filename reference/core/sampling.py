@@ -75,12 +75,21 @@ def sample(probs: torch.Tensor, generator: torch.Generator | Sequence[torch.Gene
     if isinstance(generator, Sequence):
         if len(generator) != flat.shape[0]:
             raise ValueError(f"{len(generator)} generators for {flat.shape[0]} rows")
-        u = torch.cat([torch.rand(1, 1, generator=g, dtype=torch.float64, device=probs.device) for g in generator])
+        u = torch.cat([uniform((1, 1), g, probs.device, torch.float64) for g in generator])
     else:
-        u = torch.rand(flat.shape[0], 1, generator=generator, dtype=torch.float64, device=probs.device)
+        u = uniform((flat.shape[0], 1), generator, probs.device, torch.float64)
     idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)  # [rows, 1]
     over = idx[:, 0] >= flat.shape[-1]  # u * total rounded up to the total (~1e-16 chance)
     if over.any():
         last = flat.shape[-1] - 1 - (flat.flip(-1) > 0).long().argmax(-1, keepdim=True)
         idx = torch.where(over[:, None], last, idx)
     return idx.reshape(probs.shape[:-1])
+
+
+def uniform(shape: tuple[int, ...], generator: torch.Generator | None, device: torch.device,
+            dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Uniforms in [0, 1) drawn on the generator's own device, then moved to `device` (where the
+    probabilities are): the draws depend on the generator alone, wherever a split model's
+    logits come out."""
+    where = device if generator is None else generator.device
+    return torch.rand(shape, generator=generator, dtype=dtype, device=where).to(device)

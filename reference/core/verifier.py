@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec.reference.core.sampling import sample
+from specdec.reference.core.sampling import sample, uniform
 
 
 @dataclass
@@ -51,7 +51,7 @@ def verify(p: torch.Tensor, q: torch.Tensor | None, draft: torch.Tensor,
     rows = torch.arange(k, device=p.device)
     p_x = p[rows, draft]  # [k]
     q_x = torch.ones_like(p_x) if q is None else q.float()[rows, draft]  # [k]
-    r = torch.rand(k, generator=generator, device=p.device)
+    r = uniform((k,), generator, p.device)
     rejected = (r * lenience * q_x >= p_x).nonzero()
     if rejected.numel() == 0:
         bonus = sample(p[k], generator).reshape(1)
