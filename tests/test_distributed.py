@@ -165,3 +165,17 @@ def test_commands_that_do_not_split_refuse_several_processes(tiny_pair, tmp_path
     ours = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     assert ours == ["Error: specdec decode runs in one process; under torchrun only `specdec estimate` and the alpha "
                     "part of `specdec validate` are split over processes"]  # said once, by rank 0
+
+
+@pytest.mark.slow
+def test_estimate_on_the_default_target_with_two_processes_equals_one(tmp_path) -> None:
+    """The same claim on SmolLM2-135M-Instruct with its held-out prompts (real weights, 49k vocabulary)."""
+    args = ["estimate", "--drafter", "lookup", "--temperature", "1", "--tokens", "128", "--new-tokens", "16",
+            "--batch-size", "2", "--no-timing", "--bootstrap", "200", "--json"]
+    one, two = _command(args, 1, tmp_path), _command(args, 2, tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    assert a["n_positions"] == b["n_positions"] == 128 and b["processes"]["count"] == 2
+    for key in ALPHA_KEYS:
+        assert a.get(key) == b.get(key), key

@@ -192,7 +192,8 @@ sampling_options = stack(
 drafter_option = click.option("--drafter", default="lookup", show_default=True, callback=parse_drafter,
                               help=f"Draft model: {SPEC_HELP}")
 seed_option = click.option("--seed", type=int, default=0, show_default=True, callback=in_range(0, MAX_SEED),
-                           help="Seeds the one torch.Generator used for all sampling (0 .. 2^63 - 1).")
+                           help="The one seed (0 .. 2^63 - 1): every random stream (a prompt's sampling, a decode, the "
+                                "bootstrap) gets a seed derived from it.")
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON object on stdout (progress stays on stderr).")
 prompts_file_option = click.option("--prompts-file", type=click.Path(dir_okay=False), default=None,
