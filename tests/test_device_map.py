@@ -107,3 +107,11 @@ def test_cli_refuses_bad_maps_in_one_line(tiny_pair, capsys, args: list[str], me
     code, out, err = run_main(capsys, ["decode", "--target", str(tiny_pair.target), "--prompt", "w1", *args])
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err and "device" in err.split(":")[1]  # names the option
+
+
+def test_heads_refuse_an_offloaded_output_layer(tiny_pair, tmp_path) -> None:  # noqa: F811
+    from specdec.reference.drafters.factory import make_drafter
+
+    split = load_model(tiny_pair.target, device_map=SPLIT)  # lm_head on disk: its weight is a meta tensor
+    with pytest.raises(ValueError, match="offloads: keep lm_head on a GPU or the CPU"):
+        make_drafter(f"heads:{tmp_path}", split)

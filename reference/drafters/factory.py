@@ -28,6 +28,9 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         from specdec.reference.drafters.spec import heads_args
         from specdec.reference.heads.store import load_heads
         path, options = heads_args(s.arg)
+        if target.model.get_output_embeddings().weight.device.type == "meta":
+            raise ValueError("heads draft through the target's output layer, which this device map offloads: keep "
+                             "lm_head on a GPU or the CPU (not 'disk', nor 'cpu' beside a GPU)")
         heads, _ = load_heads(path, target.model, target.path)
         if target.backend == "fast":
             from specdec.reference.core.backend import use_backend
