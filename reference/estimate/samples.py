@@ -79,7 +79,7 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
     for step in range(new_tokens):
         p = sampling.probs(out.logits[:, -1])  # [B, vocab] float32, on the output device
         x = p.argmax(-1) if sampling.greedy else sample(p, generators)  # [B]
-        produced.append(x.cpu())
+        produced.append(x)
         if step == new_tokens - 1:
             break
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)

@@ -24,16 +24,19 @@ class ScoredPrompts:
 
     indices: the prompts' global indices, increasing; samples.prompts[j] is prompt indices[j].
     scores: drafter name -> one PositionScores per prompt, in the same order.
-    generation_seconds, scoring_seconds: time spent by the process(es) that computed them
-        (summed over ranks after a merge).
+    scoring_seconds: time spent scoring by the process(es) that computed them (summed over
+        ranks after a merge; samples.seconds is the same for sampling).
     """
 
     indices: list[int]
     samples: TargetSamples
     scores: dict[str, list[PositionScores]]
-    generation_seconds: float = 0.0
     scoring_seconds: float = 0.0
     ranks: list[dict[str, Any]] = field(default_factory=list)  # per rank: prompts, seconds
+
+    @property
+    def generation_seconds(self) -> float:
+        return self.samples.seconds
 
 
 def score_chunks(model: torch.nn.Module, drafters: Mapping[str, Any], prompts: Sequence[Sequence[int]],
@@ -69,7 +72,7 @@ def score_chunks(model: torch.nn.Module, drafters: Mapping[str, Any], prompts: S
     bar.close()
     samples = TargetSamples([list(prompts[i]) for i in indices], continuations, sampling, generation,
                             [sources[i] for i in indices] if sources else [])
-    return ScoredPrompts(indices, samples, scores, generation, scoring,
+    return ScoredPrompts(indices, samples, scores, scoring,
                          [{"prompts": len(indices), "generation_seconds": generation, "scoring_seconds": scoring}])
 
 
@@ -87,5 +90,5 @@ def merge(parts: Sequence[ScoredPrompts], n_prompts: int) -> ScoredPrompts:
                             [part.samples.sources[j] for _, part, j in rows] if first.sources else [])
     return ScoredPrompts(list(range(n_prompts)), samples,
                          {name: [part.scores[name][j] for _, part, j in rows] for name in names},
-                         sum(p.generation_seconds for p in parts), sum(p.scoring_seconds for p in parts),
+                         sum(p.scoring_seconds for p in parts),
                          [r for p in parts for r in p.ranks])
