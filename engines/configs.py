@@ -12,15 +12,22 @@
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import json
+from typing import Any
+
+from specdec.errors import SpecdecError
+from specdec.simulator.engine_plan import EnginePlan
 
 ENGINES = ("vllm", "llamacpp", "hf")
 
 
-def engine_config(engine: str, method: str, gamma: int, ranges: Sequence[Sequence[int]] | None, plan) -> dict[str, Any]:
-    """The configuration to paste; gamma 0 everywhere means "do not speculate" (said, not configured)."""
+def engine_config(engine_plan: EnginePlan, engine: str, method: str = "ngram") -> dict[str, Any]:
+    """The configuration to paste, as JSON-ready values under the engine's own names (their set
+    differs per engine); no draft length beating plain decoding is said, not configured."""
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        raise SpecdecError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    plan, ranges = engine_plan.plan, engine_plan.gamma_ranges
+    gamma = plan.optimal_gamma
     top = max([gamma] + [int(r[2]) for r in ranges or []])
     if top == 0:
         return {"engine": engine, "speculate": False,
@@ -30,7 +37,7 @@ def engine_config(engine: str, method: str, gamma: int, ranges: Sequence[Sequenc
         if ranges:
             config["num_speculative_tokens_per_batch_size"] = [[int(a), int(b), int(k)] for a, b, k in ranges]
         return {"engine": engine, "speculate": True, "speculative_config": config,
-                "flag": "--speculative-config '" + _json(config) + "'",
+                "flag": "--speculative-config '" + json.dumps(config, separators=(", ", ": ")) + "'",
                 "note": "num_speculative_tokens_per_batch_size needs a vLLM with dynamic speculative decoding "
                         "(not with data parallelism > 1); ranges beyond the largest timed batch size are not planned"
                         if ranges else None}
@@ -47,8 +54,3 @@ def engine_config(engine: str, method: str, gamma: int, ranges: Sequence[Sequenc
     else:
         args = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant"}
     return {"engine": engine, "speculate": True, "generate_kwargs": args}
-
-
-def _json(value: Any) -> str:
-    import json
-    return json.dumps(value, separators=(", ", ": "))

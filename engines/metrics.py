@@ -18,19 +18,44 @@ Formats (sources quoted in docs/engines.md):
 - specdec's own `decode --json` (stats.reached / stats.accepted per position).
 
 Per-position sources give conditional counts (accepted_i of reached_i); aggregate sources
-(V0, llama.cpp) give accepted of drafted tokens only, which `specdec.engines.plan` turns into
-an i.i.d. alpha under a stated model. A source that parses but lacks what it needs is a
-ValueError naming what is missing.
+(V0, llama.cpp) give accepted of drafted tokens only, which `specdec.engines.acceptance` turns
+into an i.i.d. alpha under a stated model. A source that cannot be read, or parses but lacks
+what it needs, is a SpecdecError naming what is missing.
 """
 from __future__ import annotations
 
 import json
 import re
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from specdec.errors import SpecdecError
 from specdec.simulator.counts import accepted_and_reached, conditional_from_cumulative
+
+FETCH_TIMEOUT_S = 10
+
+
+def read_source(source: str, stdin_text: str | None = None) -> str:
+    """The text of a file, '-' (standard input) or an http(s) URL (a Prometheus endpoint)."""
+    if source == "-":
+        return stdin_text or ""
+    if source.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(source, timeout=FETCH_TIMEOUT_S) as response:
+                return response.read().decode("utf-8", errors="replace")
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise SpecdecError(f"cannot read {source}: {getattr(exc, 'reason', exc)}") from None
+    path = Path(source)
+    if not path.is_file():
+        raise SpecdecError(f"{source}: no such file")
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SpecdecError(f"cannot read {source}: {exc.strerror}") from None
 
 
 @dataclass(frozen=True)
@@ -67,12 +92,15 @@ LLAMA_SUMMARY = re.compile(r"^(?:.*\]\s*|\s*)(n_draft|n_predict|n_drafted|n_acce
 def _field(body: str, name: str, what: str) -> float:
     m = re.search(re.escape(name) + r":\s*(" + NUMBER + ")", body)
     if m is None:
-        raise ValueError(f"{what} line lacks '{name}': {body.strip()[:120]}")
+        raise SpecdecError(f"{what} line lacks '{name}': {body.strip()[:120]}")
     return float(m.group(1))
 
 
 def parse_prometheus(text: str) -> EngineCounts:
-    """vLLM's /metrics text: the four spec_decode counters, summed over label sets."""
+    """vLLM's /metrics text: the four spec_decode counters, summed over label sets. Lines that are
+    not samples are skipped, so a page saved with log lines around it still reads (prometheus_client's
+    parser gives the same counts on every fixture, but refuses such pages and took 8x as long on a
+    30,000-line page: 0.86 s against 0.11 s, measured when this was chosen)."""
     totals: dict[str, float] = {}
     per_pos: dict[int, float] = {}
     for line in text.splitlines():
@@ -87,17 +115,17 @@ def parse_prometheus(text: str) -> EngineCounts:
         labels = dict(LABEL.findall(m.group("labels") or ""))
         if base == "vllm:spec_decode_num_accepted_tokens_per_pos":
             if "position" not in labels or not labels["position"].isdigit():
-                raise ValueError(f"vllm:spec_decode_num_accepted_tokens_per_pos without a position label: {line.strip()}")
+                raise SpecdecError(f"vllm:spec_decode_num_accepted_tokens_per_pos without a position label: {line.strip()}")
             per_pos[int(labels["position"])] = per_pos.get(int(labels["position"]), 0.0) + value
         else:
             totals[base] = totals.get(base, 0.0) + value
     if "vllm:spec_decode_num_drafts" not in totals:
-        raise ValueError("no vllm:spec_decode_num_drafts counter: not a vLLM /metrics page with speculative decoding")
+        raise SpecdecError("no vllm:spec_decode_num_drafts counter: not a vLLM /metrics page with speculative decoding")
     if not per_pos:
-        raise ValueError("no vllm:spec_decode_num_accepted_tokens_per_pos counters (position labels) in the metrics")
+        raise SpecdecError("no vllm:spec_decode_num_accepted_tokens_per_pos counters (position labels) in the metrics")
     k = max(per_pos) + 1
     if sorted(per_pos) != list(range(k)):
-        raise ValueError(f"per-position counters skip a position: got positions {sorted(per_pos)}")
+        raise SpecdecError(f"per-position counters skip a position: got positions {sorted(per_pos)}")
     drafts = int(round(totals["vllm:spec_decode_num_drafts"]))
     accepted, reached = conditional_from_cumulative(drafts, [int(round(per_pos[i])) for i in range(k)])
     return EngineCounts("vllm-prometheus", accepted.tolist(), reached.tolist(), drafts,
@@ -136,12 +164,12 @@ def parse_vllm_v1_log(lines: list[str]) -> EngineCounts:
         at_least = rates * drafts if at_least is None else _add(at_least, rates * drafts)
         drafts_total += drafts
     if not lines_seen:
-        raise ValueError("no 'SpecDecoding metrics' line: not a vLLM V1 log with speculative decoding")
+        raise SpecdecError("no 'SpecDecoding metrics' line: not a vLLM V1 log with speculative decoding")
     if at_least is None:
         return EngineCounts("vllm-log", draft_tokens=drafted_total, accepted_tokens=accepted_total)
     if with_rates < lines_seen:
-        raise ValueError(f"{lines_seen - with_rates} of {lines_seen} SpecDecoding metrics lines lack per-position "
-                         "rates: mixed log formats")
+        raise SpecdecError(f"{lines_seen - with_rates} of {lines_seen} SpecDecoding metrics lines lack per-position "
+                           "rates: mixed log formats")
     drafts = int(round(drafts_total))
     acc, reached = conditional_from_cumulative(drafts, np.minimum(np.rint(at_least).astype(np.int64), drafts))
     return EngineCounts("vllm-log", acc.tolist(), reached.tolist(), drafts, drafted_total, accepted_total, at_least.size)
@@ -149,7 +177,7 @@ def parse_vllm_v1_log(lines: list[str]) -> EngineCounts:
 
 def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.size != b.size:
-        raise ValueError(f"SpecDecoding metrics lines disagree on the draft length: {a.size} vs {b.size} positions")
+        raise SpecdecError(f"SpecDecoding metrics lines disagree on the draft length: {a.size} vs {b.size} positions")
     return a + b
 
 
@@ -159,19 +187,19 @@ def parse_vllm_v0_log(lines: list[str]) -> EngineCounts:
     from the emitted tokens instead: emitted = accepted prefix + one token per draft."""
     found = [m.group("body") for line in lines if (m := V0_LINE.search(line))]
     if not found:
-        raise ValueError("no 'Speculative metrics' line: not a vLLM V0 log with speculative decoding")
+        raise SpecdecError("no 'Speculative metrics' line: not a vLLM V0 log with speculative decoding")
     body = found[-1]
     what = "vLLM Speculative metrics"
     k = int(_field(body, "Number of speculative tokens", what))
     draft = int(_field(body, "Number of draft tokens", what))
     emitted_m = re.search(r"Number of emitted tokens(?: tokens)?:\s*(\d+)", body)
     if emitted_m is None:
-        raise ValueError(f"{what} line lacks 'Number of emitted tokens': {body.strip()[:120]}")
+        raise SpecdecError(f"{what} line lacks 'Number of emitted tokens': {body.strip()[:120]}")
     if k < 1 or draft % k:
-        raise ValueError(f"{what}: {draft} draft tokens are not a multiple of k = {k}")
+        raise SpecdecError(f"{what}: {draft} draft tokens are not a multiple of k = {k}")
     drafts, emitted = draft // k, int(emitted_m.group(1))
     if not drafts <= emitted <= drafts * (k + 1):
-        raise ValueError(f"{what}: {emitted} emitted tokens impossible for {drafts} drafts of {k}")
+        raise SpecdecError(f"{what}: {emitted} emitted tokens impossible for {drafts} drafts of {k}")
     return EngineCounts("vllm-log-v0", drafts=drafts, draft_tokens=draft, accepted_tokens=emitted - drafts, k=k,
                         emitted_tokens=emitted)
 
@@ -189,8 +217,8 @@ def parse_llamacpp(lines: list[str]) -> EngineCounts:
             summary[m.group(1)] = float(m.group(2))
     missing = [key for key in ("n_draft", "n_drafted", "n_accept") if key not in summary]
     if missing:
-        raise ValueError("llama.cpp output lacks " + ", ".join(missing) + " (expected llama-speculative's summary "
-                         "or llama-server's 'draft acceptance rate' lines)")
+        raise SpecdecError("llama.cpp output lacks " + ", ".join(missing) + " (expected llama-speculative's summary "
+                           "or llama-server's 'draft acceptance rate' lines)")
     return EngineCounts("llamacpp-speculative", draft_tokens=int(summary["n_drafted"]),
                         accepted_tokens=int(summary["n_accept"]), k=int(summary["n_draft"]))
 
@@ -202,17 +230,17 @@ def parse_request_metrics(objects: list) -> EngineCounts:
     drafts of at least i + 1 tokens)."""
     blocks = [b for obj in objects for b in _find_key(obj, "speculative_decoding") if isinstance(b, dict)]
     if not blocks:
-        raise ValueError("no 'speculative_decoding' metrics block in the JSON")
+        raise SpecdecError("no 'speculative_decoding' metrics block in the JSON")
     by_length: dict[int, np.ndarray] = {}
     for b in blocks:
         hists = b.get("acceptance_histogram_by_draft_length") or (
             {str(len(b["acceptance_histogram"]) - 1): b["acceptance_histogram"]} if "acceptance_histogram" in b else None)
         if not hists:
-            raise ValueError("a speculative_decoding block lacks acceptance_histogram")
+            raise SpecdecError("a speculative_decoding block lacks acceptance_histogram")
         for length, hist in hists.items():
             h = np.asarray(hist, dtype=np.int64)
             if h.ndim != 1 or h.size != int(length) + 1 or h.min() < 0:
-                raise ValueError(f"acceptance histogram for draft length {length} must have {int(length) + 1} counts")
+                raise SpecdecError(f"acceptance histogram for draft length {length} must have {int(length) + 1} counts")
             by_length[int(length)] = by_length.get(int(length), 0) + h
     k = max(by_length)
     accepted, reached = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
@@ -242,10 +270,10 @@ def parse_specdec_json(data: dict) -> EngineCounts:
         while reached and reached[-1] == 0:  # positions never reached carry no information
             reached, accepted = reached[:-1], accepted[:-1]
         if not reached:
-            raise ValueError("the decode reached no draft position (no drafts were proposed)")
+            raise SpecdecError("the decode reached no draft position (no drafts were proposed)")
         return EngineCounts("specdec-decode", accepted, reached, reached[0], int(stats.get("drafted", 0)) or None,
                             sum(accepted), int(stats["gamma"]))
-    raise ValueError("specdec JSON without stats.reached / stats.accepted (expected `specdec decode --json` output)")
+    raise SpecdecError("specdec JSON without stats.reached / stats.accepted (expected `specdec decode --json` output)")
 
 
 def _json_objects(text: str) -> list:
@@ -260,22 +288,31 @@ def _json_objects(text: str) -> list:
             try:
                 objects.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise ValueError(f"JSON input does not parse (line {n}: {exc.msg})") from None
+                raise SpecdecError(f"JSON input does not parse (line {n}: {exc.msg})") from None
     return objects
 
 
 def read_counts(text: str) -> EngineCounts:
-    """Recognise the format of `text` and parse it."""
+    """Recognise the format of `text` and parse it; a value that does not parse is a SpecdecError too."""
+    try:
+        return _read_counts(text)
+    except SpecdecError:
+        raise
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:  # a malformed value in a recognised format
+        raise SpecdecError(f"the input holds a value that does not parse: {exc!r}") from None
+
+
+def _read_counts(text: str) -> EngineCounts:
     stripped = text.lstrip()
     if not stripped:
-        raise ValueError("the input is empty")
+        raise SpecdecError("the input is empty")
     if stripped.startswith(("{", "[")):
         objects = _json_objects(text)
         if any(_find_key(o, "speculative_decoding") for o in objects):
             return parse_request_metrics(objects)
         if len(objects) == 1 and isinstance(objects[0], dict):
             return parse_specdec_json(objects[0])
-        raise ValueError("JSON input holds neither vLLM speculative_decoding metrics nor specdec decode stats")
+        raise SpecdecError("JSON input holds neither vLLM speculative_decoding metrics nor specdec decode stats")
     lines = text.splitlines()
     if "vllm:spec_decode_num_" in text:
         return parse_prometheus(text)
@@ -285,5 +322,5 @@ def read_counts(text: str) -> EngineCounts:
         return parse_vllm_v0_log(lines)
     if "draft acceptance rate" in text or re.search(r"^\s*n_(draft|drafted|accept)\s*=", text, re.M):
         return parse_llamacpp(lines)
-    raise ValueError("unrecognised input: expected vLLM /metrics text, vLLM 'SpecDecoding metrics' or 'Speculative "
-                     "metrics' log lines, llama.cpp speculative output, or specdec decode --json")
+    raise SpecdecError("unrecognised input: expected vLLM /metrics text, vLLM 'SpecDecoding metrics' or 'Speculative "
+                       "metrics' log lines, llama.cpp speculative output, or specdec decode --json")

@@ -2,11 +2,12 @@
 a temporary name and renamed (a crash never leaves half a figure over a good one)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from specdec.paths import writing
 
 DPI = 120
 
@@ -15,7 +16,6 @@ def save(fig: Figure, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fig.savefig(tmp, dpi=DPI, format=path.suffix.lstrip(".") or "png")
-    os.replace(tmp, path)
+    with writing(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format=path.suffix.lstrip(".") or "png")
     return path

@@ -4,13 +4,13 @@
 Markdown. No torch."""
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
 from specdec.figures.canvas import save
+from specdec.paths import write_atomic
 
 
 def _series(rows: list[dict]) -> dict[str, list[tuple[int, float, float, float]]]:
@@ -85,10 +85,7 @@ def tables_markdown(study: dict, out_dir: Path) -> Path:
               f"{100 * r['repair']:.1f}% | {100 * r['regress']:.1f}% |" for r in study["wins"]]
     path = Path(out_dir) / "lattice_tables.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, "\n".join(lines) + "\n")
 
 
 def write_lattice(study: dict, out_dir: Path) -> list[Path]:

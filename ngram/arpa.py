@@ -9,6 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from specdec.errors import SpecdecError
+from specdec.paths import writing
+
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 SPECIALS = (BOS, EOS, UNK)
 
@@ -68,7 +71,7 @@ def read_arpa(path: str | os.PathLike) -> Arpa:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: not an ARPA file, truncated, counts that disagree with the sections,
+        SpecdecError: not an ARPA file, truncated, counts that disagree with the sections,
             malformed lines, or n-grams using words missing from the 1-grams.
     """
     path = Path(path)
@@ -77,26 +80,26 @@ def read_arpa(path: str | os.PathLike) -> Arpa:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not an ARPA file: not UTF-8 text ({exc.reason})") from None
+        raise SpecdecError(f"{path} is not an ARPA file: not UTF-8 text ({exc.reason})") from None
     # split into [preamble, "\data\" block, "\1-grams:" block, ..., "\end\" block]
     blocks = re.split(r"^(\\[^\n]*)$", text, flags=re.MULTILINE)
     head = blocks[0].strip()
     if not text.strip():
-        raise ValueError(f"{path} is not an ARPA file: it is empty")
+        raise SpecdecError(f"{path} is not an ARPA file: it is empty")
     if len(blocks) < 3 or blocks[1].strip() != "\\data\\" or head:
         first = head.splitlines()[0] if head else blocks[1].strip() if len(blocks) > 1 else ""
-        raise ValueError(f"{path} is not an ARPA file: expected '\\data\\' first, got {first[:40]!r}")
+        raise SpecdecError(f"{path} is not an ARPA file: expected '\\data\\' first, got {first[:40]!r}")
     declared: dict[int, int] = {}
     for line in blocks[2].splitlines():
         line = line.strip()
         if line:
             m = _COUNT.match(line)
             if not m:
-                raise ValueError(f"{path}: corrupt ARPA header line {line[:40]!r}")
+                raise SpecdecError(f"{path}: corrupt ARPA header line {line[:40]!r}")
             declared[int(m.group(1))] = int(m.group(2))
     order = len(declared)
     if order == 0 or sorted(declared) != list(range(1, order + 1)):
-        raise ValueError(f"{path}: corrupt ARPA header, n-gram counts for orders {sorted(declared)}")
+        raise SpecdecError(f"{path}: corrupt ARPA header, n-gram counts for orders {sorted(declared)}")
     vocab: list[str] = []
     index: dict[str, int] = {}
     sections: list[NgramSection] = []
@@ -105,14 +108,14 @@ def read_arpa(path: str | os.PathLike) -> Arpa:
         header = blocks[pos].strip() if pos < len(blocks) else None
         m = _HEADER.match(header) if header else None
         if m is None or int(m.group(1)) != k:
-            raise ValueError(f"{path}: expected '\\{k}-grams:', got {str(header)[:40]!r}")
+            raise SpecdecError(f"{path}: expected '\\{k}-grams:', got {str(header)[:40]!r}")
         section = _parse_section(path, k, blocks[pos + 1].strip("\n"), vocab, index)
         if len(section) != declared[k]:
-            raise ValueError(f"{path}: header declares {declared[k]} {k}-grams, found {len(section)}")
+            raise SpecdecError(f"{path}: header declares {declared[k]} {k}-grams, found {len(section)}")
         sections.append(section)
         pos += 2
     if pos >= len(blocks) or blocks[pos].strip() != "\\end\\":
-        raise ValueError(f"{path}: truncated ARPA file (no '\\end\\' after the {order}-grams)")
+        raise SpecdecError(f"{path}: truncated ARPA file (no '\\end\\' after the {order}-grams)")
     return Arpa(vocab, sections)
 
 
@@ -126,30 +129,30 @@ def _parse_section(path: Path, k: int, body: str, vocab: list[str], index: dict[
     parts = [line.split("\t") for line in lines]
     bad = next((i for i, p in enumerate(parts) if len(p) not in (2, 3)), None)
     if bad is not None:
-        raise ValueError(f"{path}: malformed {k}-gram line: {lines[bad][:60]!r}")
+        raise SpecdecError(f"{path}: malformed {k}-gram line: {lines[bad][:60]!r}")
     try:
         logp = np.array([p[0] for p in parts], dtype=np.float64)
         backoff = np.array([p[2] if len(p) == 3 else 0.0 for p in parts], dtype=np.float64)
     except ValueError as exc:
-        raise ValueError(f"{path}: non-numeric score in the {k}-grams: {exc}") from None
+        raise SpecdecError(f"{path}: non-numeric score in the {k}-grams: {exc}") from None
     if k == 1:
         for p in parts:
             word = p[1].strip()
             if word in index:
-                raise ValueError(f"{path}: duplicate 1-gram {word!r}")
+                raise SpecdecError(f"{path}: duplicate 1-gram {word!r}")
             index[word] = len(vocab)
             vocab.append(word)
         words = np.arange(len(parts), dtype=np.int32).reshape(-1, 1)
     else:
         flat = " ".join(p[1] for p in parts).split()
         if len(flat) != k * len(parts):
-            raise ValueError(f"{path}: a {k}-gram line does not hold {k} words")
+            raise SpecdecError(f"{path}: a {k}-gram line does not hold {k} words")
         try:
             words = np.fromiter((index[w] for w in flat), dtype=np.int32, count=len(flat)).reshape(-1, k)
         except KeyError as exc:
-            raise ValueError(f"{path}: {k}-gram word {exc.args[0]!r} is not among the 1-grams") from None
+            raise SpecdecError(f"{path}: {k}-gram word {exc.args[0]!r} is not among the 1-grams") from None
     if not (np.isfinite(logp).all() and np.isfinite(backoff).all()):
-        raise ValueError(f"{path}: non-finite score in the {k}-grams")
+        raise SpecdecError(f"{path}: non-finite score in the {k}-grams")
     return NgramSection(words, logp.astype(np.float32), backoff.astype(np.float32))
 
 
@@ -204,17 +207,14 @@ def unigram_as_bigram(src: str | os.PathLike, dst: str | os.PathLike) -> list[in
     Returns: the n-gram counts written, [n1, 0].
 
     Raises:
-        ValueError: `src` is not an order-1 ARPA file.
+        SpecdecError: `src` is not an order-1 ARPA file.
     """
     arpa = read_arpa(src)
     if arpa.order != 1:
-        raise ValueError(f"{src} is an order-{arpa.order} ARPA file, expected order 1")
+        raise SpecdecError(f"{src} is an order-{arpa.order} ARPA file, expected order 1")
     section = arpa.sections[0]
-    tmp = Path(str(dst) + ".partial")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with writing(dst) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(f"\\data\\\nngram 1={len(section)}\nngram 2=0\n\n\\1-grams:\n")
         f.writelines(f"{lp:.9g}\t{arpa.vocab[i]}\t0\n" for (i,), lp in zip(section.words, section.logp.tolist()))
         f.write("\n\\2-grams:\n\n\\end\\\n")
-    os.replace(tmp, dst)
     return [len(section), 0]
-

@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from specdec.errors import SpecdecError
 from specdec.ngram.arpa import read_counts, unigram_as_bigram
 from specdec.ngram.model import ARPA_NAME, BINARY_NAME, META_NAME
 from specdec.ngram.tables import load_tables, tables_path
@@ -68,14 +69,14 @@ def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, voc
     Raises:
         FileExistsError: `out` already holds files and force is False.
         FileNotFoundError: no training text, or KenLM binaries missing.
-        ValueError: bad order, empty text, token ids >= vocab_size, lmplz/build_binary errors.
+        SpecdecError: bad order, empty text, token ids >= vocab_size, lmplz/build_binary errors.
     """
     if not 1 <= order <= 5:
-        raise ValueError(f"order must be between 1 and 5, got {order}")
+        raise SpecdecError(f"order must be between 1 and 5, got {order}")
     if vocab_size < 1:
-        raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        raise SpecdecError(f"vocab_size must be >= 1, got {vocab_size}")
     if eos_id is not None and not 0 <= eos_id < vocab_size:
-        raise ValueError(f"eos_id must be a token id in 0..{vocab_size - 1}, got {eos_id}")
+        raise SpecdecError(f"eos_id must be a token id in 0..{vocab_size - 1}, got {eos_id}")
     text, out = Path(text), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise FileExistsError(f"{out} already exists and is not empty: pass force (--force) to replace it")
@@ -83,9 +84,9 @@ def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, voc
         raise FileNotFoundError(f"training text {text} not found")
     lines, tokens, top = _scan(text)
     if tokens == 0:
-        raise ValueError(f"training text {text} is empty: nothing to estimate an n-gram model from")
+        raise SpecdecError(f"training text {text} is empty: nothing to estimate an n-gram model from")
     if top >= vocab_size:
-        raise ValueError(f"training text {text} holds token id {top}, outside a vocabulary of {vocab_size}")
+        raise SpecdecError(f"training text {text} holds token id {top}, outside a vocabulary of {vocab_size}")
     with building(out) as work:  # KeyboardInterrupt too: the old model stays, the scratch folder goes
         report = _build_in(work, text, order, out, vocab_size, eos_id, memory, discount_fallback, bin_dir, extra,
                            (lines, tokens))
@@ -125,15 +126,15 @@ def _lines(f, text: Path):
     try:
         yield from f
     except UnicodeDecodeError as exc:
-        raise ValueError(f"training text {text} is not UTF-8 text of token ids (byte {exc.start} of a "
-                         "block is invalid)") from None
+        raise SpecdecError(f"training text {text} is not UTF-8 text of token ids (byte {exc.start} of a "
+                           "block is invalid)") from None
 
 
 def _scan(text: Path) -> tuple[int, int, int]:
     """(non-empty lines, tokens, largest token id) of a training file.
 
     Raises:
-        ValueError: a word that is not a decimal token id.
+        SpecdecError: a word that is not a decimal token id, or bytes that are not UTF-8.
     """
     lines = tokens = 0
     top = -1
@@ -145,11 +146,11 @@ def _scan(text: Path) -> tuple[int, int, int]:
             try:
                 ids = [int(w) for w in words]
             except ValueError:
-                raise ValueError(f"{text}:{lineno}: training words must be decimal token ids, "
-                                 f"got {line.split()[0][:20]!r}...") from None
+                raise SpecdecError(f"{text}:{lineno}: training words must be decimal token ids, "
+                                   f"got {line.split()[0][:20]!r}...") from None
             lines += 1
             tokens += len(ids)
             top = max(top, max(ids))
             if min(ids) < 0:
-                raise ValueError(f"{text}:{lineno}: negative token id")
+                raise SpecdecError(f"{text}:{lineno}: negative token id")
     return lines, tokens, top

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from specdec.errors import SpecdecError
 from specdec.ngram.tables import BackoffTables, load_tables
 
 LN10 = math.log(10.0)
@@ -64,10 +65,10 @@ class NgramModel:
         tokens = tables.tokens
         real = tokens >= 0
         if real.any() and int(tokens[real].max()) >= vocab_size:
-            raise ValueError(f"the n-gram model holds token id {int(tokens[real].max())}, "
-                             f"outside a vocabulary of {vocab_size}")
+            raise SpecdecError(f"the n-gram model holds token id {int(tokens[real].max())}, "
+                               f"outside a vocabulary of {vocab_size}")
         if eos_id is not None and not 0 <= eos_id < vocab_size:
-            raise ValueError(f"eos_id {eos_id} outside a vocabulary of {vocab_size}")
+            raise SpecdecError(f"eos_id {eos_id} outside a vocabulary of {vocab_size}")
         self.tables = tables
         self.order = tables.order
         self.vocab_size = vocab_size
@@ -76,7 +77,7 @@ class NgramModel:
         self._compact[tokens[real]] = np.nonzero(real)[0]
         n_tokens = vocab_size if n_tokens is None else n_tokens
         if not int(tokens.max(initial=-1)) < n_tokens <= vocab_size:
-            raise ValueError(f"n_tokens {n_tokens} must lie in (largest model id, vocab_size {vocab_size}]")
+            raise SpecdecError(f"n_tokens {n_tokens} must lie in (largest model id, vocab_size {vocab_size}]")
         unseen = self._compact == tables.unk
         unseen[n_tokens:] = False
         self.n_unseen = int(unseen.sum())  # token ids that are <unk> to KenLM
@@ -100,7 +101,7 @@ class NgramModel:
         meta = read_meta(arpa)
         built = meta.get("vocab_size")
         if built is not None and built > vocab_size:
-            raise ValueError(f"{arpa} was built for a vocabulary of {built} tokens, more than {vocab_size}")
+            raise SpecdecError(f"{arpa} was built for a vocabulary of {built} tokens, more than {vocab_size}")
         if eos_id is None:
             eos_id = meta.get("eos_id")
         return cls(load_tables(arpa), vocab_size, eos_id, n_tokens=built)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from specdec.errors import SpecdecError
 from specdec.ngram.arpa import BOS, EOS, SPECIALS, UNK, Arpa, read_arpa
+from specdec.paths import writing
 
 # Bump when the cached layout changes: stale caches are rebuilt, never misread.
 TABLES_VERSION = 1
@@ -68,7 +70,7 @@ def build_tables(arpa: Arpa) -> BackoffTables:
     """Turn a parsed ARPA file into back-off tables.
 
     Raises:
-        ValueError: a word that is neither a decimal token id nor a KenLM special, an
+        SpecdecError: a word that is neither a decimal token id nor a KenLM special, an
             order too long to pack into 64-bit keys, or an n-gram whose context is missing.
     """
     vocab = list(arpa.vocab)
@@ -85,14 +87,14 @@ def build_tables(arpa: Arpa) -> BackoffTables:
         elif word.isdigit() and word.isascii():
             tokens[i] = int(word)
         else:
-            raise ValueError(f"ARPA word {word!r} is neither a decimal token id nor one of {SPECIALS}")
+            raise SpecdecError(f"ARPA word {word!r} is neither a decimal token id nor one of {SPECIALS}")
     if EOS not in vocab:
-        raise ValueError(f"ARPA file has no {EOS} 1-gram")
+        raise SpecdecError(f"ARPA file has no {EOS} 1-gram")
     n_words = len(vocab)
     bits = max(1, (n_words - 1).bit_length())
     if bits * (arpa.order - 1) > 64:
-        raise ValueError(f"order {arpa.order} with {n_words} words does not fit 64-bit context keys "
-                         f"({bits} bits a word); use order <= {64 // bits + 1}")
+        raise SpecdecError(f"order {arpa.order} with {n_words} words does not fit 64-bit context keys "
+                           f"({bits} bits a word); use order <= {64 // bits + 1}")
     tables = BackoffTables(
         order=arpa.order, tokens=tokens, unigram=unigram.astype(np.float32),
         unigram_backoff=unigram_backoff.astype(np.float32),
@@ -120,12 +122,12 @@ def _order_table(k: int, ctx_words: np.ndarray, ctx_backoff: np.ndarray, section
     order = np.argsort(ctx_keys, kind="stable")
     ctx_keys, ctx_backoff = ctx_keys[order], ctx_backoff[order]
     if ctx_keys.size > 1 and (np.diff(ctx_keys) == 0).any():
-        raise ValueError(f"duplicate {k - 1}-grams in the ARPA file")
+        raise SpecdecError(f"duplicate {k - 1}-grams in the ARPA file")
     prefix = _pack_rows(section.words[:, :-1], bits)
     rows = np.searchsorted(ctx_keys, prefix)
     found = (rows < ctx_keys.size) & (ctx_keys[np.minimum(rows, ctx_keys.size - 1)] == prefix)
     if not found.all():
-        raise ValueError(f"{int((~found).sum())} {k}-grams have no {k - 1}-gram context in the ARPA file")
+        raise SpecdecError(f"{int((~found).sum())} {k}-grams have no {k - 1}-gram context in the ARPA file")
     counts = np.bincount(rows, minlength=ctx_keys.size)
     keep = (counts > 0) | (ctx_backoff != 0)
     by_row = np.argsort(rows, kind="stable")
@@ -154,9 +156,8 @@ def save_tables(tables: BackoffTables, path: str | os.PathLike, source: Path | N
     for k, t in tables.orders.items():
         arrays.update({f"keys{k}": t.keys, f"backoff{k}": t.backoff, f"indptr{k}": t.indptr,
                        f"succ{k}": t.succ, f"logp{k}": t.logp})
-    partial = path.with_name(path.name + ".partial.npz")
-    np.savez(partial, **arrays)
-    os.replace(partial, path)
+    with writing(path) as tmp, open(tmp, "wb") as f:  # a file object: savez adds no ".npz" to its name
+        np.savez(f, **arrays)
     return path
 
 
@@ -165,7 +166,7 @@ def load_tables(arpa_path: str | os.PathLike, cache: bool = True) -> BackoffTabl
 
     Raises:
         FileNotFoundError: no ARPA file.
-        ValueError: a corrupt ARPA file (see `read_arpa`, `build_tables`).
+        SpecdecError: a corrupt ARPA file (see `read_arpa`, `build_tables`).
     """
     arpa_path = Path(arpa_path)
     if not arpa_path.is_file():

@@ -1,8 +1,9 @@
 """Run KenLM's estimation tools: `lmplz` (ARPA from text) and `build_binary`.
 
 The KenLM Python wheel only queries models; `scripts/setup.sh` builds the two command-line
-tools from the kenlm sdist into `<repo>/.cache/kenlm/bin`. They are located, in order, from
-an explicit argument, the environment variable SPECDEC_KENLM_BIN, or that default folder.
+tools from the kenlm sdist into the cache's `kenlm/bin` (`specdec.paths.kenlm_bin_dir`). They
+are located, in order, from an explicit argument, the environment variable SPECDEC_KENLM_BIN,
+or that default folder.
 
 lmplz is always run with a memory bound (`-S`) and a temporary folder of our own (`-T`):
 left alone it reserves most of the machine's RAM even for a three-line corpus.
@@ -17,9 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdec.paths import KENLM_BIN_DIR
+from specdec.errors import SpecdecError
+from specdec.paths import kenlm_bin_dir as default_bin_dir
+from specdec.paths import writing
 
-DEFAULT_KENLM_BIN = KENLM_BIN_DIR
 KENLM_BIN_ENV = "SPECDEC_KENLM_BIN"
 
 # lmplz fails with this message when a corpus is too small to estimate Kneser-Ney discounts.
@@ -31,7 +33,7 @@ def kenlm_bin_dir(bin_dir: str | os.PathLike | None = None) -> Path:
     if bin_dir is not None:
         return Path(bin_dir)
     env = os.environ.get(KENLM_BIN_ENV)
-    return Path(env) if env else DEFAULT_KENLM_BIN
+    return Path(env) if env else default_bin_dir()
 
 
 def find_tool(name: str, bin_dir: str | os.PathLike | None = None) -> Path:
@@ -87,15 +89,15 @@ def run_lmplz(
         bin_dir: folder of the KenLM binaries (see `kenlm_bin_dir`).
 
     Raises:
-        ValueError: order < 1, an empty corpus, or lmplz failing (its message is included).
+        SpecdecError: order < 1, an empty corpus, or lmplz failing (its message is included).
     """
     if order < 1:
-        raise ValueError(f"n-gram order must be >= 1, got {order}")
+        raise SpecdecError(f"n-gram order must be >= 1, got {order}")
     text = Path(text)
     if not text.is_file():
         raise FileNotFoundError(f"training text {text} not found")
     if not _has_words(text):
-        raise ValueError(f"training text {text} is empty: nothing to estimate an n-gram model from")
+        raise SpecdecError(f"training text {text} is empty: nothing to estimate an n-gram model from")
     lmplz = find_tool("lmplz", bin_dir)
     arpa = Path(arpa)
     arpa.parent.mkdir(parents=True, exist_ok=True)
@@ -104,37 +106,53 @@ def run_lmplz(
     log = ""
     for fallback in attempts:
         with tempfile.TemporaryDirectory(prefix="lmplz-", dir=arpa.parent) as tmp:
-            partial = Path(tmp) / "model.arpa"
-            cmd = [str(lmplz), "-o", str(order), "-S", memory, "-T", tmp,
-                   "--text", str(text), "--arpa", str(partial)]
-            if fallback:
-                cmd.append("--discount_fallback")
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            log = proc.stderr
-            if proc.returncode == 0:
-                os.replace(partial, arpa)
+            cmd = [str(lmplz), "-o", str(order), "-S", memory, "-T", tmp, "--text", str(text)]
+            cmd += ["--discount_fallback", "--arpa"] if fallback else ["--arpa"]
+            try:
+                log = _run_writing(cmd, arpa)
                 return LmplzResult(arpa, bool(fallback), time.perf_counter() - start, log)
+            except _ToolFailed as failed:
+                log = failed.log
         if not (fallback is False and discount_fallback is None and _DISCOUNT_ERROR.search(log)):
             break
-    raise ValueError(f"lmplz failed on {text} (order {order}): {_last_lines(log)}")
+    raise SpecdecError(f"lmplz failed on {text} (order {order}): {_last_lines(log)}")
 
 
 def run_build_binary(arpa: Path, binary: Path, bin_dir: str | os.PathLike | None = None) -> float:
     """Convert an ARPA file to KenLM's binary (probing) format. Returns the seconds taken.
 
     Raises:
-        ValueError: build_binary rejected the ARPA file (its message is included).
+        SpecdecError: build_binary rejected the ARPA file (its message is included).
     """
     tool = find_tool("build_binary", bin_dir)
-    binary = Path(binary)
-    partial = binary.with_name(binary.name + ".partial")
     start = time.perf_counter()
-    proc = subprocess.run([str(tool), "-S", "10%", str(arpa), str(partial)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        partial.unlink(missing_ok=True)
-        raise ValueError(f"build_binary failed on {arpa}: {_last_lines(proc.stderr)}")
-    os.replace(partial, binary)
+    try:
+        _run_writing([str(tool), "-S", "10%", str(arpa)], Path(binary))
+    except _ToolFailed as failed:
+        raise SpecdecError(f"build_binary failed on {arpa}: {_last_lines(failed.log)}") from None
     return time.perf_counter() - start
+
+
+class _ToolFailed(Exception):
+    """A KenLM tool exited with an error; `log` is its stderr."""
+
+    def __init__(self, log: str) -> None:
+        super().__init__(log)
+        self.log = log
+
+
+def _run_writing(cmd: list[str], out: Path) -> str:
+    """Run a tool that writes the file named by its last argument, appended here: `out`
+    appears (renamed from a temporary name) only if the tool succeeds. Returns its stderr.
+
+    Raises:
+        _ToolFailed: a non-zero exit status (nothing is written).
+    """
+    with writing(out) as partial:
+        proc = subprocess.run([*cmd, str(partial)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise _ToolFailed(proc.stderr)
+    return proc.stderr
 
 
 def _has_words(text: Path) -> bool:

@@ -98,11 +98,13 @@ if [ ! -f "$CACHE/models/smollm2-135m-instruct/config.json" ]; then
   say "converting SmolLM2-135M-Instruct GGUF to a float32 safetensors cache"
   "$PY" -m specdec.reference.data.default_model --cache "$CACHE/models/smollm2-135m-instruct" || die "model conversion failed"
 fi
-# 6. The fast target backend's kernel (reference/core/kernels/small_gemm.cpp), compiled once into
-#    .cache/torch_extensions (about 40 s). Without a compiler the backend is unavailable and
-#    `--target-backend auto` runs eager: a warning, not an error.
-if ! ls "$CACHE"/torch_extensions/small_gemm-*/specdec_small_gemm*.so >/dev/null 2>&1; then
-  say "compiling the fast backend's kernel (about 40 s)"
+# 6. The fast target backend's kernel (reference/core/kernels/small_gemm.cpp), compiled once per
+#    torch version and instruction set into the cache's torch_extensions/ (about 40 s; a build
+#    for another CPU is never loaded: backend.build_dir). Without a compiler the backend is
+#    unavailable and `--target-backend auto` runs eager: a warning, not an error.
+kdir=$("$PY" -c "from specdec.reference.core.backend import build_dir; print(build_dir())" 2>/dev/null || true)
+if [ -z "$kdir" ] || ! ls "$kdir"/specdec_small_gemm*.so >/dev/null 2>&1; then
+  say "compiling the fast backend's kernel for this CPU (about 40 s)"
   "$PY" -c "from specdec.reference.core.backend import kernel; kernel()" \
     || say "WARNING: the fast backend's kernel did not build; commands will run the eager backend"
 fi

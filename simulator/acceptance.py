@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from specdec.simulator.validation import FloatArray, check_distribution, check_lenience
+from specdec.simulator.checks import FloatArray, check_distribution, check_lenience
 
 
 def lk_divergence(p: npt.ArrayLike, q: npt.ArrayLike) -> FloatArray:

@@ -22,8 +22,19 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from specdec.errors import SpecdecError
+from specdec.simulator.checks import FloatArray, check_nonnegative
 from specdec.simulator.positional import positional_expected_tokens_by_gamma
-from specdec.simulator.validation import FloatArray, check_nonnegative
+
+
+@dataclass(frozen=True)
+class BatchTimes:
+    """Measured t(B, k) (`specdec estimate --batch-sizes`): seconds[b][k - 1] = t(batch_sizes[b], k)."""
+
+    batch_sizes: tuple[int, ...]  # [nB]: strictly increasing, >= 1
+    seconds: tuple[tuple[float, ...], ...]  # [nB][K]: one target pass over B sequences x k new tokens, seconds
+    device: str | None  # where they were measured (reported only)
+    context_tokens: int | None  # context length of the timed passes (reported only)
 
 
 @dataclass(frozen=True)
@@ -50,11 +61,11 @@ def check_batch_times(batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike) -> tup
     b = np.asarray(batch_sizes)
     t = np.asarray(seconds, dtype=np.float64)
     if b.ndim != 1 or b.size == 0 or not np.issubdtype(b.dtype, np.integer) or b.min() < 1 or np.any(np.diff(b) <= 0):
-        raise ValueError(f"batch sizes must be strictly increasing integers >= 1, got {b.tolist()}")
+        raise SpecdecError(f"batch sizes must be strictly increasing integers >= 1, got {b.tolist()}")
     if t.ndim != 2 or t.shape[0] != b.size or t.shape[1] < 1:
-        raise ValueError(f"t(B, k) must have one row per batch size ({b.size}) and >= 1 column, got {t.shape}")
+        raise SpecdecError(f"t(B, k) must have one row per batch size ({b.size}) and >= 1 column, got {t.shape}")
     if not np.all(np.isfinite(t)) or t.min() <= 0:
-        raise ValueError("t(B, k) must be positive and finite")
+        raise SpecdecError("t(B, k) must be positive and finite")
     return b.astype(np.int64), t
 
 
@@ -68,11 +79,11 @@ def batch_plan(alphas: npt.ArrayLike, batch_sizes: npt.ArrayLike, seconds: npt.A
     c = float(check_nonnegative(c, "c"))
     top = t.shape[1] - 1 if max_gamma is None else min(int(max_gamma), t.shape[1] - 1)
     if top < 0:
-        raise ValueError(f"max_gamma must be >= 0, got {max_gamma}")
+        raise SpecdecError(f"max_gamma must be >= 0, got {max_gamma}")
     gammas = np.arange(top + 1)
     tokens = positional_expected_tokens_by_gamma(alphas, top)
     if tokens.ndim != 1:
-        raise ValueError("batch_plan takes one acceptance curve alpha_1..alpha_K")
+        raise SpecdecError("batch_plan takes one acceptance curve alpha_1..alpha_K")
     iteration = t[:, :top + 1] + gammas * c * t[:, :1]
     return BatchPlan(b, tokens, iteration, tokens * t[:, :1] / iteration, b[:, None] * tokens / iteration,
                      iteration / tokens)
@@ -83,7 +94,7 @@ def interpolate_batches(batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, targ
     b, t = check_batch_times(batch_sizes, seconds)
     x = np.asarray(targets, dtype=np.float64)
     if x.min() < b[0] or x.max() > b[-1]:
-        raise ValueError(f"batch sizes {x.min():g}..{x.max():g} lie outside the measured {b[0]}..{b[-1]}")
+        raise SpecdecError(f"batch sizes {x.min():g}..{x.max():g} lie outside the measured {b[0]}..{b[-1]}")
     return np.stack([np.interp(x, b, t[:, k]) for k in range(t.shape[1])], axis=1)
 
 

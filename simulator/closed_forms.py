@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from specdec.simulator.validation import FloatArray, check_alpha, check_gamma, check_nonnegative
+from specdec.simulator.checks import FloatArray, check_alpha, check_gamma, check_nonnegative
 
 
 def geometric_sum(alpha: FloatArray, n: npt.ArrayLike) -> FloatArray:

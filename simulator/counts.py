@@ -7,13 +7,21 @@ The one stored quantity is the histogram of accepted drafts per iteration of Alg
 `hist[..., n]` = number of iterations that accepted exactly n of their gamma drafts
 (shape [..., gamma + 1]). Tokens per iteration count the target's corrected or bonus
 token: an iteration that accepts n drafts yields n + 1 tokens.
+
+An engine's counts give alpha_i with 95% intervals (`Acceptance`): per position when it counts
+per position, else an i.i.d. alpha from its accepted fraction of drafted tokens
+(`alpha_from_fraction`; the model and its caveat: docs/engines.md).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from specdec.simulator.validation import FloatArray, IntArray, check_gamma, check_nonnegative
+from specdec.errors import SpecdecError
+from specdec.simulator.checks import FloatArray, IntArray, check_gamma, check_nonnegative
 from specdec.simulator.verify_cost import iteration_time
 
 
@@ -21,7 +29,7 @@ def accepted_histogram(accepted: npt.ArrayLike, gamma: int) -> IntArray:
     """Histogram of accepted counts in 0..gamma over the last axis: [..., n_iter] -> [..., gamma + 1]."""
     n = check_gamma(accepted, name="accepted")
     if n.size and int(n.max()) > gamma:
-        raise ValueError(f"accepted counts must be <= gamma = {gamma}, got {int(n.max())}")
+        raise SpecdecError(f"accepted counts must be <= gamma = {gamma}, got {int(n.max())}")
     return (n[..., None] == np.arange(gamma + 1)).sum(axis=-2).astype(np.int64)
 
 
@@ -91,10 +99,39 @@ def conditional_from_cumulative(drafts: int, at_least: npt.ArrayLike) -> tuple[I
     drafts made. Position i is reached by the drafts that accepted positions before it."""
     a = np.asarray(at_least, dtype=np.int64)
     if drafts < 0 or a.ndim != 1 or a.size == 0 or a.min() < 0:
-        raise ValueError("need drafts >= 0 and a non-empty list of non-negative per-position counts")
+        raise SpecdecError("need drafts >= 0 and a non-empty list of non-negative per-position counts")
     reached = np.concatenate([[drafts], a[:-1]])
     if np.any(a > reached):
         i = int(np.argmax(a > reached))
-        raise ValueError(f"per-position counts must not grow with the position: position {i} has {int(a[i])} "
-                         f"accepted of {int(reached[i])} reaching it")
+        raise SpecdecError(f"per-position counts must not grow with the position: position {i} has {int(a[i])} "
+                           f"accepted of {int(reached[i])} reaching it")
     return a, reached
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Per-position acceptance alpha_1..alpha_K measured from counts, with 95% intervals."""
+
+    alphas: tuple[float, ...]  # alpha_1..alpha_K
+    intervals: tuple[tuple[float, float], ...]  # (low, high) per position, 95%
+    model: str  # "per-position counts", or the i.i.d. model's statement with its caveat
+    k_observed: int  # draft lengths the counts cover: positions measured, or the drafts' length k (i.i.d.)
+    counts: dict[str, Any]  # the counts they came from (accepted/reached per position, or token totals)
+
+
+def iid_fraction(alpha: npt.ArrayLike, k: int) -> FloatArray:
+    """Expected accepted fraction of k-token drafts under i.i.d. alpha: sum_{i<=k} alpha^i / k (shape of alpha)."""
+    a = np.asarray(alpha, dtype=np.float64)
+    return (a[..., None] ** np.arange(1, k + 1)).sum(-1) / k
+
+
+def alpha_from_fraction(r: float, k: int) -> float:
+    """The alpha in [0, 1] whose i.i.d. accepted fraction of k-token drafts is r (bisection: the
+    fraction rises with alpha)."""
+    if not 0 <= r <= 1:
+        raise SpecdecError(f"an accepted fraction must lie in [0, 1], got {r}")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if iid_fraction(mid, k) < r else (lo, mid)
+    return (lo + hi) / 2

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from specdec.errors import SpecdecError
+from specdec.simulator.checks import (FloatArray, IntArray, check_alpha, check_distribution, check_gamma,
+                                      check_lenience, check_n_iterations)
 from specdec.simulator.positional import extend_per_position
-from specdec.simulator.validation import (FloatArray, IntArray, check_alpha, check_distribution, check_gamma,
-                                  check_lenience, check_n_iterations)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def simulate_speculative_sampling(p: npt.ArrayLike, q: npt.ArrayLike, gamma: int
     p = _per_position(check_distribution(p, "p"), g + 1, "p", "gamma + 1")  # [gamma + 1, vocab]
     q = _per_position(check_distribution(q, "q"), g, "q", "gamma")  # [gamma, vocab]
     if g and p.shape[-1] != q.shape[-1]:
-        raise ValueError(f"p and q must share the vocabulary axis, got {p.shape[-1]} and {q.shape[-1]}")
+        raise SpecdecError(f"p and q must share the vocabulary axis, got {p.shape[-1]} and {q.shape[-1]}")
     l = check_lenience(lenience)
 
     u_draft = rng.random((n, g))
@@ -115,7 +116,7 @@ def simulate_speculative_sampling(p: npt.ArrayLike, q: npt.ArrayLike, gamma: int
 def _scalar_gamma(gamma: int) -> int:
     g = check_gamma(gamma)
     if g.ndim != 0:
-        raise ValueError(f"gamma must be a single non-negative integer for a simulation, got shape {g.shape}")
+        raise SpecdecError(f"gamma must be a single non-negative integer for a simulation, got shape {g.shape}")
     return int(g)
 
 
@@ -129,8 +130,8 @@ def _per_position(dist: FloatArray, rows: int, name: str, rows_name: str) -> Flo
     if dist.ndim == 1:
         return np.broadcast_to(dist, (rows, dist.shape[0]))
     if dist.ndim != 2 or dist.shape[0] != rows:
-        raise ValueError(f"{name} must have shape [vocab] or [{rows_name}, vocab] = [{rows}, vocab], "
-                         f"got {dist.shape}")
+        raise SpecdecError(f"{name} must have shape [vocab] or [{rows_name}, vocab] = [{rows}, vocab], "
+                           f"got {dist.shape}")
     return dist
 
 

@@ -15,9 +15,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from specdec.simulator.checks import (FloatArray, IntArray, check_alpha, check_max_gamma,
+                                      check_nonnegative)
 from specdec.simulator.closed_forms import geometric_sum
-from specdec.simulator.validation import (FloatArray, IntArray, check_alpha, check_max_gamma,
-                                  check_nonnegative)
 from specdec.simulator.verify_cost import iteration_time, max_gamma_for_verify_cost
 
 DEFAULT_MAX_GAMMA = 64

@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from specdec.errors import SpecdecError
+from specdec.simulator.checks import (FloatArray, IntArray, check_alpha, check_gamma, check_max_gamma,
+                                      check_nonnegative, check_per_position, check_verify_cost)
 from specdec.simulator.closed_forms import (expected_tokens, operation_increase, oracle_expected_tokens,
-                                    oracle_walltime_improvement)
+                                            oracle_walltime_improvement)
 from specdec.simulator.optimal import DEFAULT_MAX_GAMMA, optimal_gamma
 from specdec.simulator.positional import (positional_expected_tokens, positional_operation_increase, positional_optimal_gamma,
-                                  positional_walltime_improvement)
-from specdec.simulator.validation import (FloatArray, IntArray, check_alpha, check_gamma, check_max_gamma,
-                                  check_nonnegative, check_per_position, check_verify_cost)
+                                          positional_walltime_improvement)
 from specdec.simulator.verify_cost import max_gamma_for_verify_cost, verify_cost_walltime_improvement
 
 
@@ -60,36 +61,6 @@ class Plan:
         """Whether some gamma in 1..max_gamma beats plain decoding (alpha > c in the paper's model)."""
         return self.optimal_gamma > 0
 
-    def row(self, gamma: int) -> dict[str, float | int]:
-        """One table row as plain Python numbers."""
-        return {"gamma": int(self.gammas[gamma]),
-                "expected_tokens": float(self.expected_tokens[gamma]),
-                "speedup": float(self.walltime_improvement[gamma]),
-                "op_increase": float(self.operation_increase[gamma]),
-                "memory_reduction": float(self.memory_access_reduction[gamma])}
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain Python values (JSON-ready); the evaluated gamma's row is at the top level."""
-        oracle = None
-        if self.oracle_expected_tokens is not None:
-            oracle = {"expected_tokens": self.oracle_expected_tokens, "speedup": self.oracle_walltime_improvement}
-        return {
-            "alpha": self.alpha,
-            "alpha_per_position": None if self.alpha_per_position is None else list(self.alpha_per_position),
-            "c": self.c,
-            "c_hat": self.c_hat,
-            "verify_cost": None if self.verify_cost is None else list(self.verify_cost),
-            "max_gamma": self.max_gamma,
-            **self.row(self.gamma),
-            "gamma_is_optimal": self.gamma == self.optimal_gamma,
-            "optimal_gamma": self.optimal_gamma,
-            "optimal_speedup": float(self.walltime_improvement[self.optimal_gamma]),
-            "speculation_helps": self.speculation_helps,
-            "gamma1_speedup": self.gamma1_walltime_improvement,
-            "oracle": oracle,
-            "table": [self.row(g) for g in range(self.gammas.size)],
-        }
-
 
 def make_plan(c: float, alpha: float | None = None, alpha_per_position: npt.ArrayLike | None = None,
               c_hat: float | None = None, gamma: int | None = None, max_gamma: int = DEFAULT_MAX_GAMMA,
@@ -107,7 +78,7 @@ def make_plan(c: float, alpha: float | None = None, alpha_per_position: npt.Arra
             None is the paper's v == 1. It bounds gamma by K - 1.
     """
     if (alpha is None) == (alpha_per_position is None):
-        raise ValueError("give exactly one of alpha and alpha_per_position (per-position acceptances)")
+        raise SpecdecError("give exactly one of alpha and alpha_per_position (per-position acceptances)")
     c_value = _scalar(check_nonnegative(c, "c"), "c")
     c_hat_value = c_value if c_hat is None else _scalar(check_nonnegative(c_hat, "c_hat"), "c_hat")
     v = None if verify_cost is None else check_verify_cost(verify_cost)
@@ -128,7 +99,7 @@ def make_plan(c: float, alpha: float | None = None, alpha_per_position: npt.Arra
     else:
         alphas = check_per_position(alpha_per_position)
         if alphas.ndim != 1:
-            raise ValueError(f"per-position acceptances must be one list alpha_1..alpha_K, got shape {alphas.shape}")
+            raise SpecdecError(f"per-position acceptances must be one list alpha_1..alpha_K, got shape {alphas.shape}")
         a, per_position = None, tuple(float(x) for x in alphas)
         tokens = positional_expected_tokens(alphas, gammas)
         speedup = positional_walltime_improvement(alphas, gammas, c_value, v)
@@ -146,5 +117,5 @@ def make_plan(c: float, alpha: float | None = None, alpha_per_position: npt.Arra
 def _scalar(value: np.ndarray, name: str) -> Any:
     """A 0-d checked array as a Python number."""
     if np.ndim(value) != 0:
-        raise ValueError(f"{name} must be a single number, got shape {np.shape(value)}")
+        raise SpecdecError(f"{name} must be a single number, got shape {np.shape(value)}")
     return value.item()

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from specdec.simulator.checks import (FloatArray, IntArray, check_gamma, check_max_gamma, check_nonnegative,
+                                      check_per_position)
 from specdec.simulator.optimal import DEFAULT_MAX_GAMMA, OptimalGamma, best_of_table
-from specdec.simulator.validation import (FloatArray, IntArray, check_gamma, check_max_gamma, check_nonnegative,
-                                  check_per_position)
 from specdec.simulator.verify_cost import iteration_time, max_gamma_for_verify_cost
 
 

@@ -48,11 +48,6 @@ def mean_iteration_time(k_hist: np.ndarray, c: float, verify_cost: np.ndarray) -
     return float((k_hist * times).sum() / k_hist.sum())
 
 
-def k_histogram(lengths: Sequence[int], gamma: int) -> np.ndarray:
-    """Iterations by proposal length k = 0..gamma: float64 [gamma + 1]."""
-    return np.bincount(np.asarray(lengths, dtype=np.int64), minlength=gamma + 1)[:gamma + 1].astype(np.float64)
-
-
 def budgeted_speedup(alpha: float | Sequence[float], gamma: int, new_tokens: int, c: float, verify_cost: np.ndarray,
                      block_probs: np.ndarray | None = None) -> float:
     """Speedup of a run that emits exactly new_tokens tokens, draft acceptance i.i.d. alpha

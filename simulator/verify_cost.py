@@ -9,15 +9,16 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from specdec.errors import SpecdecError
+from specdec.simulator.checks import FloatArray, IntArray, check_gamma, check_nonnegative, check_verify_cost
 from specdec.simulator.closed_forms import expected_tokens
-from specdec.simulator.validation import FloatArray, IntArray, check_gamma, check_nonnegative, check_verify_cost
 
 
 def verify_cost_at(verify_cost: FloatArray, k: IntArray) -> FloatArray:
     """v(k) for token counts k >= 1 (any shape), from a checked curve [K]; k > K is an error."""
     if k.size and int(k.max()) > verify_cost.shape[0]:
-        raise ValueError(f"gamma = {int(k.max()) - 1} needs verify_cost for k = {int(k.max())} tokens, but only "
-                         f"k = 1..{verify_cost.shape[0]} are given (a curve of K values covers gamma <= K - 1)")
+        raise SpecdecError(f"gamma = {int(k.max()) - 1} needs verify_cost for k = {int(k.max())} tokens, but only "
+                           f"k = 1..{verify_cost.shape[0]} are given (a curve of K values covers gamma <= K - 1)")
     return verify_cost[k - 1]
 
 

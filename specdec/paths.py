@@ -1,7 +1,14 @@
-"""Where specdec keeps what it builds: the one place for default paths (imports nothing).
+"""Where specdec keeps what it builds, and how it writes there (imports nothing of the project).
 
 The cache is `$SPECDEC_CACHE` when set, else `.cache/` in the checkout this package runs
-from (an editable install, as `scripts/setup.sh` makes), else `~/.cache/specdec`.
+from (an editable install, as `scripts/setup.sh` makes), else `~/.cache/specdec`. Every
+folder below is read from the environment when asked for, so setting `SPECDEC_CACHE` after
+import moves everything.
+
+A file or folder is written under a scratch name beside it and renamed into place when
+complete, so a crash or Ctrl-C never leaves half of one over a good one. Scratch names start
+with a dot: `.{name}.tmp-{pid}` (a file), `.{name}.building-{pid}` (a folder being built),
+`.{name}.old-{pid}` (the folder it replaces, during the swap).
 """
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent  # the repository root in an e
 
 
 def cache_dir() -> Path:
+    """The cache folder: `$SPECDEC_CACHE`, else the checkout's `.cache/`, else `~/.cache/specdec`."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
     if (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "reference").is_dir():
@@ -23,10 +31,50 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "specdec"
 
 
-CACHE_DIR = cache_dir()
-DEFAULT_TARGET_DIR = CACHE_DIR / "models" / "smollm2-135m-instruct"  # float32 SmolLM2-135M-Instruct
-CORPUS_DIR = CACHE_DIR / "corpus"  # raw texts, normalised chunks, token ids, aligned corpora
-KENLM_BIN_DIR = CACHE_DIR / "kenlm" / "bin"  # lmplz and build_binary built by scripts/setup.sh
+def default_target_dir() -> Path:
+    """The float32 SmolLM2-135M-Instruct folder converted by `scripts/setup.sh`."""
+    return cache_dir() / "models" / "smollm2-135m-instruct"
+
+
+def corpus_dir() -> Path:
+    """Raw texts, normalised chunks, token ids and aligned corpora."""
+    return cache_dir() / "corpus"
+
+
+def kenlm_bin_dir() -> Path:
+    """KenLM's lmplz and build_binary, built by `scripts/setup.sh`."""
+    return cache_dir() / "kenlm" / "bin"
+
+
+def scratch(path: Path, kind: str) -> Path:
+    """The scratch name `.{name}.{kind}-{pid}` beside `path` (kind: "tmp", "building", "old")."""
+    return path.with_name(f".{path.name}.{kind}-{os.getpid()}")
+
+
+@contextmanager
+def writing(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary file name beside `path` for a writer that needs a name (savefig,
+    savez, a subprocess); when the block completes, it is renamed to `path` in one step; on
+    any exception (KeyboardInterrupt too) it is removed and `path` is untouched."""
+    path = Path(path)
+    tmp = scratch(path, "tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write `data` (str as UTF-8) to `path` through a temporary name (`writing`). The folder
+    must exist. Returns the path."""
+    with writing(path) as tmp:
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+    return Path(path)
 
 
 @contextmanager
@@ -35,7 +83,7 @@ def building(out: Path) -> Iterator[Path]:
     rename (`replace_folder`); on any exception (KeyboardInterrupt too) the scratch folder goes
     and `out` is untouched."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = out.with_name(f".{out.name}.building-{os.getpid()}")
+    work = scratch(out, "building")
     shutil.rmtree(work, ignore_errors=True)
     try:
         work.mkdir()
@@ -49,7 +97,7 @@ def building(out: Path) -> Iterator[Path]:
 def replace_folder(work: Path, out: Path) -> None:
     """Rename a finished folder `work` to `out`, moving an old `out` aside first and deleting it
     after, so `out` always holds one complete build (never a mix of two)."""
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    old = scratch(out, "old")
     if out.exists():
         os.replace(out, old)
     os.replace(work, out)

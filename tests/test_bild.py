@@ -22,11 +22,12 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from specdec.reference.bild.policy import ARGMAX, BildPolicy, accepts_min_confidence, bild_decode, first_rollback
+from specdec.reference.bild.policy import ARGMAX, BildPolicy, bild_decode, first_rollback
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.bild.sweep import Method, evaluate, run_sweep, sweep_methods
 from specdec.reference.core.loop import autoregressive_decode
-from specdec.reference.drafters.protocol import Proposal
+from specdec.reference.core.seams import NO_PASS, Proposal, Verdict
+from specdec.reference.drafters.protocol import DrafterBase
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.bild.quality import Agreement, greedy_agreement, target_fit
@@ -192,23 +193,25 @@ def test_ablations() -> None:
     assert s.proposed_hist[4] >= s.iterations - 4 and s.rejections() > 0  # only the last few are budget-capped
 
 
-class _OldDrafter:
-    """A drafter from before the min_confidence keyword."""
+class _OldDrafter(DrafterBase):
+    """A drafter that cannot stop its drafts on confidence (it ignores min_confidence)."""
 
-    def start(self, prompt):
+    fallback = False
+
+    def start(self, prompt, prefill=None):
         pass
 
-    def propose(self, gamma, sampling, generator):
+    def propose(self, gamma, sampling, generator, min_confidence=0.0):
         return Proposal(torch.full((gamma,), 3, dtype=torch.long))
 
-    def commit(self, n_accepted, tokens):
+    def commit(self, verdict, scored):
         pass
 
 
 def test_fallback_needs_min_confidence() -> None:
     target = tiny_llama_sharp(seed=0)
-    assert not accepts_min_confidence(_OldDrafter())
-    assert accepts_min_confidence(NeuralDrafter(target, VOCAB)) and accepts_min_confidence(PromptLookupDrafter())
+    assert not _OldDrafter().fallback
+    assert NeuralDrafter(target, VOCAB).fallback and PromptLookupDrafter().fallback
     with pytest.raises(ValueError, match="min_confidence"):
         bild_decode(TargetScorer(target), _OldDrafter(), [1, 2], 5, BildPolicy(0.5, 2.0, 4), GREEDY, None)
     result = bild_decode(TargetScorer(target), _OldDrafter(), [1, 2], 12, BildPolicy(0.0, ARGMAX, 4), GREEDY, None)
@@ -235,7 +238,7 @@ def test_neural_drafter_min_confidence() -> None:
     gated.start(prompt)
     short = gated.propose(10, GREEDY, None, min_confidence=threshold).tokens.tolist()
     assert short == full[:expected]
-    gated.commit(len(short), short + [11])  # the target's token after the early stop
+    gated.commit(Verdict(len(short), torch.tensor(short + [11]), False), NO_PASS)  # the target's token after the early stop
     fresh = NeuralDrafter(little, VOCAB)
     fresh.start(prompt + short + [11])
     assert gated.propose(5, GREEDY, None).tokens.tolist() == fresh.propose(5, GREEDY, None).tokens.tolist()

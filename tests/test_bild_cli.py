@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from specdec.reference.data.default_model import DEFAULT_CACHE
+from specdec.paths import default_target_dir
 from specdec.cli import cli
 from tests.test_bild import noisy_copy
 from tests.tiny_models import tiny_llama
@@ -25,7 +25,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog."
 @pytest.fixture(scope="module")
 def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
     """(target folder, little folder): tiny Llamas over the default tokenizer's 49,152 ids."""
-    if not all((DEFAULT_CACHE / f).is_file() for f in TOKENIZER_FILES):
+    if not all((default_target_dir() / f).is_file() for f in TOKENIZER_FILES):
         pytest.skip("the default target's tokenizer is not cached (run scripts/setup.sh)")
     root = tmp_path_factory.mktemp("bild-cli")
     target = tiny_llama(vocab_size=49152, seed=0, sharpness=20.0)
@@ -35,7 +35,7 @@ def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
         folder = root / name
         model.save_pretrained(folder)
         for f in TOKENIZER_FILES:
-            shutil.copy(DEFAULT_CACHE / f, folder / f)
+            shutil.copy(default_target_dir() / f, folder / f)
         folders.append(folder)
     return folders[0], folders[1]
 

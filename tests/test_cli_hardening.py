@@ -194,7 +194,7 @@ def test_estimate_flags_disturbed_timings(capsys, target, tmp_path, monkeypatch)
     """Other processes busy during the timings (simulated: the monitor reports 0.5 cores): the
     timings are redone, and the result says they were disturbed instead of printing an
     inflated v(k) silently."""
-    import specdec.reference.estimate.interference as interference
+    import specdec.reference.measure.interference as interference
 
     monkeypatch.setattr(interference.CpuMonitor, "stop", lambda self: 0.5)
     monkeypatch.setattr(interference.time, "sleep", lambda seconds: None)

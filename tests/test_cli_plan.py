@@ -144,6 +144,22 @@ def test_bad_verify_cost_file(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "must hold a JSON list of numbers" in result.output
 
 
+def test_cost_files_that_state_their_kind(tmp_path: Path) -> None:
+    curve = [1, 1.5, 1.6, 1.7, 1.8]
+    inline = plan_json("--alpha", "0.8", "--c", "0.05", "--verify-cost", ",".join(map(str, curve)))
+    estimate = tmp_path / "estimate.json"
+    estimate.write_text(json.dumps({"kind": "specdec.estimate", "verify_cost": curve,
+                                    "cost": {"target_step_seconds": 0.01}}))
+    assert plan_json("--alpha", "0.8", "--c", "0.05", "--verify-cost-file", str(estimate)) == inline
+    study = tmp_path / "study.json"
+    study.write_text(json.dumps({"kind": "specdec.lattice-study", "by_depth": [], "k": 4}))
+    for args, option in ((["plan", "--alpha", "0.8", "--c", "0.05", "--verify-cost-file", str(study)],
+                          "--verify-cost-file"),
+                         (["figures", "--out", str(tmp_path / "figs"), "--lattice", str(estimate)], "--lattice")):
+        result = run(*args)
+        assert result.exit_code == 2 and option in result.output and "not a" in result.output, result.output
+
+
 def specdec(*args: str) -> subprocess.CompletedProcess[str]:
     """The installed entry point, specdec.cli:main, in a fresh interpreter."""
     code = "import sys; from specdec.cli import main; main(sys.argv[1:])"

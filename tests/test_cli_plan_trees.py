@@ -1,5 +1,6 @@
-"""`specdec plan-trees` on hand-written lattice studies: the arithmetic of the best row, the
-drafter spec it prints, re-planning with another verify-cost curve, and one-line refusals."""
+"""`specdec plan-trees` (an alias of `specdec plan --trees`) on hand-written lattice studies: the
+arithmetic of the best row, the drafter spec it prints, re-planning with another verify-cost
+curve, cost files that state their kind, and one-line refusals."""
 from __future__ import annotations
 
 import json
@@ -91,3 +92,44 @@ def test_cost_file_with_timed_tree_steps(capsys, tmp_path) -> None:
     r = strict_json(out)
     assert "GPU X" in r["verify_steps"] and r["best"]["method"] == "2-gram parallel p=4"
     assert r["best"]["predicted_speedup"] == pytest.approx(1.9 * 5 / (5 + 1.0))
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--verify-cost-file", "GPU", "--draft-ms", "0.2"],
+                                   ["--verify-cost-file", "GPU", "--json"]])
+def test_plan_trees_is_plan_with_trees(capsys, tmp_path, extra) -> None:
+    """`specdec plan-trees STUDY` is an alias of `specdec plan --trees STUDY`: the same output."""
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps({"kind": "specdec.estimate", "verify_cost": [1.0] * 8,
+                               "cost": {"target_step_seconds": 0.005}}))
+    extra = [str(gpu) if a == "GPU" else a for a in extra]
+    path = study(tmp_path)
+    alias = run_main(capsys, ["plan-trees", path, *extra])
+    direct = run_main(capsys, ["plan", "--trees", path, *extra])
+    assert alias == direct and alias[0] == 0 and alias[1]
+
+
+def test_kinds_through_the_command(capsys, tmp_path) -> None:
+    """A study and a tree-costs file that say their kind are read; a file of the wrong kind is refused."""
+    cost = tmp_path / "costs.json"
+    cost.write_text(json.dumps({"kind": "specdec.tree-costs", "verify_step_ms": {"0": 5.0, "8": 5.0},
+                                "device_name": "GPU X"}))
+    path = study(tmp_path, kind="specdec.lattice-study")
+    code, out, _ = run_main(capsys, ["plan", "--trees", path, "--verify-cost-file", str(cost), "--draft-ms", "0",
+                                     "--json"])
+    assert code == 0 and strict_json(out)["best"]["method"] == "2-gram parallel p=4"
+    for argv, option in ((["plan", "--trees", str(cost)], "--trees"), (["plan-trees", str(cost)], "STUDY"),
+                         (["plan", "--trees", path, "--verify-cost-file", path], "--verify-cost-file")):
+        code, out, err = run_main(capsys, argv)
+        assert code == 2 and option in err and len(err.strip().splitlines()) == 1
+        assert "not a" in err, err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--trees", "STUDY", "--alpha", "0.5"], ["--trees", "--alpha"]),
+    (["--trees", "STUDY", "--c", "0", "--engine", "vllm"], ["--c", "--engine"]),
+    (["--alpha", "0.5", "--c", "0", "--draft-ms", "1"], ["--draft-ms", "--trees"]),
+])
+def test_trees_refuses_other_plans_options(capsys, tmp_path, argv, words) -> None:
+    path = study(tmp_path)
+    code, out, err = run_main(capsys, ["plan", *[path if a == "STUDY" else a for a in argv]])
+    assert code == 2 and all(w in err for w in words) and len(err.strip().splitlines()) == 1

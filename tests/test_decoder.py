@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from specdec.reference.core.seams import NO_PASS, Verdict
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.kv_session import KVSession
 from specdec.reference.drafters.neural import NeuralDrafter
@@ -83,10 +84,10 @@ def test_kv_crop_matches_reencoding() -> None:
     session.start([1, 2, 3, 4])
     session.extend([5, 6, 7], n_logits=4)
     session.truncate(5)  # keep 1 2 3 4 5; 6, 7 rejected
-    cropped = session.extend([9], n_logits=1)
+    cropped = session.extend([9], n_logits=1).logits
     fresh = KVSession(model)
     fresh.start([1, 2, 3, 4, 5, 9])
-    reencoded = fresh.extend([], n_logits=1)
+    reencoded = fresh.extend([], n_logits=1).logits
     torch.testing.assert_close(cropped[-1], reencoded[-1], rtol=1e-4, atol=1e-4)
     assert session.cache.get_seq_length() == 6
 
@@ -106,7 +107,7 @@ def test_prompt_lookup_copies_latest_match() -> None:
     d = PromptLookupDrafter(max_ngram=2)
     d.start([1, 2, 3, 4, 1, 2, 5, 6, 7, 1, 2])
     assert d.propose(3, GREEDY, None).tokens.tolist() == [5, 6, 7]
-    d.commit(0, [9])
+    d.commit(Verdict(0, torch.tensor([9]), False), NO_PASS)
     assert d.propose(3, GREEDY, None).tokens.tolist() == []  # "2 9" / "9" never seen before
 
 
@@ -125,7 +126,7 @@ def test_prompt_lookup_earliest_is_hf_prompt_lookup() -> None:
             ours.start(seq[:2])
             for end in range(2, len(seq) + 1):
                 if end > 2:
-                    ours.commit(0, [seq[end - 1]])
+                    ours.commit(Verdict(0, torch.tensor([seq[end - 1]]), False), NO_PASS)
                 ids = torch.tensor([seq[:end]])
                 expected = hf.get_candidates(ids)[0][0, end:].tolist()
                 assert ours.propose(gamma, GREEDY, None).tokens.tolist() == expected, (seq[:end], gamma)

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from specdec.reference.core.seams import Proposal
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.core.sampling import SamplingConfig
@@ -54,7 +55,7 @@ def test_fast_backend_equals_eager_on_the_default_target(target) -> None:
             a.start(ids[:len(ids) - 16 + 1])
             b.start(ids[:len(ids) - 16 + 1])
             draft = ids[len(ids) - 16 + 1:len(ids) - 16 + k]
-            la, lb = a.score(draft), b.score(draft)
+            la, lb = (s.score(Proposal(torch.tensor(draft, dtype=torch.long))).logits for s in (a, b))
             assert (la - eager_logits).abs().max() <= 1e-4 * eager_logits.abs().max() + 1e-5
             assert (lb - la).abs().max() <= 1e-4 * la.abs().max() + 1e-5, k
     reference = autoregressive_decode(TargetScorer(target.model), ids, 40, GREEDY, None).tokens

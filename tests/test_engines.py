@@ -1,4 +1,5 @@
-"""Engine metrics in, plans and engine configurations out (specdec.engines, `specdec plan --from`).
+"""Engine metrics in, plans and engine configurations out (specdec.engines,
+specdec.simulator.engine_plan, `specdec plan --from`).
 
 - Every documented format parses from a fixture (tests/fixtures/engines, written in the
   formats quoted in docs/engines.md) into the counts computed here by hand.
@@ -16,9 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specdec.engines.acceptance import acceptance_from_counts, alpha_from_fraction, iid_fraction
+from specdec.engines.acceptance import acceptance_from_counts
+from specdec.engines.configs import engine_config
 from specdec.engines.metrics import read_counts
-from specdec.engines.plan import engine_plan
+from specdec.report import engine_plan_dict
+from specdec.simulator.batch import BatchTimes
+from specdec.simulator.counts import alpha_from_fraction, iid_fraction
+from specdec.simulator.engine_plan import engine_plan
 from specdec.simulator.montecarlo import simulate_per_position
 from specdec.simulator.positional import positional_optimal_gamma
 from tests.cli_helpers import run_main, strict_json
@@ -28,6 +33,19 @@ FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 
 def fixture(name: str) -> str:
     return (FIXTURES / name).read_text()
+
+
+def plan_from(text: str, c: float, draft_length: int | None = None, max_gamma: int | None = None,
+              extrapolate: bool = False, batch_timing: dict | None = None, engine: str | None = None,
+              method: str = "ngram") -> dict:
+    """What `specdec plan --from` reports for an engine's output `text`, as its JSON values."""
+    counts = read_counts(text)
+    times = None if batch_timing is None else BatchTimes(
+        tuple(batch_timing["batch_sizes"]), tuple(map(tuple, batch_timing["seconds"])), batch_timing.get("device"),
+        batch_timing.get("context_tokens"))
+    plan = engine_plan(acceptance_from_counts(counts, draft_length), c, counts.source, max_gamma, extrapolate,
+                       batch_times=times)
+    return engine_plan_dict(plan, None if engine is None else engine_config(plan, engine, method))
 
 
 @pytest.mark.parametrize("name", ["vllm_metrics.txt", "vllm_v1.log"])
@@ -79,7 +97,7 @@ def test_round_trip_from_the_monte_carlo_simulator() -> None:
     alphas, c, k = np.array([0.85, 0.7, 0.6, 0.5, 0.45, 0.4]), 0.1, 6
     accepted = simulate_per_position(alphas, k, 20_000, np.random.default_rng(7))
     at_least = [int((accepted >= i + 1).sum()) for i in range(k)]  # vLLM's per-position counters
-    result = engine_plan(prometheus_text(20_000, at_least), c)
+    result = plan_from(prometheus_text(20_000, at_least), c)
     acc = result["acceptance"]
     for a, (lo, hi) in zip(alphas, acc["alpha_per_position_ci"]):
         assert lo <= a <= hi
@@ -108,27 +126,28 @@ def test_specdec_decode_output_parses(tmp_path) -> None:
 def test_batch_plan_and_engine_configs() -> None:
     batch = {"batch_sizes": [1, 8, 16], "device": "cpu", "context_tokens": 128,
              "seconds": [[0.010, 0.0105, 0.011, 0.0115], [0.012, 0.018, 0.024, 0.030], [0.02, 0.04, 0.06, 0.08]]}
-    r = engine_plan(fixture("vllm_metrics.txt"), 0.0, batch_timing=batch, engine="vllm")
+    r = plan_from(fixture("vllm_metrics.txt"), 0.0, batch_timing=batch, engine="vllm")
     ranges = r["batch"]["ranges"]
     assert ranges[0][0] == 1 and ranges[0][2] == 3 and ranges[-1][1] == 16 and ranges[-1][2] == 0
     cfg = r["engine_config"]["speculative_config"]
     assert cfg == {"method": "ngram", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": ranges}
-    llama = engine_plan(fixture("vllm_metrics.txt"), 0.0, engine="llamacpp")["engine_config"]
+    llama = plan_from(fixture("vllm_metrics.txt"), 0.0, engine="llamacpp")["engine_config"]
     assert llama["flags"] == "--draft-max 3 --draft-min 1"
-    hf = engine_plan(fixture("vllm_metrics.txt"), 0.0, engine="hf", method="draft_model")["engine_config"]
+    hf = plan_from(fixture("vllm_metrics.txt"), 0.0, engine="hf", method="draft_model")["engine_config"]
     assert hf["generate_kwargs"] == {"num_assistant_tokens": 3, "num_assistant_tokens_schedule": "constant"}
-    off = engine_plan(fixture("vllm_metrics.txt"), 5.0, engine="vllm")["engine_config"]
+    off = plan_from(fixture("vllm_metrics.txt"), 5.0, engine="vllm")["engine_config"]
     assert off["speculate"] is False
 
 
 def test_extrapolation_is_flagged() -> None:
-    r = engine_plan(fixture("vllm_metrics.txt"), 0.0, max_gamma=6, extrapolate=True)
+    r = plan_from(fixture("vllm_metrics.txt"), 0.0, max_gamma=6, extrapolate=True)
     assert r["extrapolated"] and [row["extrapolated"] for row in r["plan"]["table"]] == [False] * 4 + [True] * 3
-    assert len(engine_plan(fixture("vllm_metrics.txt"), 0.0)["plan"]["table"]) == 4  # no extrapolation by default
+    assert len(plan_from(fixture("vllm_metrics.txt"), 0.0)["plan"]["table"]) == 4  # no extrapolation by default
 
 
 @pytest.mark.parametrize("text, message", [
     ("", "empty"),
+    ('vllm:spec_decode_num_drafts_total{engine="0"} many\n', "does not parse"),
     ("hello world\n", "unrecognised"),
     ('vllm:spec_decode_num_drafts_total{engine="0"} 10.0\n', "per_pos"),
     ('vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 3.0\n', "num_drafts"),
@@ -142,7 +161,7 @@ def test_extrapolation_is_flagged() -> None:
 ])
 def test_malformed_input_is_one_line_error(text, message) -> None:
     with pytest.raises(ValueError, match=message):
-        engine_plan(text, 0.0)
+        plan_from(text, 0.0)
 
 
 def test_cli_from_file_stdin_and_errors(capsys, tmp_path, monkeypatch) -> None:

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from specdec.reference.core.loop import autoregressive_decode
-from specdec.reference.estimate.alpha import bootstrap_ratio_ci, estimate_alpha
+from specdec.reference.estimate.alpha import estimate_alpha
+from specdec.reference.measure.bootstrap import bootstrap_ratio_ci
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from specdec.reference.estimate.cost import c_hat_for, estimate_cost, flops_per_token
+from specdec.reference.core.models import flops_per_token
+from specdec.reference.estimate.cost import c_hat_for, estimate_cost
 from specdec.reference.estimate.timing import context_of, time_draft_steps, time_loop_overhead, time_target_passes
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
@@ -34,11 +35,11 @@ def test_verify_cost_curve_is_relative_to_one_token(arch) -> None:
 
 
 def test_draft_timing_through_the_protocol() -> None:
-    draft = tiny_llama(TINY_VOCAB, seed=1)
-    neural = time_draft_steps(NeuralDrafter(draft, TINY_VOCAB), TOKENS, SamplingConfig(1.0), context_tokens=10,
+    target, draft = tiny_llama(TINY_VOCAB, seed=0), tiny_llama(TINY_VOCAB, seed=1)
+    neural = time_draft_steps(NeuralDrafter(draft, TINY_VOCAB), target, TOKENS, SamplingConfig(1.0), context_tokens=10,
                               gamma=3, repeats=4, warmup=1, generator=torch.Generator().manual_seed(0))
     assert neural.mean_proposed == 3 and neural.token_seconds > 0
-    lookup = time_draft_steps(PromptLookupDrafter(2), TOKENS, SamplingConfig(0.0), context_tokens=10, gamma=3,
+    lookup = time_draft_steps(PromptLookupDrafter(2), target, TOKENS, SamplingConfig(0.0), context_tokens=10, gamma=3,
                               repeats=4, warmup=1)
     assert lookup.token_seconds >= 0 and 0 <= lookup.mean_proposed <= 3
 

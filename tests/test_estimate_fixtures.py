@@ -14,7 +14,8 @@ import pytest
 import torch
 from transformers import LlamaConfig
 
-from specdec.reference.drafters.protocol import Proposal
+from specdec.reference.core.seams import Proposal
+from specdec.reference.drafters.protocol import DrafterBase
 from specdec.reference.core.sampling import SamplingConfig
 from tests.tiny_models import tiny_llama
 
@@ -71,25 +72,28 @@ class MaskedLM(torch.nn.Module):
         return out
 
 
-class FixedTokenDrafter:
+class FixedTokenDrafter(DrafterBase):
     """Deterministic drafter: always proposes `token` repeated, except (optionally) at every
     `skip_every`-th committed length, where it proposes nothing."""
+
+    deterministic = True
 
     def __init__(self, token: int, skip_every: int = 0) -> None:
         self.token = token
         self.skip_every = skip_every
         self.length = 0
 
-    def start(self, prompt: Sequence[int]) -> None:
+    def start(self, prompt: Sequence[int], prefill=None) -> None:
         self.length = len(prompt)
 
-    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None) -> Proposal:
+    def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                min_confidence: float = 0.0) -> Proposal:
         if self.skip_every and self.length % self.skip_every == 0:
             return Proposal(torch.empty(0, dtype=torch.long))
         return Proposal(torch.full((gamma,), self.token, dtype=torch.long))
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
-        self.length += len(tokens)
+    def commit(self, verdict, scored) -> None:
+        self.length += len(verdict.tokens)
 
 
 def word_tokenizer(vocab_size: int = TINY_VOCAB):

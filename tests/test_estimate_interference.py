@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from specdec.reference.estimate.interference import CpuMonitor, _machine_busy_seconds, run_undisturbed
+from specdec.reference.measure.interference import CpuMonitor, _machine_busy_seconds, run_undisturbed
 
 needs_proc = pytest.mark.skipif(_machine_busy_seconds() is None, reason="no /proc/stat")
 

@@ -22,7 +22,7 @@ from specdec.reference.estimate.replay import replay
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.estimate.samples import generate_continuations
-from specdec.reference.estimate.teacher_forced import NgramScorer, ProtocolScorer, score_positions, scorer_for
+from specdec.reference.estimate.teacher_forced import NgramScorer, ProtocolScorer, score_positions
 from tests.test_estimate_fixtures import TINY_VOCAB, assert_same_scores, random_prompts
 from tests.test_ngram_fixtures import VOCAB, corpus_file, tiny_models  # noqa: F401
 from tests.tiny_models import tiny_llama
@@ -41,7 +41,7 @@ def _decode_stats(target, make_drafter, samples, gamma):
 
 
 def _check_replay(target, make_drafter, samples, vocab, exact_drafted: bool = True):
-    scores = score_positions(target, scorer_for(make_drafter(), MAX_GAMMA), samples, GREEDY, vocab,
+    scores = score_positions(target, make_drafter().teacher_forced_scorer(target, MAX_GAMMA, None), samples, GREEDY, vocab,
                              max_gamma=MAX_GAMMA)
     for gamma in (1, 3, 5):
         replayed, k_hist = replay([s.match for s in scores], [s.block for s in scores], gamma, MAX_GAMMA)
@@ -87,7 +87,7 @@ def test_ngram_fast_path_equals_protocol(tiny_models, corpus_file, sampling) -> 
     prompts = [[int(t) for t in line.split()[:6]] for line in lines if len(line.split()) >= 6][:3]
     samples = generate_continuations(target, prompts, 10, sampling, 0)
     drafter = NgramDrafter(tiny_models[4], VOCAB)
-    assert isinstance(scorer_for(drafter), NgramScorer)
+    assert isinstance(drafter.teacher_forced_scorer(target, 16, None), NgramScorer)
     fast = score_positions(target, NgramScorer(drafter), samples, sampling, VOCAB, (1.0, 0.5), max_gamma=4)
     slow = score_positions(target, ProtocolScorer(NgramDrafter(tiny_models[4], VOCAB), 4, torch.Generator()),
                            samples, sampling, VOCAB, (1.0, 0.5), max_gamma=4)

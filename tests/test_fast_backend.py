@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from specdec.reference.core.seams import Proposal, Verdict
 from specdec.reference.core.backend import MAX_ROWS, FastLinear, available, use_backend
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
@@ -87,12 +88,12 @@ def test_kv_cache_after_rejections_matches_eager() -> None:
         for step in range(12):
             k = int(torch.randint(0, 8, (1,), generator=rng))
             draft = torch.randint(0, 64, (k,), generator=rng).tolist()
-            la, lb = a.score(draft), b.score(draft)
+            la, lb = (s.score(Proposal(torch.tensor(draft, dtype=torch.long))).logits for s in (a, b))
             assert close(lb, la), step
             keep = int(torch.randint(0, k + 1, (1,), generator=rng))
             tokens = draft[:keep] + [int(la[keep].argmax())]
-            a.commit(keep, tokens)
-            b.commit(keep, tokens)
+            for s in (a, b):
+                s.commit(Verdict(keep, torch.tensor(tokens), keep == k))
             assert a.session.cache.get_seq_length() == b.session.cache.get_seq_length()
             assert a.committed == b.committed
 

@@ -4,7 +4,9 @@
   `figures`, ... in site-packages), and every package folder is mapped into it;
 - dependency direction: `simulator` and `ngram` import nothing from `reference`, the CLI or
   the figures; the library never imports the CLI; no command imports another;
-- modules stay small (at most 400 lines; the target is ~350).
+- modules stay small (at most 400 lines; the target is ~350);
+- the seams (docs/architecture.md): no forward hooks in the library (data crosses a seam as a
+  value), and no drafter capability decided by `isinstance` outside the drafter factory.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY = ("simulator", "reference", "ngram", "figures")
+LIBRARY = ("simulator", "reference", "ngram", "figures", "engines")
 
 
 def _imports(path: Path) -> set[str]:
@@ -48,11 +50,12 @@ def test_one_namespace() -> None:
     assert packaged <= covered, f"package folders not installed: {sorted(packaged - covered)}"
 
 
-@pytest.mark.parametrize("folder", ["simulator", "ngram"])
-def test_theory_and_ngram_stand_alone(folder: str) -> None:
+@pytest.mark.parametrize("folder", ["simulator", "ngram", "engines"])
+def test_theory_ngram_and_engines_stand_alone(folder: str) -> None:
     for path in _files(folder):
         bad = {m for m in _imports(path) if m.startswith(("specdec.reference", "specdec.cli", "specdec.figures",
-                                                           "torch", "transformers"))}
+                                                           "specdec.engines", "specdec.ngram", "torch", "transformers"))}
+        bad -= {m for m in bad if m.startswith(f"specdec.{folder}")}
         if folder == "ngram":  # KenLM tables may not need torch, but may use specdec.paths
             bad = {m for m in bad if not m.startswith("torch")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
@@ -78,3 +81,29 @@ def test_modules_stay_small() -> None:
     long = {str(p.relative_to(ROOT)): n for p in _files(*LIBRARY, "specdec")
             if (n := len(p.read_text().splitlines())) > 400}
     assert not long, long
+
+
+def _calls(path: Path) -> list[ast.Call]:
+    return [n for n in ast.walk(ast.parse(path.read_text(), str(path))) if isinstance(n, ast.Call)]
+
+
+def _name(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def test_no_forward_hooks_in_the_library() -> None:
+    for path in _files(*LIBRARY, "specdec"):
+        hooks = [n.lineno for n in _calls(path) if _name(n.func).startswith("register_forward")]
+        assert not hooks, f"{path.relative_to(ROOT)}:{hooks[0]} registers a forward hook: pass the data as a value"
+
+
+def test_drafter_capabilities_are_not_decided_by_type() -> None:
+    """`isinstance(x, ...Drafter)` only in the factory that builds drafters."""
+    for path in _files(*LIBRARY, "specdec"):
+        if path.name == "factory.py":
+            continue
+        for call in _calls(path):
+            if _name(call.func) == "isinstance" and len(call.args) == 2:
+                classes = call.args[1].elts if isinstance(call.args[1], ast.Tuple) else [call.args[1]]
+                named = [_name(c) for c in classes if _name(c).endswith("Drafter")]
+                assert not named, f"{path.relative_to(ROOT)}:{call.lineno} asks isinstance(..., {named[0]})"

@@ -71,14 +71,13 @@ def test_greedy_local_rescoring_equals_greedy_target(tiny_models, rescorer_kind)
     reference = autoregressive_decode(TargetScorer(target), prompt, 40, GREEDY, None).tokens
     heads = random_heads(target, 3, scale=0.05)
     for gamma in (1, 3):
-        drafter = LatticeDrafter(target, heads, VOCAB, k=4, p=1, rescorer=rescorer, weight=1.0, local=True)
+        drafter = LatticeDrafter(heads, VOCAB, k=4, p=1, rescorer=rescorer, weight=1.0, local=True)
         for fuse in (False, True):
             result = speculative_decode(TargetScorer(target), drafter, prompt, 40, gamma, GREEDY, None,
                                         fuse_prefill=fuse)
             assert result.tokens == reference, (gamma, fuse)
-        drafter.close()
     with pytest.raises(ValueError, match="rescorer and p = 1"):
-        LatticeDrafter(target, heads, VOCAB, k=4, p=2, rescorer=rescorer, weight=1.0, local=True)
+        LatticeDrafter(heads, VOCAB, k=4, p=2, rescorer=rescorer, weight=1.0, local=True)
 
 
 def test_spec_grammar_for_rescorers() -> None:

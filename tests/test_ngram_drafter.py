@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from specdec.reference.core.seams import NO_PASS, Verdict
 from specdec.reference.drafters.ngram import NgramDrafter
 from specdec.reference.core.sampling import SamplingConfig
 from tests.stats_helpers import chi_square_pvalue
@@ -84,7 +85,8 @@ def test_seeded_runs_repeat(tiny_models, prompt) -> None:
         for _ in range(5):
             proposal = drafter.propose(4, sampling, generator)
             out.append(proposal.tokens.tolist())
-            drafter.commit(min(2, len(proposal)), proposal.tokens.tolist()[:2] + [11])
+            drafter.commit(Verdict(min(2, len(proposal)), torch.tensor(proposal.tokens.tolist()[:2] + [11]), False),
+                           NO_PASS)
         return out
 
     assert run() == run()
@@ -95,7 +97,7 @@ def test_start_and_commit_carry_the_context(tiny_models, prompt) -> None:
     drafter.start(torch.tensor(prompt))
     assert drafter._state == drafter.model.state_for(prompt)
     proposal = drafter.propose(3, GREEDY, None)
-    drafter.commit(1, proposal.tokens.tolist()[:1] + [42])
+    drafter.commit(Verdict(1, torch.tensor(proposal.tokens.tolist()[:1] + [42]), False), NO_PASS)
     assert drafter._state == drafter.model.state_for(prompt + proposal.tokens.tolist()[:1] + [42])
     drafter.start([])  # an empty prompt: sentence-start context
     assert drafter._state == drafter.model.begin()

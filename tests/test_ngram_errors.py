@@ -1,5 +1,5 @@
-"""Bad inputs give clear errors: ValueError / FileNotFoundError naming the problem, and the
-CLI turns them into one line."""
+"""Bad inputs give clear errors: SpecdecError (a ValueError) / FileNotFoundError naming the
+problem, and the CLI turns them into one line."""
 from __future__ import annotations
 
 import json
@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from specdec.errors import SpecdecError
 from specdec.ngram.arpa import read_arpa
 from specdec.ngram.build import build_model
 from specdec.ngram.model import NgramModel, resolve_arpa
 from specdec.ngram.tables import build_tables, load_tables
-from specdec.ngram.tools import find_tool, run_lmplz
+from specdec.ngram.tools import find_tool, run_build_binary, run_lmplz
 from tests.cli_helpers import refuse_constant
 from tests.test_ngram_fixtures import VOCAB, corpus_file, require_kenlm_tools, tiny_models  # noqa: F401
 
@@ -118,6 +119,36 @@ def test_bad_corpus_words_and_ids(tmp_path) -> None:
         build_model(write(tmp_path, "1 2 900\n", "v.txt"), 2, tmp_path / "out", VOCAB)
     with pytest.raises(ValueError, match="order must be between 1 and 5"):
         build_model(write(tmp_path, "1 2\n", "o.txt"), 6, tmp_path / "out", VOCAB)
+
+
+def test_user_errors_are_specdec_errors(tmp_path) -> None:
+    """What the user can fix, in ngram/ and reference/data/, is a SpecdecError."""
+    from specdec.reference.data.aligned_corpus import AlignedConfig
+    from specdec.reference.data.corpus import eval_prompts
+    from specdec.reference.data.rdata import unserialize
+
+    with pytest.raises(SpecdecError, match="not an ARPA file"):
+        read_arpa(write(tmp_path, "hello\n"))
+    with pytest.raises(SpecdecError, match="'cat' is neither a decimal token id"):
+        load_tables(write(tmp_path, GOOD.replace("\t8\t", "\tcat\t").replace("7 8", "7 cat")), cache=False)
+    with pytest.raises(SpecdecError, match="outside a vocabulary of 5"):
+        NgramModel(build_tables(read_arpa(write(tmp_path, GOOD))), vocab_size=5)
+    with pytest.raises(SpecdecError, match="order must be between 1 and 5"):
+        build_model(write(tmp_path, "1 2\n", "o.txt"), 6, tmp_path / "out", VOCAB)
+    with pytest.raises(SpecdecError, match="sizes must be >= 1"):
+        AlignedConfig(tokens=0)
+    with pytest.raises(SpecdecError, match="min_tokens >= 1"):
+        eval_prompts(1, 0)
+    with pytest.raises(SpecdecError, match="not an XDR"):
+        unserialize(b"??")
+
+
+def test_failed_build_binary_writes_nothing(tmp_path) -> None:
+    require_kenlm_tools()
+    arpa = write(tmp_path, "hello\n")
+    with pytest.raises(SpecdecError, match="build_binary failed"):
+        run_build_binary(arpa, tmp_path / "m.binary")
+    assert [p.name for p in tmp_path.iterdir()] == ["m.arpa"]
 
 
 def test_tiny_corpus_needs_and_gets_discount_fallback(tmp_path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specdec.report import plan_dict
 from specdec.simulator import (expected_tokens, extend_per_position, iteration_time, make_plan, operation_increase,
                        optimal_gamma, positional_expected_tokens, positional_operation_increase,
                        positional_optimal_gamma, positional_walltime_improvement,
@@ -92,9 +93,9 @@ def test_verify_cost_curve_changes_the_optimum_and_bounds_gamma() -> None:
 
 
 def test_plan_reduces_to_the_paper() -> None:
-    paper = make_plan(c=0.05, alpha=0.8, max_gamma=20).as_dict()
-    positional = make_plan(c=0.05, alpha_per_position=[0.8], max_gamma=20).as_dict()
-    flat = make_plan(c=0.05, alpha=0.8, max_gamma=20, verify_cost=np.ones(21)).as_dict()
+    paper = plan_dict(make_plan(c=0.05, alpha=0.8, max_gamma=20))
+    positional = plan_dict(make_plan(c=0.05, alpha_per_position=[0.8], max_gamma=20))
+    flat = plan_dict(make_plan(c=0.05, alpha=0.8, max_gamma=20, verify_cost=np.ones(21)))
     for other in (positional, flat):
         assert other["gamma"] == paper["gamma"] == 8
         for key in ("expected_tokens", "speedup", "op_increase", "memory_reduction", "gamma1_speedup"):

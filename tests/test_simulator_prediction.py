@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from specdec.simulator import make_plan, positional_expected_tokens, walltime_improvement
-from specdec.simulator.prediction import (budgeted_speedup, effective_cost, k_histogram, mean_iteration_time,
+from specdec.simulator.prediction import (budgeted_speedup, effective_cost, mean_iteration_time,
                                           survival_acceptance)
 from specdec.simulator.verify_cost import iteration_time
 
@@ -85,7 +85,7 @@ def test_extended_model_without_overhead_is_theorem_8() -> None:
     gamma, alpha, c = 4, 0.6, 0.05
     c_eff, v_eff = effective_cost(c, [1.0] * 8, [0.0] * 8)
     tokens = (1 - alpha ** (gamma + 1)) / (1 - alpha)
-    predicted = tokens / mean_iteration_time(k_histogram([gamma] * 10, gamma), c_eff, v_eff)
+    predicted = tokens / mean_iteration_time(np.eye(gamma + 1)[gamma] * 10, c_eff, v_eff)
     assert predicted == pytest.approx(float(walltime_improvement(alpha, gamma, c)))
 
 
@@ -97,8 +97,7 @@ def test_overhead_folding_is_exact_algebra() -> None:
     assert v_eff[0] == pytest.approx(1.0)
     for k in range(5):
         direct = (k * c + v[k] + o[k]) / (1 + o[0])  # one iteration with k drafts, in baseline-token units
-        assert mean_iteration_time(k_histogram([k], k), c_eff, v_eff) == pytest.approx(direct)
-    assert list(k_histogram([0, 2, 2, 4], 4)) == [1, 0, 2, 0, 1]
+        assert mean_iteration_time(np.eye(k + 1)[k], c_eff, v_eff) == pytest.approx(direct)  # one iteration, k drafts
 
 
 def test_noisy_curve_below_one_is_floored_and_plannable() -> None:

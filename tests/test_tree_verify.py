@@ -42,7 +42,7 @@ def test_tree_pass_equals_plain_passes_and_cache_is_a_reencode(arch) -> None:
     tokens, parents = trie(PATHS)
     session = KVSession(model)
     session.start(committed)
-    logits = session.extend_tree(tokens, parents)  # [1 + N, V]
+    logits = session.extend_tree(tokens, parents).logits  # [1 + N, V]
     with torch.inference_mode():
         plain = model(input_ids=torch.tensor([committed])).logits[0, -1]
         torch.testing.assert_close(logits[0], plain, atol=1e-4, rtol=1e-4)
@@ -54,9 +54,9 @@ def test_tree_pass_equals_plain_passes_and_cache_is_a_reencode(arch) -> None:
             ref = model(input_ids=torch.tensor([committed + path])).logits[0, -1]
             torch.testing.assert_close(logits[1 + i], ref, atol=1e-4, rtol=1e-4)
     nodes, nxt = greedy_tree_verdict(logits, tokens, parents)
-    session.keep_tree_path([5, 6])  # the path 4, 4
+    session.keep_tree_path([5, 6], [4, 4])  # the path 4, 4
     session.append([11])
-    after = session.extend([], n_logits=1)[-1]
+    after = session.extend([], n_logits=1).logits[-1]
     assert session.cache.get_seq_length() == len(committed) + 3
     with torch.inference_mode():
         ref = model(input_ids=torch.tensor([committed + [4, 4, 11]])).logits[0, -1]
@@ -71,7 +71,7 @@ def test_greedy_parallel_drafts_equal_greedy_target(tiny_models, p, use_ngram) -
     prompt = [5, 9, 2, 33, 7, 12]
     reference = autoregressive_decode(TargetScorer(target), prompt, 40, GREEDY, None).tokens
     for gamma in (1, 3):
-        drafter = LatticeDrafter(target, random_heads(target, 3, scale=0.05), VOCAB, k=3, p=p, rescorer=ngram,
+        drafter = LatticeDrafter(random_heads(target, 3, scale=0.05), VOCAB, k=3, p=p, rescorer=ngram,
                                  weight=0.5 if use_ngram else 0.0)
         for fuse in (False, True):
             result = speculative_decode(TargetScorer(target), drafter, prompt, 40, gamma, GREEDY, None,
@@ -79,16 +79,14 @@ def test_greedy_parallel_drafts_equal_greedy_target(tiny_models, p, use_ngram) -
             assert result.tokens == reference, (gamma, fuse)
             if gamma == 3:
                 assert result.stats.verified > result.stats.drafted  # trees, not chains, were verified
-        drafter.close()
 
 
 def test_sampling_with_a_tree_is_refused() -> None:
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
-    drafter = LatticeDrafter(target, random_heads(target, 3), 16, k=2, p=2)
+    drafter = LatticeDrafter(random_heads(target, 3), 16, k=2, p=2)
     with pytest.raises(ValueError, match="temperature 0"):
         speculative_decode(TargetScorer(target), drafter, [1, 2, 3], 8, 3, SamplingConfig(1.0),
                            torch.Generator().manual_seed(0))
-    drafter.close()
 
 
 def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models, tmp_path) -> None:  # noqa: F811
@@ -106,10 +104,10 @@ def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models, t
     result = study(target, heads, samples, {"2-gram": ngram}, k=3, ps=(1, 2), oracle_ks=(3,), tune=1)
     eff = {r["method"]: r["block_efficiency"] for r in result["block_efficiency"]}
     at_depth = {(r["method"], r["depth"]): r["block_efficiency"] for r in result["by_depth"]}
-    for name, drafter, gamma in (("base", LatticeDrafter(target, heads, VOCAB, k=3, p=1), 3),
-                                 ("parallel base p=2", LatticeDrafter(target, heads, VOCAB, k=3, p=2), 3),
-                                 ("parallel base p=2", LatticeDrafter(target, heads, VOCAB, k=3, p=2), 2),
-                                 ("2-gram parallel p=2", LatticeDrafter(target, heads, VOCAB, k=3, p=2, rescorer=ngram,
+    for name, drafter, gamma in (("base", LatticeDrafter(heads, VOCAB, k=3, p=1), 3),
+                                 ("parallel base p=2", LatticeDrafter(heads, VOCAB, k=3, p=2), 3),
+                                 ("parallel base p=2", LatticeDrafter(heads, VOCAB, k=3, p=2), 2),
+                                 ("2-gram parallel p=2", LatticeDrafter(heads, VOCAB, k=3, p=2, rescorer=ngram,
                                                                        weight=result["weights"]["2-gram"]), 2)):
         tokens = passes = 0
         for prompt, cont in zip(samples.prompts[1:], samples.continuations[1:]):
@@ -119,7 +117,6 @@ def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models, t
         assert at_depth[(name, gamma)] == pytest.approx(tokens / passes), (name, gamma)  # the drafter searches depth gamma
         if gamma == 3:
             assert eff[name] == pytest.approx(tokens / passes), name
-        drafter.close()
     assert eff["oracle top-3"] >= max(v for m, v in eff.items() if not m.startswith("oracle")) - 1e-12
     assert eff["parallel base p=2"] >= eff["base"] - 1e-12 and eff["2-gram parallel p=2"] >= eff["2-gram rescored"] - 1e-12
     curve = [r["block_efficiency"] for r in result["oracle_curve"]]
@@ -143,9 +140,9 @@ def test_tree_plan_arithmetic_and_step_timing() -> None:
             {"method": "b", "depth": 2, "block_efficiency": 2.0, "tree_tokens": 5.0, "choose_ms": 0.0},
             {"method": "oracle top-2", "block_efficiency": 3.0, "tree_tokens": None, "choose_ms": None}]
     plan = plan_trees(rows, {0: 0.010, 3: 0.012, 7: 0.020}, draft_seconds=0.001)
-    assert [(r["method"], r["depth"]) for r in plan] == [("b", 2), ("a", 3)]  # best first; the oracle is no drafter
-    assert plan[1]["predicted_speedup"] == pytest.approx(1.5 * 0.010 / (0.012 + 0.001 + 0.001))
-    assert plan[0]["predicted_speedup"] == pytest.approx(2.0 * 0.010 / (0.016 + 0.001))
+    assert [(r.method, r.depth) for r in plan.rows] == [("b", 2), ("a", 3)]  # best first; the oracle is no drafter
+    assert plan.rows[1].predicted_speedup == pytest.approx(1.5 * 0.010 / (0.012 + 0.001 + 0.001))
+    assert plan.rows[0].predicted_speedup == pytest.approx(2.0 * 0.010 / (0.016 + 0.001))
     # from a verify-cost curve: N nodes ride in a pass over N + 1 tokens
     assert steps_from_curve(0.01, [1.0, 1.2, 1.5]) == {0: 0.01, 1: 0.012, 2: 0.015}
     with pytest.raises(ValueError, match="exceed"):

@@ -23,8 +23,7 @@ from specdec.reference.estimate.replay import replay
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.validation.config import ValidationConfig
-from specdec.reference.validation.run import run_validation
-from specdec.reference.validation.runs import RecordingDrafter
+from specdec.reference.validation.run import validate
 from specdec.simulator.prediction import survival_acceptance
 from specdec.simulator import positional_expected_tokens
 from tests.test_estimate_fixtures import TINY_VOCAB, random_prompts
@@ -39,13 +38,13 @@ def _cost(c: float, v: list[float], o: list[float]) -> CostEstimate:
 def test_survival_acceptance_reproduces_tokens_per_iteration() -> None:
     target = tiny_llama(TINY_VOCAB, seed=0, sharpness=8.0)
     for drafter in (PromptLookupDrafter(2), NeuralDrafter(tiny_llama(TINY_VOCAB, seed=1, sharpness=8.0), TINY_VOCAB)):
-        recorder = RecordingDrafter(drafter)
-        stats = speculative_decode(TargetScorer(target), recorder, random_prompts(1, 12, seed=4)[0], 40, 4,
+        stats = speculative_decode(TargetScorer(target), drafter, random_prompts(1, 12, seed=4)[0], 40, 4,
                                    SamplingConfig(0.0), None).stats
         survival = survival_acceptance(stats.accepted, stats.iterations)
         assert float(positional_expected_tokens(survival, 4)) == pytest.approx(stats.tokens_per_iteration())
-        # propose is not called for the last token (no room): one iteration fewer recorded
-        assert len(recorder.lengths) <= stats.iterations and sum(recorder.lengths) == stats.drafted
+        # the proposal lengths the prediction averages over: one per iteration (0 for the last token, no room)
+        assert sum(stats.proposed_hist) == stats.iterations
+        assert sum(k * n for k, n in enumerate(stats.proposed_hist)) == stats.drafted
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +56,7 @@ def tiny_result():
                               alpha_prompts=2, alpha_new_tokens=16, max_k=5, timing_repeats=2, draft_repeats=3,
                               bootstrap=100, lenience=(1.0, 0.5), retries=0)
     drafters = {"neural": NeuralDrafter(draft, TINY_VOCAB), "lookup": PromptLookupDrafter(2)}
-    return run_validation(LoadedModel(target, None, "tiny"), drafters, prompts[:2], prompts[:2], config)
+    return validate(LoadedModel(target, None, "tiny"), drafters, prompts[:2], prompts[:2], config)
 
 
 def test_every_configuration_is_reported(tiny_result) -> None:

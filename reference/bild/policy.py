@@ -8,18 +8,18 @@ rollback but "argmax" is NOT exact. The method: docs/bild.md.
 """
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.loop import DecodeResult, decode
 from specdec.reference.core.sampling import SamplingConfig, sample
 from specdec.reference.core.target import Scorer
-from specdec.reference.core.verifier import Verdict
-from specdec.reference.drafters.protocol import Drafter, Proposal
+from specdec.reference.core.seams import Proposal, Verdict
+from specdec.reference.drafters.protocol import Drafter
 
 ARGMAX = "argmax"
 
@@ -44,11 +44,11 @@ class BildPolicy:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.fallback <= 1.0:
-            raise ValueError(f"the fallback threshold must be in [0, 1], got {self.fallback}")
+            raise SpecdecError(f"the fallback threshold must be in [0, 1], got {self.fallback}")
         if self.rollback != ARGMAX and not (isinstance(self.rollback, (int, float)) and self.rollback >= 0):
-            raise ValueError(f"the rollback threshold must be >= 0 (nats), inf or {ARGMAX!r}, got {self.rollback!r}")
+            raise SpecdecError(f"the rollback threshold must be >= 0 (nats), inf or {ARGMAX!r}, got {self.rollback!r}")
         if self.max_little_steps < 1:
-            raise ValueError(f"max_little_steps must be >= 1, got {self.max_little_steps}")
+            raise SpecdecError(f"max_little_steps must be >= 1, got {self.max_little_steps}")
 
     @classmethod
     def parse_rollback(cls, text: str) -> float | str:
@@ -61,7 +61,7 @@ class BildPolicy:
         try:
             return float(t)
         except ValueError:
-            raise ValueError(f"rollback threshold {text!r}: expected a number of nats, inf or {ARGMAX!r}") from None
+            raise SpecdecError(f"rollback threshold {text!r}: expected a number of nats, inf or {ARGMAX!r}") from None
 
     def rollback_label(self) -> str:
         """The rollback setting as text ('argmax', 'inf', '2')."""
@@ -70,9 +70,11 @@ class BildPolicy:
         return "inf" if math.isinf(self.rollback) else f"{self.rollback:g}"
 
 
-def accepts_min_confidence(drafter: Drafter) -> bool:
-    """Whether drafter.propose takes the optional `min_confidence` keyword (fallback)."""
-    return "min_confidence" in inspect.signature(drafter.propose).parameters
+def check_fallback(policy: BildPolicy, drafter: Drafter) -> None:
+    """A fallback threshold needs a drafter that stops its drafts on confidence (`fallback`)."""
+    if policy.fallback > 0 and not drafter.fallback:
+        raise SpecdecError(f"{type(drafter).__name__} does not stop its drafts on confidence (min_confidence), so "
+                         "it cannot fall back; use fallback 0 (hand over every max_little_steps tokens)")
 
 
 def first_rollback(logits: torch.Tensor, draft: torch.Tensor, rollback: float | str,
@@ -137,9 +139,6 @@ def bild_decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new
     argmax when greedy), the large model's token likewise from p_L. `result.from_drafter`
     marks the little model's kept tokens.
     """
-    if policy.fallback > 0 and not accepts_min_confidence(drafter):
-        raise ValueError(f"{type(drafter).__name__}.propose takes no min_confidence keyword, so it "
-                         "cannot fall back on confidence; use fallback 0 (hand over every "
-                         "max_little_steps tokens)")
+    check_fallback(policy, drafter)
     return decode(target, drafter, prompt, max_new_tokens, policy.max_little_steps, sampling, generator,
                   BildRollback(policy), eos_id)

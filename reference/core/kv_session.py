@@ -12,7 +12,11 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from specdec.errors import SpecdecError
+from specdec.reference.core.forward import forward
 from specdec.reference.core.placement import input_device, output_device
+from specdec.reference.core.seams import NOTHING, Needs, Scored
+from specdec.reference.core.tree import tree_inputs
 
 
 class KVSession:
@@ -26,34 +30,40 @@ class KVSession:
         self.n_cached = 0
         self.cache: DynamicCache | None = None
         self.forward_passes = 0
-        self._tree: list[int] = []  # tokens of the tree in the cache beyond the sequence, if any
+        self.tree_nodes = 0  # nodes of a token tree the cache holds past the sequence (until keep_tree_path)
 
-    def start(self, prompt: Sequence[int], encode: bool = True) -> None:
+    def start(self, prompt: Sequence[int], encode: bool = True, needs: Needs = NOTHING) -> Scored | None:
         """Reset to `prompt` and encode all but its last token (which stays pending); with
         encode=False nothing is encoded yet: the whole prompt is pending and goes with the
-        next `extend`, in the same forward pass as the tokens appended to it."""
+        next `extend`, in the same forward pass as the tokens appended to it.
+
+        Returns the encoding pass (one row of logits: the prompt's last token; hidden states
+        as `needs` asks), or None when nothing was encoded."""
         if len(prompt) == 0:
-            raise ValueError("the prompt must contain at least one token")
+            raise SpecdecError("the prompt must contain at least one token")
         self.tokens = [int(t) for t in prompt]
         self.n_cached = 0
+        self.tree_nodes = 0
         self.cache = DynamicCache(config=self.model.config)
-        if encode and len(self.tokens) > 1:
-            self._forward(self.tokens[:-1], logits_to_keep=1)
-            self.n_cached = len(self.tokens) - 1
+        if not encode or len(self.tokens) < 2:
+            return None
+        scored = self._forward(self.tokens[:-1], 1, needs)
+        self.n_cached = len(self.tokens) - 1
+        return scored
 
-    @torch.inference_mode()
-    def _forward(self, ids: list[int], logits_to_keep: int) -> torch.Tensor:
+    def _forward(self, ids: list[int], n_logits: int, needs: Needs, **kwargs) -> Scored:
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True,
-                         logits_to_keep=logits_to_keep)
+        logits, hidden, layers = forward(self.model, input_ids, n_logits, needs, past_key_values=self.cache,
+                                         use_cache=True, **kwargs)
         self.forward_passes += 1
-        return out.logits[0]  # [logits_to_keep, vocab]
+        return Scored(logits[0], None if hidden is None else hidden[0], None if layers is None else layers[0])
 
-    def extend(self, new: Sequence[int], n_logits: int) -> torch.Tensor:
+    def extend(self, new: Sequence[int], n_logits: int, needs: Needs = NOTHING) -> Scored:
         """Append `new` tokens and run one forward pass over everything pending.
 
-        Returns the logits of the last `n_logits` positions, [n_logits, vocab]: row i
-        predicts the token after position len(tokens) - n_logits + i.
+        Returns the pass: logits of the last `n_logits` positions, [n_logits, vocab] (row i
+        predicts the token after position len(tokens) - n_logits + i), and the hidden states
+        of every pending position fed when `needs` asks for them.
         """
         self.tokens.extend(int(t) for t in new)
         pending = self.tokens[self.n_cached:]
@@ -61,45 +71,45 @@ class KVSession:
             raise ValueError("nothing to feed: the whole sequence is already cached")
         if n_logits > len(pending):
             raise ValueError(f"asked for {n_logits} logits but only {len(pending)} tokens are pending")
-        logits = self._forward(pending, logits_to_keep=n_logits)
+        scored = self._forward(pending, n_logits, needs)
         self.n_cached = len(self.tokens)
-        return logits
+        return scored
 
-    @torch.inference_mode()
-    def extend_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
+    def extend_tree(self, tokens: Sequence[int], parents: Sequence[int], needs: Needs = NOTHING) -> Scored:
         """One pass over everything pending plus a token tree hanging off the last pending token
         (`specdec.reference.core.tree`). Returns logits [1 + N, vocab]: row 0 predicts the token
-        after the pending ones, row 1 + i the token after tree node i. The cache then holds the
-        nodes too, until `keep_tree_path` keeps one path of them."""
-        from specdec.reference.core.tree import tree_inputs
-
+        after the pending ones, row 1 + i the token after tree node i (and the hidden states of
+        every position fed, as `needs` asks). The cache then holds the nodes too, past the
+        sequence, until `keep_tree_path` keeps one path of them."""
         pending = self.tokens[self.n_cached:]
         if not pending:
             raise ValueError("nothing to feed: the whole sequence is already cached")
         dtype = next(self.model.parameters()).dtype
         positions, mask = tree_inputs(self.n_cached, len(pending), parents, dtype, self.device)
-        ids = torch.tensor([pending + [int(t) for t in tokens]], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True, position_ids=positions,
-                         attention_mask=mask, logits_to_keep=len(tokens) + 1)
-        self.forward_passes += 1
+        scored = self._forward(pending + [int(t) for t in tokens], len(tokens) + 1, needs, position_ids=positions,
+                               attention_mask=mask)
         self.n_cached = len(self.tokens)
-        self._tree = [int(t) for t in tokens]
-        return out.logits[0]
+        self.tree_nodes = len(tokens)
+        return scored
 
-    def keep_tree_path(self, nodes: Sequence[int]) -> None:
-        """Keep the cache entries of the tree nodes `nodes` (a root-to-node path, in order), drop
-        the other nodes', and append the path's tokens to the sequence."""
+    def keep_tree_path(self, nodes: Sequence[int], tokens: Sequence[int]) -> None:
+        """Keep the cache entries of the tree nodes `nodes` (a root-to-node path, in order) whose
+        tokens are `tokens`, drop the other nodes', and append the path's tokens to the sequence."""
+        if len(nodes) != len(tokens):
+            raise ValueError(f"{len(nodes)} path nodes but {len(tokens)} tokens")
         base = self.n_cached
         keep = torch.tensor(list(range(base)) + [base + i for i in nodes])
         for layer in self.cache.layers:  # each layer's cache lives on its layer's device
             layer.keys = layer.keys.index_select(-2, keep.to(layer.keys.device))
             layer.values = layer.values.index_select(-2, keep.to(layer.values.device))
-        self.tokens.extend(self._tree[i] for i in nodes)
+        self.tokens.extend(int(t) for t in tokens)
         self.n_cached = len(self.tokens)
-        self._tree = []
+        self.tree_nodes = 0
 
     def truncate(self, length: int) -> None:
         """Keep the first `length` tokens of the sequence; crop the KV cache to match."""
+        if self.tree_nodes:
+            raise ValueError("the cache holds a token tree: keep one of its paths (keep_tree_path) first")
         if length > len(self.tokens):
             raise ValueError(f"cannot truncate a {len(self.tokens)}-token sequence to {length}")
         del self.tokens[length:]

@@ -1,10 +1,11 @@
 """The one decode loop: speculative sampling, the autoregressive baseline and BiLD.
 
 p is the target's distribution, q the draft's, gamma the draft length. Each iteration:
-drafter.propose -> target.score (one pass over the pending token and the k drafts) ->
-an acceptance rule -> commit to both. Methods differ only in their drafter and their rule
-(`SpeculativeSampling` here, BiLD's `BildRollback` in `specdec.reference.bild.policy`);
-the baseline is the same loop with the `NoDrafter`. The method: docs/decoder.md.
+drafter.propose -> target.score (one pass over the pending token and the k drafts, with the
+hidden states the drafter needs) -> an acceptance rule -> commit to both (the drafter gets
+the pass). Methods differ only in their drafter and their rule (`SpeculativeSampling` here,
+BiLD's `BildRollback` in `specdec.reference.bild.policy`); the baseline is the same loop with
+the `NoDrafter`. The seams: `specdec.reference.core.seams`; the method: docs/decoder.md.
 """
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from typing import Protocol, Sequence
 
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.seams import Proposal, Verdict
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.target import Scorer
 from specdec.reference.core.tree import greedy_tree_verdict
-from specdec.reference.core.verifier import Verdict, verify
-from specdec.reference.drafters.protocol import Drafter, NoDrafter, Proposal
+from specdec.reference.core.verifier import verify
+from specdec.reference.drafters.protocol import Drafter, NoDrafter
 
 
 @dataclass
@@ -48,17 +51,17 @@ class SpeculativeSampling:
 
     def __post_init__(self) -> None:
         if not 0 < self.lenience <= 1:
-            raise ValueError(f"lenience must be in (0, 1], got {self.lenience}")
+            raise SpecdecError(f"lenience must be in (0, 1], got {self.lenience}")
 
     def __call__(self, logits: torch.Tensor, proposal: Proposal, sampling: SamplingConfig,
                  generator: torch.Generator | None) -> Verdict:
         if proposal.parents is not None:  # several drafts as a tree: greedy only
             if not sampling.greedy or self.lenience != 1.0:
-                raise ValueError("several drafts verified together (a draft tree) need temperature 0 and lenience 1")
+                raise SpecdecError("several drafts verified together (a draft tree) need temperature 0 and lenience 1")
             tokens = proposal.tokens.tolist()
             nodes, nxt = greedy_tree_verdict(logits, tokens, proposal.parents)
             leaf = bool(nodes) and nodes[-1] not in proposal.parents  # a whole draft accepted
-            return Verdict(len(nodes), torch.tensor([tokens[i] for i in nodes] + [nxt]), leaf)
+            return Verdict(len(nodes), torch.tensor([tokens[i] for i in nodes] + [nxt]), leaf, nodes)
         p = sampling.probs(logits)  # float32 [k + 1, vocab]
         return verify(p, proposal.q, proposal.tokens.to(p.device), generator, self.lenience)
 
@@ -94,16 +97,15 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
     True: the first iteration's pass also encodes the prompt (HF's `generate` pass count).
     """
     if gamma < 0:
-        raise ValueError(f"gamma must be >= 0, got {gamma}")
+        raise SpecdecError(f"gamma must be >= 0, got {gamma}")
     if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        raise SpecdecError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     stats = DecodeStats(gamma)
     out: list[int] = []
     from_drafter: list[bool] = []
     clock = StageClock(target.device)
     passes_before = target.forward_passes
-    target.start(prompt, fuse_prefill)
-    drafter.start(prompt)
+    drafter.start(prompt, target.start(prompt, fuse_prefill, drafter.needs))
     stats.time_prefill = clock.lap()
     confidence = {"min_confidence": rule.min_confidence} if rule.min_confidence > 0 else {}
     while len(out) < max_new_tokens:
@@ -111,13 +113,13 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
         room = min(gamma, max_new_tokens - len(out) - 1)
         proposal = drafter.propose(room, sampling, generator, **confidence) if room > 0 else Proposal.empty()
         stats.time_draft += clock.lap()
-        logits = target.score(proposal.tokens.tolist(), proposal.parents)  # [k + 1, vocab]
-        verdict = rule(logits, proposal, sampling, generator)
-        new = verdict.tokens.tolist()
-        target.commit(verdict.n_accepted, new)
+        scored = target.score(proposal, drafter.needs)  # logits [k + 1, vocab]
+        verdict = rule(scored.logits, proposal, sampling, generator)
+        target.commit(verdict)
         stats.time_verify += clock.lap()
-        drafter.commit(verdict.n_accepted, new)
+        drafter.commit(verdict, scored)
         stats.time_draft += clock.lap()
+        new = verdict.tokens.tolist()
         stats.record(proposal.depth(), verdict.n_accepted, verdict.bonus and len(proposal) > 0, allowed=room,
                      verified=len(proposal))
         out.extend(new)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.placement import DeviceMap
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -34,9 +35,9 @@ class LoadedModel:
 
 def resolve_device(device: str) -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda requested but no CUDA device is available")
+        raise SpecdecError("--device cuda requested but no CUDA device is available")
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ValueError(f"unknown device {device!r}: use cpu or cuda")
+        raise SpecdecError(f"unknown device {device!r}: use cpu or cuda")
     return torch.device(device)
 
 
@@ -88,16 +89,16 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
         path = default_target_path()
     path = check_model_folder(path)
     if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}: choose one of {sorted(set(DTYPES))}")
+        raise SpecdecError(f"unknown dtype {dtype!r}: choose one of {sorted(set(DTYPES))}")
     dev = resolve_device(device)
     hf_logging.disable_progress_bar()  # no "Loading weights" bar: commands print their own progress
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception as exc:  # transformers raises many types for a broken tokenizer
-        raise ValueError(f"cannot load the tokenizer in {str(path)!r}: {_first_line(exc)}") from exc
+        raise SpecdecError(f"cannot load the tokenizer in {str(path)!r}: {_first_line(exc)}") from exc
     if device_map is not None:
         if backend == "fast":
-            raise ValueError("the fast backend runs on one CPU; a device map runs eager")
+            raise SpecdecError("the fast backend runs on one CPU; a device map runs eager")
         from specdec.reference.core.placement import check_device_map
         check_device_map(device_map, path)
         backend = "eager"
@@ -108,7 +109,7 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
             model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], device_map=device_map,
                                                          offload_folder=_offload_folder(device_map)).eval()
     except Exception as exc:  # OSError, SafetensorError, RuntimeError (shape mismatch) ...
-        raise ValueError(f"cannot load the weights in {str(path)!r}: {_first_line(exc)}") from exc
+        raise SpecdecError(f"cannot load the weights in {str(path)!r}: {_first_line(exc)}") from exc
     from specdec.reference.core.backend import use_backend
     start = time.perf_counter()
     backend = use_backend(model, backend)
@@ -145,10 +146,21 @@ def check_pair(target: LoadedModel, draft: LoadedModel) -> str | None:
     if tv != dv:
         only_t = len(set(tv.items()) - set(dv.items()))
         only_d = len(set(dv.items()) - set(tv.items()))
-        raise ValueError(f"vocabulary mismatch between target {str(target.path)!r} and draft "
+        raise SpecdecError(f"vocabulary mismatch between target {str(target.path)!r} and draft "
                          f"{str(draft.path)!r}: {only_t} token->id entries only in the target, "
                          f"{only_d} only in the draft")
     if target.vocab_size != draft.vocab_size:
         return (f"output layers differ only in padding rows (target {target.vocab_size}, draft "
                 f"{draft.vocab_size}); draft logits are fitted to the target's {target.vocab_size}")
     return None
+
+
+def flops_per_token(model: torch.nn.Module) -> float:
+    """2 x (parameters used as matrices per token): everything but input embeddings, plus the
+    output layer (counted once even when tied to the input embedding)."""
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    matrix = sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
+    head = model.get_output_embeddings()
+    if head is not None and id(head.weight) in embeddings:
+        matrix += head.weight.numel()
+    return 2.0 * matrix

@@ -14,6 +14,8 @@ from typing import Any, Union
 
 import torch
 
+from specdec.errors import SpecdecError
+
 STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 OFFLOAD = ("cpu", "disk")  # devices accelerate keeps weights on and moves to the GPU when a layer runs
 
@@ -31,17 +33,17 @@ def parse_device_map(text: str) -> DeviceMap:
     if not text.startswith(("{", "[")):
         path = Path(text)
         if not path.is_file():
-            raise ValueError(f"expected one of {', '.join(STRATEGIES)}, a JSON object or a .json file, got {text!r}")
+            raise SpecdecError(f"expected one of {', '.join(STRATEGIES)}, a JSON object or a .json file, got {text!r}")
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"cannot read {str(path)!r}: {exc}") from None
+            raise SpecdecError(f"cannot read {str(path)!r}: {exc}") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
+        raise SpecdecError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
     if not isinstance(raw, dict) or not raw:
-        raise ValueError("a JSON device map must be a non-empty object {module name: device}")
+        raise SpecdecError("a JSON device map must be a non-empty object {module name: device}")
     return {str(name): _device(name, value) for name, value in raw.items()}
 
 
@@ -53,7 +55,7 @@ def _device(name: str, value: Any) -> int | str:
             return value
         if value.startswith("cuda:") and value[5:].isdigit():
             return int(value[5:])
-    raise ValueError(f"module {name!r}: device {value!r} is not a GPU index (0, 1, ... or 'cuda:N'), 'cpu' or 'disk'")
+    raise SpecdecError(f"module {name!r}: device {value!r} is not a GPU index (0, 1, ... or 'cuda:N'), 'cpu' or 'disk'")
 
 
 def gpus_used(device_map: DeviceMap) -> set[int]:
@@ -66,18 +68,18 @@ def check_device_map(device_map: DeviceMap, model_path: str | Path) -> None:
     the model does not have, or weights no entry covers. Reads only config.json."""
     missing_gpus = sorted(g for g in gpus_used(device_map) if g >= torch.cuda.device_count())
     if missing_gpus:
-        raise ValueError(f"GPU {missing_gpus[0]} is named but this machine has {torch.cuda.device_count()} "
+        raise SpecdecError(f"GPU {missing_gpus[0]} is named but this machine has {torch.cuda.device_count()} "
                          "visible CUDA device(s)")
     if isinstance(device_map, str):
         return
     modules, parameters = module_tree(model_path)
     unknown = [name for name in device_map if name and name not in modules]
     if unknown:
-        raise ValueError(f"the model has no module {unknown[0]!r} (top-level modules: "
+        raise SpecdecError(f"the model has no module {unknown[0]!r} (top-level modules: "
                          f"{', '.join(sorted(n for n in modules if n and '.' not in n))})")
     uncovered = [p for p in parameters if owner(device_map, p) is None]
     if uncovered:
-        raise ValueError(f"no entry covers the weight {uncovered[0]!r} (and {len(uncovered) - 1} more): name its "
+        raise SpecdecError(f"no entry covers the weight {uncovered[0]!r} (and {len(uncovered) - 1} more): name its "
                          "module or a parent of it")
 
 

@@ -14,6 +14,8 @@ from typing import Sequence
 
 import torch
 
+from specdec.errors import SpecdecError
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
@@ -30,11 +32,11 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature must be finite and >= 0, got {self.temperature}")
+            raise SpecdecError(f"temperature must be finite and >= 0, got {self.temperature}")
         if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+            raise SpecdecError(f"top_k must be >= 0, got {self.top_k}")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise SpecdecError(f"top_p must be in (0, 1], got {self.top_p}")
 
     @property
     def greedy(self) -> bool:

@@ -1,8 +1,9 @@
 """The target scorer: one forward pass of the target over the pending token and the drafts.
 
 p is the target's distribution. The target's KV session always holds the committed
-sequence with its last token pending; `score` feeds that token plus k drafted tokens and
-returns k + 1 rows of logits; `commit` crops the drafts that were rejected.
+sequence with its last token pending; `score` feeds that token plus the k drafted tokens
+(a chain, or the nodes of a tree) and returns k + 1 rows of logits, with the hidden states a
+drafter asked for; `commit` keeps the accepted drafts' cache entries and drops the rest.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import torch
 from transformers import PreTrainedModel
 
 from specdec.reference.core.kv_session import KVSession
-from specdec.reference.core.tree import is_chain, walk
+from specdec.reference.core.seams import NOTHING, Needs, Proposal, Scored, Verdict
+from specdec.reference.core.tree import is_chain
 
 
 class Scorer(Protocol):
@@ -21,14 +23,16 @@ class Scorer(Protocol):
     device: torch.device
     forward_passes: int  # target forward passes so far (the loop reports the difference)
 
-    def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None: ...
+    def start(self, prompt: Sequence[int], fuse_prefill: bool = False, needs: Needs = NOTHING) -> Scored | None:
+        """Begin a sequence; returns the prefill pass (None when there was none)."""
 
-    def score(self, draft: Sequence[int], parents: Sequence[int] | None = None) -> torch.Tensor:
+    def score(self, proposal: Proposal, needs: Needs = NOTHING) -> Scored:
         """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus); for
-        a draft tree (parents given), row 0 the token after the pending one, row 1 + i the
+        a draft tree (proposal.parents), row 0 the token after the pending one, row 1 + i the
         token after node i."""
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None: ...
+    def commit(self, verdict: Verdict) -> None:
+        """Keep the verdict's accepted drafts (a tree: its path), then its last token (pending)."""
 
 
 class TargetScorer:
@@ -37,7 +41,6 @@ class TargetScorer:
     def __init__(self, model: PreTrainedModel) -> None:
         self.session = KVSession(model)
         self._committed = 0
-        self._tree: tuple[list[int], list[int]] | None = None  # the last pass's draft tree
 
     @property
     def device(self) -> torch.device:
@@ -56,31 +59,34 @@ class TargetScorer:
     def committed(self) -> list[int]:
         return self.session.tokens[: self._committed]
 
-    def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None:
+    def start(self, prompt: Sequence[int], fuse_prefill: bool = False, needs: Needs = NOTHING) -> Scored | None:
         """Begin a sequence. fuse_prefill=True defers the prompt's encoding to the first
         `score`, so the prefill and the first verification are one forward pass (as in HF's
-        assisted generation); otherwise the prompt (but its last token) is encoded now."""
-        self.session.start(prompt, encode=not fuse_prefill)
+        assisted generation); otherwise the prompt (but its last token) is encoded now and
+        that pass is returned."""
         self._committed = len(prompt)
+        return self.session.start(prompt, encode=not fuse_prefill, needs=needs)
 
-    def score(self, draft: Sequence[int], parents: Sequence[int] | None = None) -> torch.Tensor:
+    def score(self, proposal: Proposal, needs: Needs = NOTHING) -> Scored:
         """Logits [k + 1, vocab]: row i predicts the token after draft[:i] (row k: bonus); a
-        draft tree (parents, `specdec.reference.core.tree`) goes through one tree pass."""
-        self._tree = None
-        if parents is None or is_chain(parents):
-            return self.session.extend(draft, n_logits=len(draft) + 1)
-        self._tree = ([int(t) for t in draft], list(parents))
-        return self.session.extend_tree(draft, parents)
+        draft tree (proposal.parents, `specdec.reference.core.tree`) goes through one tree pass."""
+        draft = proposal.tokens.tolist()
+        if proposal.parents is None or is_chain(proposal.parents):
+            return self.session.extend(draft, n_logits=len(draft) + 1, needs=needs)
+        return self.session.extend_tree(draft, proposal.parents, needs)
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
-        """Keep the first n_accepted drafts (for a tree: the path they spell), then append the
-        remaining `tokens` (pending)."""
-        if self._tree is not None:
-            self.session.keep_tree_path(walk(*self._tree, tokens[:n_accepted]))
-            self._tree = None
+    def commit(self, verdict: Verdict) -> None:
+        """Keep the first n_accepted drafts (for a tree: the path the verdict names), then
+        append the verdict's last token (pending)."""
+        tokens = verdict.tokens.tolist()
+        n = verdict.n_accepted
+        if self.session.tree_nodes:  # the pass was a tree: keep the accepted path's entries
+            if verdict.path is None:
+                raise ValueError("a tree pass needs a verdict naming its accepted path")
+            self.session.keep_tree_path(verdict.path, tokens[:n])
         else:
-            self.session.truncate(self._committed + n_accepted)
-        self.session.append(tokens[n_accepted:])
+            self.session.truncate(self._committed + n)
+        self.session.append(tokens[n:])
         self._committed += len(tokens)
 
 
@@ -94,11 +100,11 @@ class FixedLogitsScorer:
         self.logits = logits  # [K + 1, vocab]
         self.device = logits.device
 
-    def start(self, prompt: Sequence[int], fuse_prefill: bool = False) -> None:
-        pass
+    def start(self, prompt: Sequence[int], fuse_prefill: bool = False, needs: Needs = NOTHING) -> Scored | None:
+        return None
 
-    def score(self, draft: Sequence[int], parents: Sequence[int] | None = None) -> torch.Tensor:
-        return self.logits[:len(draft) + 1]
+    def score(self, proposal: Proposal, needs: Needs = NOTHING) -> Scored:
+        return Scored(self.logits[:len(proposal) + 1])
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+    def commit(self, verdict: Verdict) -> None:
         pass

@@ -77,18 +77,6 @@ def child(tokens: Sequence[int], parents: Sequence[int], node: int, token: int) 
     return next((i for i, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == token), None)
 
 
-def walk(tokens: Sequence[int], parents: Sequence[int], accepted: Sequence[int]) -> list[int]:
-    """The nodes of the path spelling `accepted` from the root (ValueError if there is none)."""
-    path, node = [], -1
-    for token in accepted:
-        nxt = child(tokens, parents, node, int(token))
-        if nxt is None:
-            raise ValueError(f"no child {int(token)} under node {node} in the draft tree")
-        path.append(nxt)
-        node = nxt
-    return path
-
-
 def greedy_tree_verdict(logits: torch.Tensor, tokens: Sequence[int], parents: Sequence[int]) -> tuple[list[int], int]:
     """(accepted nodes, the target's next token after them) from logits [1 + N, V]: row 0 is the
     pending token's, row 1 + i node i's. Exact greedy: every accepted node is the argmax after

@@ -9,26 +9,10 @@ A deterministic drafter passes q=None: q_i is one-hot at x_i.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from specdec.reference.core.sampling import sample, uniform
-
-
-@dataclass
-class Verdict:
-    """Outcome of verifying one proposal.
-
-    n_accepted: how many drafted tokens were accepted (0..k).
-    tokens: LongTensor [n_accepted + 1]: the accepted drafts, then one token drawn from the
-        target side (recovered after a rejection, or the bonus token after full acceptance).
-    bonus: True when every draft was accepted and the last token is the bonus from p_{k+1}.
-    """
-
-    n_accepted: int
-    tokens: torch.Tensor
-    bonus: bool
+from specdec.reference.core.seams import Verdict
 
 
 def verify(p: torch.Tensor, q: torch.Tensor | None, draft: torch.Tensor,

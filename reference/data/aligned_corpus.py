@@ -12,7 +12,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from specdec.reference.data.corpus import CORPUS_DIR, CORPUS_VERSION, tokenizer_tag, train_prompts
+from specdec.errors import SpecdecError
+from specdec.paths import write_atomic
+from specdec.reference.data.corpus import CORPUS_VERSION, corpus_root, tokenizer_tag, train_prompts
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,9 @@ class AlignedConfig:
 
     def __post_init__(self) -> None:
         if min(self.tokens, self.prompt_tokens, self.max_new_tokens, self.batch_size) < 1:
-            raise ValueError(f"aligned corpus sizes must be >= 1: {self}")
+            raise SpecdecError(f"aligned corpus sizes must be >= 1: {self}")
         if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise SpecdecError(f"temperature must be >= 0, got {self.temperature}")
 
 
 @dataclass(frozen=True)
@@ -49,15 +51,16 @@ class AlignedCorpus:
     meta: dict
 
 
-def aligned_dir(config: AlignedConfig, model_dir: str | os.PathLike, cache_dir: Path = CORPUS_DIR) -> Path:
-    """Cache folder for a config and target: parameters hashed into the name."""
+def aligned_dir(config: AlignedConfig, model_dir: str | os.PathLike, cache_dir: Path | None = None) -> Path:
+    """Cache folder for a config and target: parameters hashed into the name (cache_dir: the
+    corpus folder, default `specdec.paths.corpus_dir()`)."""
     key = json.dumps({"config": asdict(config), "model": Path(model_dir).name, "corpus": CORPUS_VERSION},
                      sort_keys=True)
-    return Path(cache_dir) / "aligned" / tokenizer_tag(model_dir) / hashlib.sha1(key.encode()).hexdigest()[:12]
+    return corpus_root(cache_dir) / "aligned" / tokenizer_tag(model_dir) / hashlib.sha1(key.encode()).hexdigest()[:12]
 
 
 def generate_aligned(model_dir: str | os.PathLike, config: AlignedConfig = AlignedConfig(),
-                     cache_dir: Path = CORPUS_DIR, progress: bool = False,
+                     cache_dir: Path | None = None, progress: bool = False,
                      threads: int | None = None) -> AlignedCorpus:
     """Return the aligned corpus for (target, config), generating it on first use.
 
@@ -125,13 +128,11 @@ def generate_aligned(model_dir: str | os.PathLike, config: AlignedConfig = Align
             print(f"[aligned] {collected}/{config.tokens} tokens, {rate:.1f} tokens/s", flush=True)
     seconds = time.perf_counter() - start
     folder.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text("".join(" ".join(map(str, row)) + "\n" for row in lines))
-    os.replace(partial, path)
+    write_atomic(path, "".join(" ".join(map(str, row)) + "\n" for row in lines))
     meta = {"config": asdict(config), "model": str(model_dir), "lines": len(lines), "tokens": collected,
             "generated_tokens": generated, "stopped_at_eos": stopped_at_eos,
             "prompts_used": used, "seconds": round(seconds, 1),
             "tokens_per_second": round(generated / seconds, 1) if seconds else None,
             "torch_threads": torch.get_num_threads(), "eos_ids": sorted(eos_ids)}
-    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    write_atomic(meta_path, json.dumps(meta, indent=2) + "\n")
     return AlignedCorpus(path, meta)

@@ -1,6 +1,7 @@
 """The plain training corpus: Shakespeare and Jane Austen as target token ids, and the
 held-out prompts. Stages (raw -> normalised text -> chunks and split -> token ids) are cached
-under the cache's `corpus/` folder and rebuilt only when missing; the pipeline and why lines
+under the cache's `corpus/` folder (`specdec.paths.corpus_dir`, the default `cache_dir` of
+every function here) and rebuilt only when missing; the pipeline and why lines
 are long: docs/ngram.md.
 """
 from __future__ import annotations
@@ -15,10 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-from specdec.paths import CORPUS_DIR, DEFAULT_TARGET_DIR
+from specdec.errors import SpecdecError
+from specdec.paths import corpus_dir, default_target_dir, write_atomic
 from specdec.reference.data.rdata import lazyload_index, read_lazyload
 
-DEFAULT_TOKENIZER_DIR = DEFAULT_TARGET_DIR
 AUSTEN_NOVELS = ("emma", "mansfieldpark", "northangerabbey", "persuasion", "prideprejudice", "sensesensibility")
 CHUNK_CHARS = 4000      # a chunk is the shortest run of whole paragraphs reaching this length
 HELDOUT_MOD = 20        # crc32(chunk id) % HELDOUT_MOD == 0  ->  held out (about 5 %)
@@ -73,6 +74,11 @@ class TokenCorpus:
     train: Path          # one training run a line, decimal token ids separated by spaces
     heldout: Path        # JSON lines: source, doc, chunk, text, ids
     meta: dict
+
+
+def corpus_root(cache_dir: str | os.PathLike | None) -> Path:
+    """The corpus cache folder: `cache_dir`, or by default `specdec.paths.corpus_dir()`."""
+    return Path(cache_dir) if cache_dir is not None else corpus_dir()
 
 
 # ---- 1-2. raw texts -> normalised documents --------------------------------------------
@@ -137,9 +143,10 @@ def read_austen(raw: Path) -> list[Document]:
             for name in AUSTEN_NOVELS]
 
 
-def read_documents(raw_dir: Path = CORPUS_DIR / "raw") -> list[Document]:
-    """Every normalised document: Shakespeare first, then Austen, each in a fixed order."""
-    raw_dir = Path(raw_dir)
+def read_documents(raw_dir: Path | None = None) -> list[Document]:
+    """Every normalised document: Shakespeare first, then Austen, each in a fixed order
+    (raw_dir: default the corpus folder's `raw/`)."""
+    raw_dir = Path(raw_dir) if raw_dir is not None else corpus_dir() / "raw"
     return read_shakespeare(raw_dir / "shakespeare") + read_austen(raw_dir / "janeaustenr")
 
 
@@ -186,10 +193,10 @@ def training_runs(chunks: Sequence[Chunk]) -> list[str]:
     return runs
 
 
-def load_chunks(cache_dir: Path = CORPUS_DIR, raw_dir: Path | None = None) -> list[Chunk]:
+def load_chunks(cache_dir: Path | None = None, raw_dir: Path | None = None) -> list[Chunk]:
     """All chunks of the normalised corpus, cached in `text/chunks.jsonl` (with the plain
     documents in `text/<source>/<doc>.txt`)."""
-    cache_dir = Path(cache_dir)
+    cache_dir = corpus_root(cache_dir)
     path = cache_dir / "text" / "chunks.jsonl"
     params = {"version": CORPUS_VERSION, "chunk_chars": CHUNK_CHARS, "heldout_mod": HELDOUT_MOD}
     meta_path = path.with_name("meta.json")
@@ -199,20 +206,21 @@ def load_chunks(cache_dir: Path = CORPUS_DIR, raw_dir: Path | None = None) -> li
     docs = read_documents(Path(raw_dir) if raw_dir else cache_dir / "raw")
     chunks = [c for doc in docs for c in chunk_document(doc)]
     for doc in docs:
-        _write_atomic(cache_dir / "text" / doc.source / f"{doc.name}.txt", "\n\n".join(doc.paragraphs) + "\n")
-    _write_atomic(path, "".join(json.dumps(asdict(c), ensure_ascii=False) + "\n" for c in chunks))
+        (cache_dir / "text" / doc.source).mkdir(parents=True, exist_ok=True)
+        write_atomic(cache_dir / "text" / doc.source / f"{doc.name}.txt", "\n\n".join(doc.paragraphs) + "\n")
+    write_atomic(path, "".join(json.dumps(asdict(c), ensure_ascii=False) + "\n" for c in chunks))
     stats = {"params": params, "documents": len(docs), "chunks": len(chunks),
              "heldout_chunks": sum(c.heldout for c in chunks),
              "characters": sum(len(c.text) for c in chunks),
              "heldout_characters": sum(len(c.text) for c in chunks if c.heldout)}
-    _write_atomic(meta_path, json.dumps(stats, indent=2) + "\n")
+    write_atomic(meta_path, json.dumps(stats, indent=2) + "\n")
     return chunks
 
 
 # ---- 4. token ids -------------------------------------------------------------------------
 def load_tokenizer(tokenizer_dir: str | os.PathLike | None = None):
     """The target's Hugging Face tokenizer from a local folder (default: the cached SmolLM2)."""
-    folder = Path(tokenizer_dir) if tokenizer_dir is not None else DEFAULT_TOKENIZER_DIR
+    folder = Path(tokenizer_dir) if tokenizer_dir is not None else default_target_dir()
     if not (folder / "tokenizer_config.json").is_file() and not (folder / "tokenizer.json").is_file():
         raise FileNotFoundError(f"no tokenizer in {folder} (run `bash scripts/setup.sh` to convert the default target)")
     from transformers import AutoTokenizer
@@ -224,7 +232,7 @@ def load_tokenizer(tokenizer_dir: str | os.PathLike | None = None):
 
 def tokenizer_tag(tokenizer_dir: str | os.PathLike | None = None) -> str:
     """A short name for a tokenizer's cache folder: folder name + hash of its vocabulary file."""
-    folder = Path(tokenizer_dir) if tokenizer_dir is not None else DEFAULT_TOKENIZER_DIR
+    folder = Path(tokenizer_dir) if tokenizer_dir is not None else default_target_dir()
     vocab_file = folder / "tokenizer.json"
     digest = hashlib.sha1(vocab_file.read_bytes()).hexdigest()[:8] if vocab_file.is_file() else "nohash"
     return f"{folder.name}-{digest}"
@@ -237,14 +245,14 @@ def encode(tokenizer, texts: Sequence[str]) -> list[list[int]]:
     return [list(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
 
 
-def prepare_corpus(tokenizer_dir: str | os.PathLike | None = None, cache_dir: Path = CORPUS_DIR,
+def prepare_corpus(tokenizer_dir: str | os.PathLike | None = None, cache_dir: Path | None = None,
                    raw_dir: Path | None = None) -> TokenCorpus:
     """Tokenize the training runs and held-out chunks once; return the cached files.
 
     Raises:
         FileNotFoundError: raw corpora or tokenizer missing (with the command that fixes it).
     """
-    cache_dir = Path(cache_dir)
+    cache_dir = corpus_root(cache_dir)
     folder = cache_dir / "tokens" / tokenizer_tag(tokenizer_dir)
     train, heldout, meta_path = folder / "train.txt", folder / "heldout.jsonl", folder / "meta.json"
     if train.is_file() and heldout.is_file() and meta_path.is_file():
@@ -256,21 +264,22 @@ def prepare_corpus(tokenizer_dir: str | os.PathLike | None = None, cache_dir: Pa
     runs = encode(tokenizer, training_runs(chunks))
     held = [c for c in chunks if c.heldout]
     held_ids = encode(tokenizer, [c.text for c in held])
-    _write_atomic(train, "".join(" ".join(map(str, ids)) + "\n" for ids in runs if ids))
-    _write_atomic(heldout, "".join(
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(train, "".join(" ".join(map(str, ids)) + "\n" for ids in runs if ids))
+    write_atomic(heldout, "".join(
         json.dumps({"source": c.source, "doc": c.doc, "chunk": c.index, "text": c.text, "ids": ids},
                    ensure_ascii=False) + "\n" for c, ids in zip(held, held_ids)))
-    meta = {"version": CORPUS_VERSION, "tokenizer": str(tokenizer_dir or DEFAULT_TOKENIZER_DIR),
+    meta = {"version": CORPUS_VERSION, "tokenizer": str(tokenizer_dir or default_target_dir()),
             "vocab_size": len(tokenizer), "bos_id": tokenizer.bos_token_id, "eos_id": tokenizer.eos_token_id,
             "train_lines": sum(1 for ids in runs if ids), "train_tokens": sum(len(ids) for ids in runs),
             "distinct_train_ids": len({t for ids in runs for t in ids}),
             "heldout_chunks": len(held), "heldout_tokens": sum(len(ids) for ids in held_ids)}
-    _write_atomic(meta_path, json.dumps(meta, indent=2) + "\n")
+    write_atomic(meta_path, json.dumps(meta, indent=2) + "\n")
     return TokenCorpus(train, heldout, meta)
 
 
 def eval_prompts(n: int, min_tokens: int, max_tokens: int | None = None, continuation_tokens: int = 0,
-                 tokenizer_dir: str | os.PathLike | None = None, cache_dir: Path = CORPUS_DIR) -> list[EvalPrompt]:
+                 tokenizer_dir: str | os.PathLike | None = None, cache_dir: Path | None = None) -> list[EvalPrompt]:
     """n held-out prompts, deterministic (same arguments, same prompts).
 
     Each prompt is the start of a different held-out chunk (so it starts at a paragraph),
@@ -280,10 +289,10 @@ def eval_prompts(n: int, min_tokens: int, max_tokens: int | None = None, continu
     continuation_tokens true ids; `text` is the tokenizer's decoding of `ids`.
 
     Raises:
-        ValueError: fewer than n held-out chunks are long enough.
+        SpecdecError: fewer than n held-out chunks are long enough.
     """
     if n < 0 or min_tokens < 1:
-        raise ValueError(f"need n >= 0 and min_tokens >= 1, got n={n}, min_tokens={min_tokens}")
+        raise SpecdecError(f"need n >= 0 and min_tokens >= 1, got n={n}, min_tokens={min_tokens}")
     cut = max(min_tokens, max_tokens or min_tokens)
     corpus = prepare_corpus(tokenizer_dir, cache_dir)
     with open(corpus.heldout, encoding="utf-8") as f:
@@ -291,8 +300,8 @@ def eval_prompts(n: int, min_tokens: int, max_tokens: int | None = None, continu
     rows.sort(key=lambda r: zlib.crc32(f"{r['source']}/{r['doc']}/{r['chunk']}".encode()))
     chosen = [r for r in rows if len(r["ids"]) >= min_tokens + continuation_tokens][:n]
     if len(chosen) < n:
-        raise ValueError(f"only {len(chosen)} held-out chunks have >= {min_tokens + continuation_tokens} tokens; "
-                         f"asked for {n} prompts")
+        raise SpecdecError(f"only {len(chosen)} held-out chunks have >= {min_tokens + continuation_tokens} tokens; "
+                           f"asked for {n} prompts")
     tokenizer = load_tokenizer(tokenizer_dir) if chosen else None
     out = []
     for r in chosen:
@@ -304,12 +313,12 @@ def eval_prompts(n: int, min_tokens: int, max_tokens: int | None = None, continu
 
 
 def train_prompts(n: int, prompt_tokens: int, tokenizer_dir: str | os.PathLike | None = None,
-                  cache_dir: Path = CORPUS_DIR) -> list[list[int]]:
+                  cache_dir: Path | None = None) -> list[list[int]]:
     """n prompts of exactly prompt_tokens ids from the TRAINING split (for prediction
     alignment), one per training chunk, chunks taken in crc32 order of their id.
 
     Raises:
-        ValueError: fewer than n training chunks are long enough.
+        SpecdecError: fewer than n training chunks are long enough.
     """
     chunks = [c for c in load_chunks(cache_dir) if not c.heldout]
     chunks.sort(key=lambda c: zlib.crc32(("train:" + c.id).encode()))
@@ -321,21 +330,13 @@ def train_prompts(n: int, prompt_tokens: int, tokenizer_dir: str | os.PathLike |
                 prompts.append(ids[:prompt_tokens])
             if len(prompts) == n:
                 return prompts
-    raise ValueError(f"only {len(prompts)} training chunks have >= {prompt_tokens} tokens; asked for {n}")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
+    raise SpecdecError(f"only {len(prompts)} training chunks have >= {prompt_tokens} tokens; asked for {n}")
 
 
 if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description="Normalise, split and tokenize the plain corpus (cached).")
-    parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER_DIR, help="target folder")
+    parser.add_argument("--tokenizer", type=Path, default=default_target_dir(), help="target folder")
     result = prepare_corpus(parser.parse_args().tokenizer)
     print(json.dumps({"train": str(result.train), "heldout": str(result.heldout), **result.meta}, indent=2))

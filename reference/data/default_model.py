@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 from pathlib import Path
 
-from specdec.paths import DEFAULT_TARGET_DIR
+from specdec.errors import SpecdecError
+from specdec.paths import building, default_target_dir
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_CACHE = DEFAULT_TARGET_DIR
 
 
-class DefaultModelMissing(RuntimeError):
+class DefaultModelMissing(SpecdecError):
     """The default model is neither cached nor installable from the local wheel."""
 
 
@@ -35,8 +34,10 @@ def gguf_path() -> Path:
     return path
 
 
-def convert(cache: Path = DEFAULT_CACHE) -> Path:
-    """Convert the GGUF to a float32 safetensors folder at `cache` (atomic; idempotent)."""
+def convert(cache: Path | None = None) -> Path:
+    """Convert the GGUF to a float32 safetensors folder at `cache` (default:
+    `specdec.paths.default_target_dir()`), built beside it and renamed into place; idempotent."""
+    cache = Path(cache) if cache is not None else default_target_dir()
     if (cache / "config.json").is_file():
         return cache
     import torch
@@ -49,20 +50,18 @@ def convert(cache: Path = DEFAULT_CACHE) -> Path:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.hf_quantizer = None
-    tmp = cache.with_name(cache.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    os.replace(tmp, cache)
+    with building(cache) as work:
+        model.save_pretrained(work)
+        tokenizer.save_pretrained(work)
     return cache
 
 
 def default_target_path() -> Path:
     """Path of the cached default target, converting it on first use."""
-    return convert(DEFAULT_CACHE)
+    return convert()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--cache", type=Path, default=None, help="default: specdec.paths.default_target_dir()")
     print(convert(parser.parse_args().cache))

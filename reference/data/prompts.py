@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from specdec.errors import SpecdecError
+
 
 def held_out_prompts(n: int, prompt_tokens: int, target_path: str | os.PathLike | None = None
                      ) -> tuple[list[list[int]], list[str]]:
@@ -28,7 +30,7 @@ def prompts_from_file(path: str | os.PathLike, tokenizer, prompt_tokens: int | N
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file holds no non-empty prompt.
+        SpecdecError: the file is not UTF-8 or holds no non-empty prompt.
     """
     path = Path(path)
     if not path.is_file():
@@ -36,11 +38,21 @@ def prompts_from_file(path: str | os.PathLike, tokenizer, prompt_tokens: int | N
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"prompts file {str(path)!r} is not valid UTF-8 (byte {exc.start})") from None
+        raise SpecdecError(f"prompts file {str(path)!r} is not valid UTF-8 (byte {exc.start})") from None
     texts = [line.strip() for line in text.splitlines() if line.strip()]
     ids = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     ids = [x[:prompt_tokens] if prompt_tokens else x for x in ids]
     kept = [(x, f"{path.name}:{i + 1}") for i, x in enumerate(ids) if x]
     if not kept:
-        raise ValueError(f"prompts file {str(path)!r} holds no prompt that encodes to tokens")
+        raise SpecdecError(f"prompts file {str(path)!r} holds no prompt that encodes to tokens")
     return [x for x, _ in kept], [s for _, s in kept]
+
+
+def load_prompts(target, n: int, prompt_tokens: int, prompts_file: str | os.PathLike | None
+                 ) -> tuple[list[list[int]], list[str]]:
+    """n prompts for a loaded target (`LoadedModel`): the first n of prompts_file, or n held-out
+    corpus prompts. Returns (ids, source names)."""
+    if prompts_file is not None:
+        ids, names = prompts_from_file(prompts_file, target.tokenizer, prompt_tokens)
+        return ids[:n], names[:n]
+    return held_out_prompts(n, prompt_tokens, target.path)

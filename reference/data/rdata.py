@@ -12,6 +12,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from specdec.errors import SpecdecError
+
 # SEXP types (R Internals, "Serialization formats")
 _NILSXP, _SYMSXP, _LISTSXP, _CLOSXP, _ENVSXP, _PROMSXP, _LANGSXP = 0, 1, 2, 3, 4, 5, 6
 _CHARSXP, _LGLSXP, _INTSXP, _REALSXP, _CPLXSXP, _STRSXP = 9, 10, 13, 14, 15, 16
@@ -41,7 +43,7 @@ class _Reader:
 
     def __init__(self, data: bytes) -> None:
         if data[:2] != b"X\n":
-            raise ValueError(f"not an XDR R serialization stream (header {data[:2]!r})")
+            raise SpecdecError(f"not an XDR R serialization stream (header {data[:2]!r})")
         self.data, self.pos = data, 2
         version = self.int()
         self.int(), self.int()  # writer version, minimal reader version
@@ -49,7 +51,7 @@ class _Reader:
             n = self.int()
             self.pos += n  # native encoding name
         elif version != 2:
-            raise ValueError(f"unsupported R serialization version {version}")
+            raise SpecdecError(f"unsupported R serialization version {version}")
         self.refs: list[Any] = []
 
     def int(self) -> int:
@@ -138,7 +140,7 @@ class _Reader:
             return RList([self.item() for _ in range(self.length())])
         if kind == _S4SXP:
             return None
-        raise ValueError(f"unsupported R object type {kind} at byte {self.pos}")
+        raise SpecdecError(f"unsupported R object type {kind} at byte {self.pos}")
 
     def pairlist(self, flags: int) -> RList:
         items: list[Any] = []
@@ -179,7 +181,7 @@ class _Reader:
         if cls == "deferred_string":
             arg = state[0] if isinstance(state, list) else state
             return [None if v is None else str(v) for v in arg]
-        raise ValueError(f"unsupported R ALTREP class {cls!r}")
+        raise SpecdecError(f"unsupported R ALTREP class {cls!r}")
 
 
 def unserialize(data: bytes) -> Any:
@@ -207,7 +209,7 @@ def lazyload_index(rdx: Path) -> dict[str, tuple[int, int]]:
     data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else _blob(data)
     index = unserialize(data)
     if not isinstance(index, RList) or index.names is None or "variables" not in index.names:
-        raise ValueError(f"{rdx} is not an R lazy-load index (no `variables` entry)")
+        raise SpecdecError(f"{rdx} is not an R lazy-load index (no `variables` entry)")
     variables = index[index.names.index("variables")]
     return {name: (int(pos[0]), int(pos[1])) for name, pos in zip(variables.names or [], variables)}
 

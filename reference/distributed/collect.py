@@ -7,12 +7,13 @@ import os
 import traceback
 from typing import Callable, TypeVar
 
+from specdec.errors import SpecdecError
 from specdec.reference.distributed.ranks import Ranks
 
 T = TypeVar("T")
 
 
-class RankFailure(ValueError):
+class RankFailure(SpecdecError):
     """One or more ranks failed; the message names each with its error (one line)."""
 
 

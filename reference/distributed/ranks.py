@@ -10,9 +10,11 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
+
+from specdec.errors import SpecdecError
 
 DEFAULT_TIMEOUT_S = 1800  # a collective waits this long for a peer (torchrun ends the job sooner when one dies)
 
@@ -29,7 +31,7 @@ class Ranks:
     def __post_init__(self) -> None:
         if not (0 <= self.rank < self.world_size and 0 <= self.local_rank < self.local_world_size
                 and self.local_world_size <= self.world_size):
-            raise ValueError(f"inconsistent ranks: rank {self.rank} of {self.world_size}, local rank "
+            raise SpecdecError(f"inconsistent ranks: rank {self.rank} of {self.world_size}, local rank "
                              f"{self.local_rank} of {self.local_world_size}")
 
     @classmethod
@@ -40,7 +42,7 @@ class Ranks:
             if not value:
                 return default
             if not value.isdigit():
-                raise ValueError(f"environment variable {name}={value!r} is not a non-negative integer")
+                raise SpecdecError(f"environment variable {name}={value!r} is not a non-negative integer")
             return int(value)
 
         world = number("WORLD_SIZE", 1)
@@ -69,6 +71,17 @@ class Ranks:
         return max(0, self.world_size - -(-n_items // chunk))
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where this process's models go: its place in a torchrun job (rank 0 of 1 alone), its
+    device, and the device maps of the target and of a neural draft (None: all on `device`)."""
+
+    ranks: Ranks = Ranks()
+    device: str = "cpu"
+    device_map: Any = None
+    draft_device_map: Any = None
+
+
 def rank_device(device: str, ranks: Ranks) -> str:
     """The device this rank computes on: with several processes on a node, `--device cuda`
     means cuda:LOCAL_RANK (one GPU each); a fixed cuda:N would put them all on one GPU."""
@@ -76,19 +89,19 @@ def rank_device(device: str, ranks: Ranks) -> str:
         return device
     count = torch.cuda.device_count()
     if not device.startswith("cuda") or (device != "cuda" and not device[5:].isdigit()):
-        raise ValueError(f"unknown device {device!r}: use cpu, cuda or cuda:N")
+        raise SpecdecError(f"unknown device {device!r}: use cpu, cuda or cuda:N")
     if count == 0:
-        raise ValueError(f"{device} asked for, but this machine has no CUDA device")
+        raise SpecdecError(f"{device} asked for, but this machine has no CUDA device")
     if device == "cuda" and ranks.parallel:
         if ranks.local_world_size > count:
-            raise ValueError(f"torchrun started {ranks.local_world_size} processes on this node, which has {count} "
+            raise SpecdecError(f"torchrun started {ranks.local_world_size} processes on this node, which has {count} "
                              "GPU(s): one process per GPU")
         return f"cuda:{ranks.local_rank}"
     if ranks.local_world_size > 1:
-        raise ValueError(f"--device {device} would put the {ranks.local_world_size} processes of this node on one "
+        raise SpecdecError(f"--device {device} would put the {ranks.local_world_size} processes of this node on one "
                          "GPU: pass --device cuda (process i takes cuda:i)")
     if device != "cuda" and int(device[5:]) >= count:
-        raise ValueError(f"{device} asked for, but this machine has {count} CUDA device(s)")
+        raise SpecdecError(f"{device} asked for, but this machine has {count} CUDA device(s)")
     return device
 
 
@@ -108,7 +121,7 @@ def process_group(ranks: Ranks, device: str, timeout_s: float = DEFAULT_TIMEOUT_
         dist.init_process_group(backend, rank=ranks.rank, world_size=ranks.world_size,
                                 timeout=timedelta(seconds=timeout_s))
     except (RuntimeError, ValueError) as exc:  # rendezvous failures: one line, not a traceback
-        raise ValueError(f"rank {ranks.rank} could not join the {backend} process group: "
+        raise SpecdecError(f"rank {ranks.rank} could not join the {backend} process group: "
                          f"{' '.join(str(exc).split())[:300]}") from None
     try:
         yield

@@ -1,6 +1,7 @@
 """Build a drafter from a command-line spec (the grammar: `specdec.reference.drafters.spec`)."""
 from __future__ import annotations
 
+from specdec.errors import SpecdecError
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.core.models import LoadedModel, check_pair, load_model
 from specdec.reference.core.placement import DeviceMap
@@ -29,7 +30,7 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         from specdec.reference.heads.store import load_heads
         path, options = heads_args(s.arg)
         if target.model.get_output_embeddings().weight.device.type == "meta":
-            raise ValueError("heads draft through the target's output layer, which this device map offloads: keep "
+            raise SpecdecError("heads draft through the target's output layer, which this device map offloads: keep "
                              "lm_head on a GPU or the CPU (not 'disk', nor 'cpu' beside a GPU)")
         heads, _ = load_heads(path, target.model, target.path)
         if target.backend == "fast":
@@ -37,7 +38,7 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
             use_backend(heads, "fast")
         note = f"{heads.n_heads} heads over {heads.vocab.numel()} ids (drafts at most {heads.n_heads} tokens)"
         if not options:
-            return HeadsDrafter(target.model, heads, target.vocab_size), note
+            return HeadsDrafter(heads, target.vocab_size), note
         from specdec.reference.drafters.lattice import LatticeDrafter
         rescorer, what = None, ""
         if "ngram" in options:
@@ -52,7 +53,7 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         k, p, w = options.get("k", 4), options.get("p", 1), options.get("w", 1.0 if rescorer is not None else 0.0)
         how = (f"the path of the top-{k} lattice chosen left to right (local rescoring)" if local
                else f"the {p} best paths of the top-{k} lattice")
-        return LatticeDrafter(target.model, heads, target.vocab_size, k, p, rescorer, w, local), (
+        return LatticeDrafter(heads, target.vocab_size, k, p, rescorer, w, local), (
             note + f"; {how}" + (f", {what} weight {w:g}" if rescorer is not None else "") + " (temperature 0 only)")
     from specdec.reference.drafters.neural import NeuralDrafter
     draft = load_model(s.arg, device=device, dtype=dtype, backend=target.backend, device_map=device_map)

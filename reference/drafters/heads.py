@@ -2,9 +2,10 @@
 Predict / Verify / Accept with the target as its own drafter; docs/heads.md).
 
 The pass that verifies a block also gives the hidden state h under the token y the decoder
-then commits; the heads draft the block after y from (h, y) with no pass of their own. The
-prefill pass (the prompt but its last token) ends with h under the prompt's last token, so
-the first iteration drafts too; with a fused prefill there is no such pass and it drafts nothing.
+then commits (the scorer returns it: `needs` asks for the final hidden states); the heads
+draft the block after y from (h, y) with no pass of their own. The prefill pass (the prompt
+but its last token) ends with h under the prompt's last token, so the first iteration drafts
+too; with a fused prefill there is no such pass and it drafts nothing.
 """
 from __future__ import annotations
 
@@ -13,46 +14,29 @@ from typing import Sequence
 import torch
 
 from specdec.reference.core.sampling import SamplingConfig, sample
-from specdec.reference.drafters.protocol import Proposal
-from specdec.reference.heads.model import BlockHeads, HiddenCapture
+from specdec.reference.core.seams import Needs, Proposal, Scored, Verdict
+from specdec.reference.drafters.protocol import DrafterBase
+from specdec.reference.heads.model import BlockHeads
 
 
-class HeadsDrafter:
+class HeadsDrafter(DrafterBase):
     """Drafts up to H tokens per iteration from the target's last hidden state.
 
-    target: the target model the decoder verifies with (its output layer is hooked to read h);
     vocab_size: rows of the target's output layer (q's width).
     """
 
-    def __init__(self, target: torch.nn.Module, heads: BlockHeads, vocab_size: int) -> None:
-        self.target = target
+    needs = Needs(hidden=True)
+
+    def __init__(self, heads: BlockHeads, vocab_size: int) -> None:
         self.heads = heads
         self.vocab_size = vocab_size
-        self.capture = HiddenCapture(target)
         self.hidden: torch.Tensor | None = None  # [d], h under the last committed token
         self.token: int | None = None  # y, the last committed token
-        self._seen = 0  # capture.passes at the last commit
 
-    def start(self, prompt: Sequence[int]) -> None:
-        """Begin `prompt`; h comes from the target's prefill pass if that pass just ran."""
-        self.hidden, self.token = None, int(prompt[-1]) if len(prompt) else None
-        ids = self.capture.last_ids
-        if self.capture.passes > self._seen and len(prompt) > 1 and ids is not None and ids.shape[0] == 1 \
-                and ids.shape[1] == len(prompt) - 1 and ids[0].tolist() == [int(t) for t in prompt[:-1]]:
-            self.hidden = self.capture.last[0, -1]
-        self._seen = self.capture.passes
-
-    @torch.inference_mode()
-    def prime(self, context: Sequence[int]) -> None:
-        """Start on `context` with h from a target pass of its own (standalone use, e.g. timing
-        the heads; in the decode loop the verification passes feed the drafter instead)."""
-        if len(context) < 2:
-            raise ValueError("priming the heads needs a context of at least 2 tokens")
-        self.start(context)
-        ids = torch.tensor([list(context)], dtype=torch.long, device=self.heads.weight.device)
-        self.target(input_ids=ids, logits_to_keep=2)
-        self.hidden = self.capture.last[0, 0]  # under context[-1], the committed y
-        self._seen = self.capture.passes
+    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
+        """Begin `prompt`; h comes from the target's prefill pass, if there was one."""
+        self.token = int(prompt[-1]) if len(prompt) else None
+        self.hidden = None if prefill is None else prefill.hidden_of(0)
 
     @torch.inference_mode()
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
@@ -75,19 +59,18 @@ class HeadsDrafter:
             tokens = sample(q, generator) if k else torch.empty(0, dtype=torch.long)
         return Proposal(tokens.to(torch.long).cpu().reshape(-1), q)
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
-        """The target pass that verified the last proposal kept k + 1 rows of hidden states
-        (the scorer asks for k + 1 logits); the last committed token came from row
-        len(tokens) - 1, whose hidden state drafts the next block. With no new target pass
-        (standalone timing) the old h is kept under the new y."""
-        if self.capture.passes > self._seen and self.capture.last is not None:
-            rows = self.capture.last[0]  # [k + 1, d]
-            if not 0 < len(tokens) <= rows.shape[0]:
-                raise ValueError(f"committed {len(tokens)} tokens after a pass with {rows.shape[0]} rows")
-            self.hidden = rows[len(tokens) - 1]
-            self._seen = self.capture.passes
-        if len(tokens):
-            self.token = int(tokens[-1])
+    def commit(self, verdict: Verdict, scored: Scored) -> None:
+        """The last committed token y came from the verification pass's row verdict.last_row,
+        whose hidden state drafts the next block."""
+        self.hidden = scored.hidden_of(verdict.last_row)
+        self.token = int(verdict.tokens[-1])
 
-    def close(self) -> None:
-        self.capture.close()
+    def c_hat(self, target_flops: float) -> float:
+        """One head's residual block and restricted output layer per drafted token."""
+        d = self.heads.hidden_size
+        return (2 * d * 2 * d + 2 * d * self.heads.vocab.numel()) / target_flops
+
+    def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int,
+                              generator: torch.Generator | None):
+        from specdec.reference.estimate.heads_scorer import HeadsScorer
+        return HeadsScorer(target, self.heads, max_gamma)

@@ -11,39 +11,39 @@ from typing import Sequence
 
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.ngram.rescore import CachedScorer, Lattice, kbest_paths, local_rescore
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.tree import trie, walk
+from specdec.reference.core.seams import Proposal, Scored, Verdict
+from specdec.reference.core.tree import trie
 from specdec.reference.drafters.heads import HeadsDrafter
-from specdec.reference.drafters.protocol import Proposal
 
 
 class LatticeDrafter(HeadsDrafter):
     """k candidates per head, the p best paths; rescorer (an `NgramModel`, or an `LMRescorer`
     with local=True) interpolated with `weight`."""
 
-    def __init__(self, target: torch.nn.Module, heads, vocab_size: int, k: int = 4, p: int = 4, rescorer=None,
-                 weight: float = 0.0, local: bool = False) -> None:
-        super().__init__(target, heads, vocab_size)
+    tree = True
+
+    def __init__(self, heads, vocab_size: int, k: int = 4, p: int = 4, rescorer=None, weight: float = 0.0,
+                 local: bool = False) -> None:
+        super().__init__(heads, vocab_size)
         if k < 1 or p < 1 or weight < 0:
-            raise ValueError(f"need k >= 1, p >= 1 and weight >= 0, got k={k}, p={p}, w={weight}")
+            raise SpecdecError(f"need k >= 1, p >= 1 and weight >= 0, got k={k}, p={p}, w={weight}")
         if local and (rescorer is None or p != 1):
-            raise ValueError("local rescoring needs a rescorer and p = 1")
+            raise SpecdecError("local rescoring needs a rescorer and p = 1")
         self.k, self.p, self.rescorer, self.weight, self.local = k, p, rescorer, weight, local
         self.committed: list[int] = []
-        self._tree: tuple[list[int], list[int]] | None = None
 
-    def start(self, prompt: Sequence[int]) -> None:
-        super().start(prompt)
+    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
+        super().start(prompt, prefill)
         self.committed = [int(t) for t in prompt]
-        self._tree = None
 
     @torch.inference_mode()
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
                 min_confidence: float = 0.0) -> Proposal:
         if not sampling.greedy:
-            raise ValueError("parallel drafts from the heads' lattice are verified at temperature 0 only")
-        self._tree = None
+            raise SpecdecError("parallel drafts from the heads' lattice are verified at temperature 0 only")
         depth = min(gamma, self.heads.n_heads)
         if self.hidden is None or depth <= 0:
             return Proposal.empty()
@@ -60,17 +60,14 @@ class LatticeDrafter(HeadsDrafter):
         if len(paths) == 1:
             return Proposal(torch.tensor(paths[0], dtype=torch.long))
         tokens, parents = trie(paths)
-        self._tree = (tokens, parents)
         return Proposal(torch.tensor(tokens, dtype=torch.long), None, parents)
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
-        """For a tree, the last committed token came from the row of the last accepted node
-        (row 0: the pending token's) of the pass that verified it."""
-        self.committed.extend(int(t) for t in tokens)
-        if self._tree is None or self.capture.passes <= self._seen:
-            return super().commit(n_accepted, tokens)
-        nodes = walk(*self._tree, tokens[:n_accepted])
-        self.hidden = self.capture.last[0, 0 if not nodes else 1 + nodes[-1]]
-        self._seen = self.capture.passes
-        self.token = int(tokens[-1])
-        self._tree = None
+    def commit(self, verdict: Verdict, scored: Scored) -> None:
+        """The committed tokens extend the rescorer's context; h comes from the row of the last
+        accepted node (`verdict.last_row`), as for a single draft."""
+        self.committed.extend(verdict.tokens.tolist())
+        super().commit(verdict, scored)
+
+    def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int, generator: torch.Generator | None):
+        raise SpecdecError("a heads lattice (heads:PATH with k/p/ngram options) has no single-draft alpha: "
+                         "measure it with `specdec heads lattice` and time it with `specdec decode --baseline`")

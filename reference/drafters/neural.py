@@ -1,14 +1,19 @@
 """A neural drafter: any Hugging Face causal LM with its own KV cache (q is its distribution)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 from transformers import PreTrainedModel
 
-from specdec.reference.drafters.protocol import Proposal
 from specdec.reference.core.kv_session import KVSession
+from specdec.reference.core.models import flops_per_token
 from specdec.reference.core.sampling import SamplingConfig, sample
+from specdec.reference.core.seams import Proposal, Scored, Verdict
+from specdec.reference.drafters.protocol import DrafterBase
+
+if TYPE_CHECKING:
+    from specdec.reference.estimate.teacher_forced import DraftScorer
 
 
 def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -25,7 +30,7 @@ def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return torch.cat([logits, pad], dim=-1)
 
 
-class NeuralDrafter:
+class NeuralDrafter(DrafterBase):
     """Drafts autoregressively with a small causal LM; its cache is cropped on rejection."""
 
     def __init__(self, model: PreTrainedModel, vocab_size: int) -> None:
@@ -33,7 +38,7 @@ class NeuralDrafter:
         self.vocab_size = vocab_size
         self._committed = 0
 
-    def start(self, prompt: Sequence[int]) -> None:
+    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         self.session.start(prompt)
         self._committed = len(prompt)
 
@@ -44,7 +49,7 @@ class NeuralDrafter:
         tokens: list[int] = []
         qs: list[torch.Tensor] = []
         for _ in range(gamma):
-            logits = fit_vocab(self.session.extend(tokens[-1:], n_logits=1)[0], self.vocab_size)  # [vocab]
+            logits = fit_vocab(self.session.extend(tokens[-1:], n_logits=1).logits[0], self.vocab_size)  # [vocab]
             if generator is not None:  # q is drawn, and verified, where the target's logits are
                 logits = logits.to(generator.device)
             if min_confidence > 0 and float(logits.float().softmax(-1).max()) < min_confidence:
@@ -58,8 +63,17 @@ class NeuralDrafter:
         q_all = None if sampling.greedy or not qs else torch.stack(qs)  # [k, vocab]
         return Proposal(torch.tensor(tokens, dtype=torch.long), q_all)
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
-        keep = min(self._committed + n_accepted, len(self.session.tokens))
+    def commit(self, verdict: Verdict, scored: Scored) -> None:
+        tokens = verdict.tokens.tolist()
+        keep = min(self._committed + verdict.n_accepted, len(self.session.tokens))
         self.session.truncate(keep)
         self.session.append(tokens[keep - self._committed:])
         self._committed += len(tokens)
+
+    def c_hat(self, target_flops: float) -> float:
+        return flops_per_token(self.session.model) / target_flops
+
+    def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int,
+                              generator: torch.Generator | None) -> "DraftScorer":
+        from specdec.reference.estimate.teacher_forced import NeuralScorer
+        return NeuralScorer(self.session.model)

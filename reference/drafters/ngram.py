@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
 
 from specdec.ngram.model import NgramModel
-from specdec.reference.drafters.protocol import Proposal
 from specdec.reference.core.sampling import SamplingConfig, sample
+from specdec.reference.core.seams import Proposal, Scored, Verdict
+from specdec.reference.drafters.protocol import DrafterBase
+
+if TYPE_CHECKING:
+    from specdec.reference.estimate.teacher_forced import DraftScorer
 
 
-class NgramDrafter:
+class NgramDrafter(DrafterBase):
     """Drafts from a KenLM back-off n-gram model over target token ids.
 
     Args:
@@ -42,7 +46,7 @@ class NgramDrafter:
     def order(self) -> int:
         return self.model.order
 
-    def start(self, prompt: Sequence[int]) -> None:
+    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         """The committed sequence becomes `prompt` (only its last N-1 tokens matter)."""
         self._state = self.model.state_for(_ints(prompt), self.bos)
 
@@ -77,10 +81,19 @@ class NgramDrafter:
             q_out = torch.empty(0, self.vocab_size, dtype=torch.float32)
         return Proposal(torch.tensor(tokens, dtype=torch.long), q_out)
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+    def commit(self, verdict: Verdict, scored: Scored) -> None:
         """Append the decoder's emitted tokens to the committed context."""
-        for t in _ints(tokens):
+        for t in _ints(verdict.tokens):
             self._state = self.model.advance(self._state, t)
+
+    def c_hat(self, target_flops: float) -> float:
+        """~ (order + 2) operations per vocabulary entry per drafted token (q over all V ids)."""
+        return (self.order + 2) * self.vocab_size / target_flops
+
+    def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int,
+                              generator: torch.Generator | None) -> "DraftScorer":
+        from specdec.reference.estimate.teacher_forced import NgramScorer
+        return NgramScorer(self)
 
     def score_sequence(self, tokens: Sequence[int], bos: bool | None = None) -> np.ndarray:
         """Teacher-forced q: float32 [len(tokens), V] natural probabilities (unadjusted).

@@ -15,21 +15,25 @@ from typing import Sequence
 
 import torch
 
-from specdec.reference.drafters.protocol import Proposal
+from specdec.errors import SpecdecError
 from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.seams import Proposal, Scored, Verdict
+from specdec.reference.drafters.protocol import DrafterBase
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(DrafterBase):
     """Proposes the continuation of the longest suffix n-gram (max_ngram down to min_ngram)
     that occurred earlier in the sequence."""
+
+    deterministic = True
 
     MATCHES = ("latest", "earliest")
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, match: str = "latest") -> None:
         if not 1 <= min_ngram <= max_ngram:
-            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+            raise SpecdecError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
         if match not in self.MATCHES:
-            raise ValueError(f"prompt lookup match must be one of {', '.join(self.MATCHES)}, got {match!r}")
+            raise SpecdecError(f"prompt lookup match must be one of {', '.join(self.MATCHES)}, got {match!r}")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.match = match
@@ -37,7 +41,7 @@ class PromptLookupDrafter:
         # index[n][ngram] = position right after the latest (earliest) occurrence of that n-gram
         self.index: dict[int, dict[tuple[int, ...], int]] = {}
 
-    def start(self, prompt: Sequence[int]) -> None:
+    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         self.tokens = []
         self.index = {n: {} for n in range(self.min_ngram, self.max_ngram + 1)}
         self._append(prompt)
@@ -65,5 +69,5 @@ class PromptLookupDrafter:
                 return Proposal(torch.tensor(self.tokens[pos:pos + gamma], dtype=torch.long))
         return Proposal(torch.empty(0, dtype=torch.long))
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
-        self._append(tokens)
+    def commit(self, verdict: Verdict, scored: Scored) -> None:
+        self._append(verdict.tokens.tolist())

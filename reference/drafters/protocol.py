@@ -5,55 +5,38 @@ number of drafted tokens per iteration.
 
 A drafter follows the committed sequence (prompt + every token the decoder has emitted).
 `propose` drafts up to gamma tokens after it; it may keep speculative state (e.g. KV
-entries of drafted tokens), which `commit` discards beyond what was accepted. Drafters
-are built from plain values (a path, an order), never from a global config.
+entries of drafted tokens), which `commit` discards beyond what was accepted. What a
+drafter can do it states itself (`needs`, `deterministic`, `tree`, `fallback`, `c_hat`,
+`teacher_forced_scorer`): the loop, the estimator, the cost timing and BiLD ask it, never
+its type. Drafters are built from plain values (a path, an order), never from a global
+config; one that holds resources is closed by whoever built it (`with drafter:`).
+Adding a drafter: docs/architecture.md.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import torch
 
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.tree import depths
+from specdec.reference.core.seams import NOTHING, Needs, Proposal, Scored, Verdict
 
-
-@dataclass
-class Proposal:
-    """Drafted tokens and the draft distributions they were drawn from.
-
-    tokens: LongTensor [k], 0 <= k <= gamma (a drafter may propose fewer, even none).
-    q: float32 [k, vocab], q[i] is the adjusted draft distribution token i was drawn from;
-       None for a deterministic drafter (q[i] is one-hot at tokens[i]).
-    parents: several drafts as one token tree (`specdec.reference.core.tree`): parents[i] is
-       node i's parent node, -1 for a first token; None = one draft, a chain. Trees are
-       verified greedily (temperature 0) only.
-    """
-
-    tokens: torch.Tensor
-    q: torch.Tensor | None = None
-    parents: list[int] | None = None
-
-    def __len__(self) -> int:
-        return int(self.tokens.shape[0])
-
-    def depth(self) -> int:
-        """Draft positions: the longest draft of a tree, else the length."""
-        if self.parents is None:
-            return len(self)
-        return max(depths(self.parents), default=0)
-
-    @classmethod
-    def empty(cls) -> "Proposal":
-        return cls(torch.empty(0, dtype=torch.long))
+if TYPE_CHECKING:  # the estimator's side of the seam (imported lazily by drafters that have one)
+    from specdec.reference.estimate.teacher_forced import DraftScorer
 
 
 class Drafter(Protocol):
-    """What the speculative decoder needs from a draft model."""
+    """What the decode loop, the estimator and the cost timing need from a draft model."""
 
-    def start(self, prompt: Sequence[int]) -> None:
-        """Begin a new sequence: the committed sequence becomes `prompt`."""
+    needs: Needs  # what the drafter reads from the target's passes (received in start/commit)
+    deterministic: bool  # its proposals never carry q (one-hot at its tokens at every temperature)
+    tree: bool  # it may propose several drafts as one token tree (verified at temperature 0 only)
+    fallback: bool  # `min_confidence` can stop its drafts early (BiLD's fallback)
+
+    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
+        """Begin a new sequence: the committed sequence becomes `prompt`. prefill: the target's
+        pass over the prompt but its last token (hidden states as `needs` asks), None when the
+        prompt's encoding is fused into the first verification."""
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
                 min_confidence: float = 0.0) -> Proposal:
@@ -67,24 +50,64 @@ class Drafter(Protocol):
             early. A deterministic drafter (prompt lookup) counts as fully confident.
         """
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
-        """The decoder appended `tokens` to the committed sequence.
+    def commit(self, verdict: Verdict, scored: Scored) -> None:
+        """The decoder appended verdict.tokens to the committed sequence.
 
-        tokens[:n_accepted] are the first n_accepted tokens of the last proposal (kept); the
-        rest (the corrected or bonus token) are new. Speculative state past the accepted
-        drafts must be discarded.
+        verdict.tokens[:n_accepted] are the accepted drafts of the last proposal (a tree's
+        path: verdict.path); the last token is new (recovered or bonus). Speculative state
+        past the accepted drafts must be discarded. scored: the pass that verified them
+        (hidden states as `needs` asks; verdict.last_row is the row of the last token).
         """
 
+    def c_hat(self, target_flops: float) -> float:
+        """Arithmetic operations per drafted token / the target's per token (Theorem 10)."""
 
-class NoDrafter:
+    def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int,
+                              generator: torch.Generator | None) -> "DraftScorer":
+        """The estimator's scorer of this drafter on the target's own sequences."""
+
+    def close(self) -> None:
+        """Release what the drafter holds (nothing for most)."""
+
+
+class DrafterBase:
+    """Defaults of the protocol: a chain drafter that reads nothing from the target, judges its
+    own confidence, counts no arithmetic and is estimated by replaying it token by token."""
+
+    needs: Needs = NOTHING
+    deterministic = False
+    tree = False
+    fallback = True
+
+    def c_hat(self, target_flops: float) -> float:
+        return 0.0
+
+    def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int,
+                              generator: torch.Generator | None) -> "DraftScorer":
+        from specdec.reference.estimate.teacher_forced import ProtocolScorer
+        return ProtocolScorer(self, max_gamma, generator)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class NoDrafter(DrafterBase):
     """Proposes nothing: the decode loop with it is plain autoregressive decoding."""
 
-    def start(self, prompt: Sequence[int]) -> None:
+    deterministic = True
+
+    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         pass
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
                 min_confidence: float = 0.0) -> Proposal:
         return Proposal.empty()
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+    def commit(self, verdict: Verdict, scored: Scored) -> None:
         pass

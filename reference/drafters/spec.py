@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specdec.errors import SpecdecError
+
 SPEC_HELP = ("none | lookup[:N[:earliest|latest]] (prompt lookup) | ngram:PATH (KenLM) | model:PATH (HF causal LM "
              "folder) | heads:PATH (heads on the target)")
 KINDS = ("none", "lookup", "ngram", "model", "heads")
@@ -31,14 +33,20 @@ class DrafterSpec:
     def parse(cls, spec: str) -> "DrafterSpec":
         kind, _, arg = spec.partition(":")
         if kind not in KINDS:
-            raise ValueError(f"unknown drafter {spec!r}: expected {SPEC_HELP}")
+            raise SpecdecError(f"unknown drafter {spec!r}: expected {SPEC_HELP}")
         if kind in PATH_KINDS and not arg:
-            raise ValueError(f"drafter {kind!r} needs a path: {kind}:PATH")
+            raise SpecdecError(f"drafter {kind!r} needs a path: {kind}:PATH")
         if kind == "lookup":
             lookup_args(arg)  # validates
         if kind == "heads":
             heads_args(arg)  # validates
         return cls(kind, arg or None)
+
+    @property
+    def tree(self) -> bool:
+        """Whether the drafter proposes token trees (a heads lattice: heads with options), which
+        are verified at temperature 0 only; the drafter object says so too (`Drafter.tree`)."""
+        return self.kind == "heads" and bool(heads_args(self.arg)[1])
 
     @property
     def paths(self) -> list[str]:
@@ -49,11 +57,19 @@ class DrafterSpec:
         return [self.arg] if self.kind in PATH_KINDS else []
 
 
+def split_label(spec: str) -> tuple[str, str]:
+    """"bigram=ngram:PATH" -> ("bigram", "ngram:PATH"); a plain spec is its own label."""
+    label, sep, rest = spec.partition("=")
+    if sep and label and not any(ch in label for ch in ":/\\"):
+        return label, rest
+    return spec, spec
+
+
 def lookup_args(arg: str | None) -> tuple[int, str]:
     """`N[:earliest|latest]` (default 3, latest) -> (max_ngram, match)."""
     n, _, match = (arg or "3").partition(":")
     if not (n.isdigit() and int(n) >= 1) or match not in ("", "latest", "earliest"):
-        raise ValueError(f"lookup[:N[:earliest|latest]] needs a positive integer N, got {arg!r}")
+        raise SpecdecError(f"lookup[:N[:earliest|latest]] needs a positive integer N, got {arg!r}")
     return int(n), match or "latest"
 
 
@@ -68,22 +84,22 @@ def heads_args(arg: str | None) -> tuple[str, dict]:
     for item in rest:
         key, sep, value = item.partition("=")
         if not sep or key not in HEADS_OPTIONS or not value:
-            raise ValueError(f"heads:PATH options are {HEADS_USAGE}; got {item!r}")
+            raise SpecdecError(f"heads:PATH options are {HEADS_USAGE}; got {item!r}")
         try:
             options[key] = HEADS_OPTIONS[key](value)
         except ValueError:
-            raise ValueError(f"heads option {key} needs a {HEADS_OPTIONS[key].__name__}, got {value!r}") from None
+            raise SpecdecError(f"heads option {key} needs a {HEADS_OPTIONS[key].__name__}, got {value!r}") from None
     if options.get("k", 1) < 1 or options.get("p", 1) < 1 or options.get("w", 0.0) < 0:
-        raise ValueError(f"heads options need k >= 1, p >= 1 and w >= 0, got {arg!r}")
+        raise SpecdecError(f"heads options need k >= 1, p >= 1 and w >= 0, got {arg!r}")
     if options.get("rescore", "global") not in ("global", "local"):
-        raise ValueError(f"heads option rescore is global or local, got {options['rescore']!r}")
+        raise SpecdecError(f"heads option rescore is global or local, got {options['rescore']!r}")
     if "ngram" in options and "lm" in options:
-        raise ValueError("heads options take one rescorer: ngram=PATH or lm=PATH, not both")
+        raise SpecdecError("heads options take one rescorer: ngram=PATH or lm=PATH, not both")
     if options.get("rescore") == "local" and ("ngram" not in options and "lm" not in options
                                               or options.get("p", 1) != 1):
-        raise ValueError("heads rescore=local needs a rescorer (ngram=PATH or lm=PATH) and p=1")
+        raise SpecdecError("heads rescore=local needs a rescorer (ngram=PATH or lm=PATH) and p=1")
     if "lm" in options and options.get("rescore") != "local":
-        raise ValueError("heads lm=PATH rescores locally only: add rescore=local")
+        raise SpecdecError("heads lm=PATH rescores locally only: add rescore=local")
     if not path:
-        raise ValueError("drafter 'heads' needs a path: heads:PATH")
+        raise SpecdecError("drafter 'heads' needs a path: heads:PATH")
     return path, options

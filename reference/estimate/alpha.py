@@ -12,36 +12,14 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.estimate.samples import TargetSamples
-from specdec.reference.estimate.teacher_forced import PositionScores, score_positions, scorer_for
+from specdec.reference.measure.bootstrap import bootstrap_ratio_ci
+from specdec.reference.estimate.teacher_forced import PositionScores, score_positions
 
 BETA_QUANTILES = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
 HISTOGRAM_BINS = 20  # beta histogram: 20 bins of width 0.05 on [0, 1]
 DEFAULT_LENIENCE = (1.0, 0.5, 0.3, 0.1)  # the l values of the paper's Table 5
-
-
-def bootstrap_ratio_ci(sums: np.ndarray, counts: np.ndarray, rng: np.random.Generator, n_boot: int = 2000,
-                       confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of sum(sums) / sum(counts), resampling groups (prompts).
-
-    sums, counts: float [n_groups], e.g. sum of beta and number of positions per prompt.
-    With a single group the interval collapses to the point estimate.
-    """
-    sums, counts = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.float64)
-    if sums.shape != counts.shape or sums.ndim != 1 or sums.size == 0:
-        raise ValueError("sums and counts must be non-empty 1-d arrays of the same length")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    g = sums.size
-    weights = rng.multinomial(g, np.full(g, 1.0 / g), size=n_boot)  # [n_boot, g] resampling counts
-    with np.errstate(invalid="ignore", divide="ignore"):
-        stats = (weights @ sums) / (weights @ counts)
-    stats = stats[np.isfinite(stats)]
-    tail = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(stats, [tail, 1.0 - tail])
-    return float(lo), float(hi)
 
 
 def beta_summary(beta: np.ndarray) -> tuple[dict[str, float], dict[str, list]]:
@@ -112,7 +90,7 @@ def summarize(scores: Sequence[PositionScores], lenience: Sequence[float], rng: 
               max_gamma: int = 0) -> AlphaEstimate:
     """alpha, its bootstrap interval over prompts, beta's distribution and lenient alphas."""
     if not scores or sum(s.beta.size for s in scores) == 0:
-        raise ValueError("no scored positions: need at least one prompt with a continuation")
+        raise SpecdecError("no scored positions: need at least one prompt with a continuation")
     beta = np.concatenate([s.beta for s in scores])
     sums = np.array([s.beta.sum() for s in scores])
     counts = np.array([s.beta.size for s in scores], dtype=np.float64)
@@ -190,8 +168,8 @@ def estimate_alpha(target: torch.nn.Module, drafter, samples: TargetSamples, voc
     lenience = tuple(float(l) for l in lenience) or (1.0,)
     for l in lenience:
         if not 0 < l <= 1:
-            raise ValueError(f"lenience values must be in (0, 1], got {l:g}")
-    scorer = scorer_for(drafter, max_gamma, generator)
+            raise SpecdecError(f"lenience values must be in (0, 1], got {l:g}")
+    scorer = drafter.teacher_forced_scorer(target, max_gamma, generator)
     scores = score_positions(target, scorer, samples, samples.sampling, vocab_size, lenience, batch_size,
                              max_gamma, progress)
     return alpha_from_scores(scores, lenience, rng, n_boot, confidence, max_gamma)

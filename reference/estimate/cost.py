@@ -13,38 +13,16 @@ from typing import Any, Sequence
 
 import torch
 
+from specdec.reference.core.models import flops_per_token
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.estimate.timing import (DraftTiming, TargetTiming, context_of, target_logits,
                                                time_draft_steps, time_loop_overhead, time_target_passes)
 
 
-def flops_per_token(model: torch.nn.Module) -> float:
-    """2 x (parameters used as matrices per token): everything but input embeddings, plus the
-    output layer (counted once even when tied to the input embedding)."""
-    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
-    matrix = sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
-    head = model.get_output_embeddings()
-    if head is not None and id(head.weight) in embeddings:
-        matrix += head.weight.numel()
-    return 2.0 * matrix
-
-
 def c_hat_for(drafter, target: torch.nn.Module) -> float:
-    """Arithmetic ratio c_hat of a drafter object to the target (see the module doc)."""
-    from specdec.reference.drafters.neural import NeuralDrafter
-
-    target_flops = flops_per_token(target)
-    heads = getattr(drafter, "heads", None)
-    if heads is not None:  # blockwise heads: one head's residual block and restricted output layer per draft
-        return (2 * heads.hidden_size * 2 * heads.hidden_size + 2 * heads.hidden_size * heads.vocab.numel()) \
-            / target_flops
-    if isinstance(drafter, NeuralDrafter):
-        return flops_per_token(drafter.session.model) / target_flops
-    order = getattr(drafter, "order", None)
-    vocab = getattr(drafter, "vocab_size", None)
-    if order is not None and vocab is not None:  # n-gram: ~ (order + 2) operations per vocabulary entry
-        return (order + 2) * vocab / target_flops
-    return 0.0  # prompt lookup and other table/copy drafters: no arithmetic worth counting
+    """Arithmetic ratio c_hat of a drafter to the target: the drafter counts its own operations
+    (`Drafter.c_hat`); prompt lookup and other copy drafters count none."""
+    return drafter.c_hat(flops_per_token(target))
 
 
 @dataclass
@@ -104,7 +82,7 @@ def estimate_cost(target: torch.nn.Module, drafter, tokens: Sequence[int], sampl
     tokens: real token ids for the contexts (e.g. a held-out prompt and its continuation).
     """
     timing = time_target_passes(target, tokens, context_tokens, max_k, repeats)
-    draft = time_draft_steps(drafter, tokens, sampling, context_tokens, draft_gamma, draft_repeats,
-                             generator=generator, device=target.device)
+    draft = time_draft_steps(drafter, target, tokens, sampling, context_tokens, draft_gamma, draft_repeats,
+                             generator=generator)
     overhead = loop_overhead(target, tokens, sampling, timing, max_k, generator)
     return assemble_cost(drafter, target, timing, draft, overhead)

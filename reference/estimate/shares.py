@@ -15,7 +15,7 @@ import torch
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.estimate.samples import TargetSamples, generate_continuations
-from specdec.reference.estimate.teacher_forced import PositionScores, score_positions, scorer_for
+from specdec.reference.estimate.teacher_forced import PositionScores, score_positions
 
 
 @dataclass
@@ -53,7 +53,7 @@ def score_chunks(model: torch.nn.Module, drafters: Mapping[str, Any], prompts: S
     indices = [i for chunk in chunks for i in chunk]
     bar = progress_bar(len(indices) * new_tokens, f"sampling and scoring (T={sampling.temperature:g}, "
                        f"{len(indices)} of {len(prompts)} prompts)", "tok", progress)
-    scorers = {name: scorer_for(d, max_gamma, generator) for name, d in drafters.items()}
+    scorers = {name: d.teacher_forced_scorer(model, max_gamma, generator) for name, d in drafters.items()}
     continuations: list[list[int]] = []
     scores: dict[str, list[PositionScores]] = {name: [] for name in drafters}
     generation = scoring = 0.0

@@ -1,8 +1,9 @@
 """Teacher-forced acceptance: p and q at every position of the target's own sequences.
 
 Names follow Leviathan et al.: `p` target, `q` draft, beta = sum_x min(p, q), `l` lenience.
-One scorer per drafter kind (neural: one batched pass; n-gram: `score_sequence`; any
-protocol drafter: fed token by token), plus the blocks greedy replay needs. What teacher
+One scorer per drafter kind (neural: one batched pass; n-gram: `score_sequence`; heads:
+`heads_scorer`; any protocol drafter: fed token by token), plus the blocks greedy replay
+needs; a drafter names its own (`teacher_forced_scorer`). What teacher
 forcing can and cannot give: docs/estimator.md.
 """
 from __future__ import annotations
@@ -13,10 +14,12 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.placement import input_device
 from specdec.reference.drafters.neural import fit_vocab
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.seams import NO_PASS, Verdict
 from specdec.reference.estimate.samples import TargetSamples
 
 
@@ -138,7 +141,7 @@ class NgramScorer:
             q_all = self.drafter.score_sequence(prompt + cont[:-1])  # [L, V] natural probabilities
             q = torch.from_numpy(np.ascontiguousarray(q_all[len(prompt) - 1:]))  # [n, V]
             if sampling.greedy:
-                stop = self.drafter.model.eos_id if getattr(self.drafter, "stop_at_eos", False) else None
+                stop = self.drafter.model.eos_id if self.drafter.stop_at_eos else None
                 out.append(DraftRows(None, q.argmax(-1), chain=True, stop_token=stop))
             else:
                 # the drafter adjusts log q with the target's transform: do the same
@@ -150,10 +153,14 @@ class ProtocolScorer:
     """Any drafter of the protocol, fed the true sequence token by token (generic, slow).
 
     Deterministic drafters (q None) at temperature 0 also record their blocks of up to
-    max_gamma tokens for `specdec.reference.estimate.replay`.
+    max_gamma tokens for `specdec.reference.estimate.replay`. It runs no target pass, so it
+    serves drafters that read nothing from the target (`needs`).
     """
 
     def __init__(self, drafter, max_gamma: int = 16, generator: torch.Generator | None = None) -> None:
+        if drafter.needs:
+            raise SpecdecError(f"{type(drafter).__name__} reads the target's passes: it needs a teacher-forced "
+                             "scorer of its own (teacher_forced_scorer)")
         self.drafter = drafter
         self.max_gamma = max_gamma
         self.generator = generator
@@ -173,7 +180,7 @@ class ProtocolScorer:
                 blocks.append(block)
                 tokens.append(block[0] if block else -1)
                 qs.append(None if proposal.q is None or not block else proposal.q[0].float())
-                self.drafter.commit(0, [int(x)])
+                self.drafter.commit(Verdict(0, torch.tensor([int(x)]), False), NO_PASS)
             if any(q is not None for q in qs):
                 if any(q is None for q in qs):
                     raise ValueError("a drafter returned q for some proposals and None for others")
@@ -307,24 +314,3 @@ def score_positions(target: torch.nn.Module, scorer: DraftScorer, samples: Targe
             bar.update(len(samples.continuations[i]))
     bar.close()
     return out
-
-
-def scorer_for(drafter, max_gamma: int = 16, generator: torch.Generator | None = None) -> DraftScorer:
-    """The fastest teacher-forced scorer for a drafter object: batched for neural drafters,
-    `score_sequence` for n-gram drafters, the generic protocol replay for anything else."""
-    from specdec.reference.drafters.heads import HeadsDrafter
-    from specdec.reference.drafters.neural import NeuralDrafter
-
-    from specdec.reference.drafters.lattice import LatticeDrafter
-
-    if isinstance(drafter, LatticeDrafter):
-        raise ValueError("a heads lattice (heads:PATH with k/p/ngram options) has no single-draft alpha: "
-                         "measure it with `specdec heads lattice` and time it with `specdec decode --baseline`")
-    if isinstance(drafter, HeadsDrafter):
-        from specdec.reference.estimate.heads_scorer import HeadsScorer
-        return HeadsScorer(drafter, max_gamma)
-    if isinstance(drafter, NeuralDrafter):
-        return NeuralScorer(drafter.session.model)
-    if hasattr(drafter, "score_sequence"):
-        return NgramScorer(drafter)
-    return ProtocolScorer(drafter, max_gamma, generator)

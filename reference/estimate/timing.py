@@ -17,7 +17,8 @@ from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.loop import speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import FixedLogitsScorer
-from specdec.reference.drafters.protocol import Proposal
+from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
+from specdec.reference.drafters.protocol import DrafterBase
 
 
 def sync(device: torch.device) -> None:
@@ -132,31 +133,36 @@ class DraftTiming:
         return asdict(self)
 
 
-def time_draft_steps(drafter, tokens: Sequence[int], sampling: SamplingConfig, context_tokens: int = 128,
-                     gamma: int = 4, repeats: int = 20, warmup: int = 3, generator: torch.Generator | None = None,
-                     device: torch.device = torch.device("cpu")) -> DraftTiming:
+def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sampling: SamplingConfig,
+                     context_tokens: int = 128, gamma: int = 4, repeats: int = 20, warmup: int = 3,
+                     generator: torch.Generator | None = None) -> DraftTiming:
     """Time the drafter's propose(gamma) + commit cycle from real contexts.
 
-    The drafter starts on the first context_tokens ids; each cycle proposes, then commits
-    the next true token with nothing accepted (so the context moves along real text and
-    speculative state is discarded as after a rejection). Each cycle starts with cold CPU
+    The drafter starts on the first context_tokens ids (after one target pass over them when
+    it reads the target's hidden states: `needs`); each cycle proposes, then commits the next
+    true token with nothing accepted (so the context moves along real text and speculative
+    state is discarded as after a rejection; a hidden-state drafter keeps drafting from the
+    first pass's state, as no target pass runs between cycles). Each cycle starts with cold CPU
     caches, as in decoding, where the drafter runs right after a target pass has streamed the
-    target's weights through them (`evict_caches`).
+    target's weights through them (`CacheEvictor`).
     """
+    from specdec.reference.core.target import TargetScorer
+
     if gamma < 1:
         raise ValueError(f"gamma must be >= 1, got {gamma}")
     ids = context_of(tokens, context_tokens + warmup + repeats)
-    if hasattr(drafter, "prime"):  # a drafter fed by the target's passes (heads): one pass to begin
-        drafter.prime(ids[:context_tokens])
-    else:
-        drafter.start(ids[:context_tokens])
+    prefill = TargetScorer(target).start(ids[:context_tokens], needs=drafter.needs) if drafter.needs else None
+    drafter.start(ids[:context_tokens], prefill)
+    last = prefill if prefill is not None else NO_PASS
+    device = output_device(target)
+    evict = CacheEvictor(device)
     per_token, per_iter, proposed = [], [], []
     for i in range(warmup + repeats):
-        evict_caches(device)
+        evict()
         sync(device)
         start = time.perf_counter()
         proposal = drafter.propose(gamma, sampling, generator)
-        drafter.commit(0, [ids[context_tokens + i]])
+        drafter.commit(Verdict(0, torch.tensor([ids[context_tokens + i]]), False), last)
         sync(device)
         elapsed = time.perf_counter() - start
         if i >= warmup:
@@ -169,38 +175,39 @@ def time_draft_steps(drafter, tokens: Sequence[int], sampling: SamplingConfig, c
 
 
 EVICT_BYTES = 64 << 20  # twice the 32 MiB L3 of the project's machines
-_evict_buffer: torch.Tensor | None = None
 
 
-def evict_caches(device: torch.device) -> None:
-    """Write a buffer larger than the CPU's last-level cache, so what runs next starts cold.
+class CacheEvictor:
+    """Writes a buffer larger than the CPU's last-level cache, so what runs next starts cold
+    (a no-op off the CPU).
 
     Why: timed back to back, a drafter's tables or weights stay cached; in decoding each
     proposal follows a target pass that evicts them. The heads drafter (27 MB of weights)
     spent 1.46 ms per iteration drafting in decode against 0.49 ms predicted from warm-cache
     timings (main job, 2026-11-22); the n-gram drafters 0.41 against 0.10."""
-    global _evict_buffer
-    if device.type != "cpu":
-        return
-    if _evict_buffer is None:
-        _evict_buffer = torch.zeros(EVICT_BYTES // 4)
-    _evict_buffer.add_(1.0)
+
+    def __init__(self, device: torch.device) -> None:
+        self.buffer = torch.zeros(EVICT_BYTES // 4) if device.type == "cpu" else None
+
+    def __call__(self) -> None:
+        if self.buffer is not None:
+            self.buffer.add_(1.0)
 
 
-class FixedDrafter:
+class FixedDrafter(DrafterBase):
     """Proposes the same k tokens (with q rows when sampling) at no cost."""
 
     def __init__(self, tokens: torch.Tensor, q: torch.Tensor | None) -> None:
         self.tokens, self.q = tokens, q
 
-    def start(self, prompt: Sequence[int]) -> None:
+    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         pass
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
                 min_confidence: float = 0.0) -> Proposal:
         return Proposal(self.tokens[:gamma], None if self.q is None else self.q[:gamma])
 
-    def commit(self, n_accepted: int, tokens: Sequence[int]) -> None:
+    def commit(self, verdict: Verdict, scored: Scored) -> None:
         pass
 
 

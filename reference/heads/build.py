@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.models import LoadedModel
 from specdec.reference.core.progress import phase
 from specdec.reference.heads.data import Distillation, distill, frequent_vocab, windows
@@ -36,7 +37,7 @@ class DataConfig:
     def __post_init__(self) -> None:
         if self.window < 8 or self.tokens < self.window * (self.held_out + 1) or self.aligned_tokens < 0 \
                 or self.held_out < 1 or self.top_k < 1:
-            raise ValueError(f"need window >= 8, tokens >= window * (held_out + 1), aligned_tokens >= 0, "
+            raise SpecdecError(f"need window >= 8, tokens >= window * (held_out + 1), aligned_tokens >= 0, "
                              f"held_out >= 1, top_k >= 1: {self}")
 
 
@@ -73,7 +74,7 @@ def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = 
     held_windows, rest = held_source[:data_config.held_out], held_source[data_config.held_out:]
     train_windows = rest + (scored if held_source is sampled else sampled)
     if not train_windows:
-        raise ValueError("no training windows left after holding some out: raise --tokens")
+        raise SpecdecError("no training windows left after holding some out: raise --tokens")
     lap = time.perf_counter()
     data = distill(target.model, held_windows + train_windows, data_config.top_k, progress=progress)
     held = data.select(torch.arange(len(held_windows)))

@@ -12,8 +12,10 @@ from typing import Sequence
 
 import torch
 
+from specdec.errors import SpecdecError
+from specdec.reference.core.forward import forward
 from specdec.reference.core.progress import progress as progress_bar
-from specdec.reference.heads.model import HiddenCapture
+from specdec.reference.core.seams import Needs
 
 
 @dataclass
@@ -36,7 +38,7 @@ class Distillation:
         order = torch.randperm(self.n_windows, generator=generator)
         n_held = max(1, int(round(held_out * self.n_windows)))
         if n_held >= self.n_windows:
-            raise ValueError(f"need more than {n_held} windows to hold some out, got {self.n_windows}")
+            raise SpecdecError(f"need more than {n_held} windows to hold some out, got {self.n_windows}")
         return self.select(order[n_held:]), self.select(order[:n_held])
 
     def select(self, windows: torch.Tensor) -> "Distillation":
@@ -50,7 +52,7 @@ class Distillation:
 def windows(sequences: Sequence[Sequence[int]], length: int) -> list[list[int]]:
     """Cut token sequences into non-overlapping windows of exactly `length` ids (tails dropped)."""
     if length < 2:
-        raise ValueError(f"window length must be >= 2, got {length}")
+        raise SpecdecError(f"window length must be >= 2, got {length}")
     return [list(s[i:i + length]) for s in sequences for i in range(0, len(s) - length + 1, length)]
 
 
@@ -60,24 +62,22 @@ def distill(model: torch.nn.Module, token_windows: Sequence[Sequence[int]], top_
     """Teacher-force the target over equal-length windows; keep hidden states and top-k of p
     (temperature 1, the unadjusted distribution)."""
     if not token_windows:
-        raise ValueError("no windows to distil (the text is shorter than one window)")
+        raise SpecdecError("no windows to distil (the text is shorter than one window)")
     length = len(token_windows[0])
     if any(len(w) != length for w in token_windows):
         raise ValueError("all windows must have the same length")
-    capture = HiddenCapture(model)
     hidden, ids, probs = [], [], []
     bar = progress_bar(len(token_windows) * length, "target passes over the training text", "tok", progress)
     try:
         for b in range(0, len(token_windows), batch_size):
             batch = torch.tensor(token_windows[b:b + batch_size], dtype=torch.long, device=model.device)
-            logits = model(input_ids=batch, logits_to_keep=0).logits.float()  # [B, L, V]
-            top = logits.log_softmax(-1).topk(top_k, dim=-1)
-            hidden.append(capture.last.float().cpu())
+            logits, states, _ = forward(model, batch, 0, Needs(hidden=True))  # [B, L, V], [B, L, d]
+            top = logits.float().log_softmax(-1).topk(top_k, dim=-1)
+            hidden.append(states.float().cpu())
             ids.append(top.indices.to(torch.int32).cpu())
             probs.append(top.values.exp().to(torch.float16).cpu())
             bar.update(batch.numel())
     finally:
-        capture.close()
         bar.close()
     return Distillation(torch.tensor([list(w) for w in token_windows], dtype=torch.long), torch.cat(hidden),
                         torch.cat(ids), torch.cat(probs))

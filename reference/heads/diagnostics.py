@@ -14,7 +14,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from specdec.reference.heads.model import BlockHeads, HiddenCapture
+from specdec.errors import SpecdecError
+from specdec.reference.core.forward import forward
+from specdec.reference.core.seams import Needs
+from specdec.reference.heads.model import BlockHeads
 
 ENTROPY_BINS = 20
 
@@ -69,30 +72,26 @@ def entropy(logits: torch.Tensor) -> torch.Tensor:
 def diagnose(model: torch.nn.Module, heads: BlockHeads, windows: Sequence[Sequence[int]], k: int = 5
              ) -> Diagnostics:
     """The diagnostics over every position t of every window with t + H + 1 inside it."""
-    capture = HiddenCapture(model)
     ent, top1, topk, blocks = [], [], [], []
-    try:
-        for w in windows:
-            ids = torch.tensor([list(w)], device=heads.weight.device)
-            logits = model(input_ids=ids, logits_to_keep=0).logits[0]  # [L, V]
-            hidden = capture.last[0]
-            n = len(w) - heads.n_heads - 1
-            if n < 1:
-                continue
-            argmax = logits.argmax(-1)  # [L]: the target's next token at every position
-            y = ids[0, 1:n + 1]  # the committed next token the heads draft under
-            restricted = heads(hidden[:n], y)  # [n, H, V']
-            drafts = heads.vocab[restricted.argmax(-1)]  # [n, H]
-            truth = torch.stack([argmax[i:i + n] for i in range(1, heads.n_heads + 1)], 1)  # [n, H]
-            ent.append(torch.cat([entropy(logits[:n])[:, None], entropy(restricted)], 1).cpu())
-            top1.append((drafts == truth).float().cpu())
-            best = heads.vocab[restricted.topk(min(k, restricted.shape[-1]), -1).indices]  # [n, H, k]
-            topk.append((best == truth[..., None]).any(-1).float().cpu())
-            blocks.append(torch.cat([y[:, None], drafts], 1).cpu())
-    finally:
-        capture.close()
+    for w in windows:
+        ids = torch.tensor([list(w)], device=heads.weight.device)
+        out, states, _ = forward(model, ids, 0, Needs(hidden=True))
+        logits, hidden = out[0], states[0]  # [L, V], [L, d]
+        n = len(w) - heads.n_heads - 1
+        if n < 1:
+            continue
+        argmax = logits.argmax(-1)  # [L]: the target's next token at every position
+        y = ids[0, 1:n + 1]  # the committed next token the heads draft under
+        restricted = heads(hidden[:n], y)  # [n, H, V']
+        drafts = heads.vocab[restricted.argmax(-1)]  # [n, H]
+        truth = torch.stack([argmax[i:i + n] for i in range(1, heads.n_heads + 1)], 1)  # [n, H]
+        ent.append(torch.cat([entropy(logits[:n])[:, None], entropy(restricted)], 1).cpu())
+        top1.append((drafts == truth).float().cpu())
+        best = heads.vocab[restricted.topk(min(k, restricted.shape[-1]), -1).indices]  # [n, H, k]
+        topk.append((best == truth[..., None]).any(-1).float().cpu())
+        blocks.append(torch.cat([y[:, None], drafts], 1).cpu())
     if not ent:
-        raise ValueError(f"windows must be longer than {heads.n_heads + 1} tokens")
+        raise SpecdecError(f"windows must be longer than {heads.n_heads + 1} tokens")
     e = torch.cat(ent).numpy()
     top = float(np.ceil(e.max())) or 1.0
     edges = np.linspace(0.0, top, ENTROPY_BINS + 1)

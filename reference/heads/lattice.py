@@ -17,14 +17,15 @@ import time
 import numpy as np
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.ngram.rescore import CachedScorer, Lattice, kbest_paths, local_rescore, oracle_accepted
 from specdec.reference.core.tree import trie
-from specdec.reference.estimate.alpha import bootstrap_ratio_ci
+from specdec.reference.measure.bootstrap import bootstrap_ratio_ci
 from specdec.reference.estimate.replay import replay
 from specdec.reference.estimate.samples import TargetSamples
 from specdec.reference.estimate.teacher_forced import leading_matches
 from specdec.reference.heads.diagnostics import runs
-from specdec.reference.heads.model import BlockHeads, HiddenCapture, block_inputs
+from specdec.reference.heads.model import BlockHeads, block_inputs
 
 WEIGHTS = (0.1, 0.3, 1.0, 3.0)  # interpolation weights tried on the tuning prompts
 
@@ -64,11 +65,7 @@ class Method:
 def lattices(model: torch.nn.Module, heads: BlockHeads, prompt: Sequence[int], cont: Sequence[int], k: int
              ) -> list[Lattice]:
     """The top-k lattice of the block drafted at every continuation position t (h under x_(t-1))."""
-    capture = HiddenCapture(model)
-    try:
-        hidden, token = block_inputs(model, capture, prompt, cont)
-    finally:
-        capture.close()
+    hidden, token = block_inputs(model, prompt, cont)
     logq = heads(hidden, token).float().log_softmax(-1)  # [n, H, V']
     top = logq.topk(min(k, logq.shape[-1]), dim=-1)
     ids = heads.vocab[top.indices].cpu().numpy()
@@ -87,9 +84,9 @@ def study(model: torch.nn.Module, heads: BlockHeads, samples: TargetSamples, ngr
     the lattice's first h positions."""
     lms = lms or {}
     if not samples.sampling.greedy:
-        raise ValueError("the lattice study replays greedy decoding: sample the target at temperature 0")
+        raise SpecdecError("the lattice study replays greedy decoding: sample the target at temperature 0")
     if len(samples.prompts) <= tune:
-        raise ValueError(f"need more than {tune} prompts (the first {tune} tune the weights)")
+        raise SpecdecError(f"need more than {tune} prompts (the first {tune} tune the weights)")
     width = heads.n_heads
     all_lattices = [lattices(model, heads, p, c, max(k, *oracle_ks)) for p, c in
                     zip(samples.prompts, samples.continuations)]

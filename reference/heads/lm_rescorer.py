@@ -45,9 +45,9 @@ class LMRescorer:
         keep = min(common, len(state) - 1)
         if not tokens or keep == 0:
             self.session.start(list(state))
-            logits = self.session.extend([], n_logits=1)[0]
+            logits = self.session.extend([], n_logits=1).logits[0]
         else:
             self.session.truncate(keep)
-            logits = self.session.extend(list(state[keep:]), n_logits=1)[0]
+            logits = self.session.extend(list(state[keep:]), n_logits=1).logits[0]
         self.queries += 1
         return fit_vocab(logits.float(), self.vocab_size).log_softmax(-1).cpu().numpy()

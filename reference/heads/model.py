@@ -16,6 +16,10 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from specdec.reference.core.forward import forward
+from specdec.reference.core.placement import input_device
+from specdec.reference.core.seams import Needs
+
 
 class BlockHeads(torch.nn.Module):
     """H residual heads over a shared, frozen, vocabulary-restricted output layer.
@@ -70,41 +74,15 @@ class BlockHeads(torch.nn.Module):
         return full
 
 
-@torch.inference_mode()
-def block_inputs(model: torch.nn.Module, capture: "HiddenCapture", prompt: Sequence[int], cont: Sequence[int]
+def block_inputs(model: torch.nn.Module, prompt: Sequence[int], cont: Sequence[int]
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Teacher-forced inputs of the block the heads draft at every continuation position t:
     h under x_(t-1) (the state two positions back) and y = x_(t-1). One target pass over
-    prompt + cont[:-1], read through `capture` (installed on `model`).
-    Returns hidden [n, d] and token int64 [n], n = len(cont)."""
+    prompt + cont[:-1]. Returns hidden [n, d] and token int64 [n], n = len(cont)."""
     if len(prompt) < 2:
         raise ValueError("teacher-forcing heads needs prompts of at least 2 tokens")
     seq = list(prompt) + list(cont)
-    device = next(model.parameters()).device
-    model(input_ids=torch.tensor([seq[:-1]], device=device), logits_to_keep=0)
+    device = input_device(model)
+    _, hidden, _ = forward(model, torch.tensor([seq[:-1]], device=device), 1, Needs(hidden=True))
     starts = torch.arange(len(prompt) - 2, len(prompt) - 2 + len(cont))
-    return capture.last[0][starts], torch.tensor(seq, device=device)[starts + 1]
-
-
-class HiddenCapture:
-    """Records, on every forward pass of a model, the input of its output layer (the final
-    hidden states of the rows it keeps, [B, rows, d]) and the pass's input ids; `passes`
-    counts them."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.last: torch.Tensor | None = None
-        self.last_ids: torch.Tensor | None = None
-        self.passes = 0
-        self.handles = [model.get_output_embeddings().register_forward_pre_hook(self._hidden),
-                        model.register_forward_pre_hook(self._ids, with_kwargs=True)]
-
-    def _ids(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        self.last_ids = kwargs.get("input_ids", args[0] if args else None)
-
-    def _hidden(self, module: torch.nn.Module, args: tuple) -> None:
-        self.last = args[0]
-        self.passes += 1
-
-    def close(self) -> None:
-        for handle in self.handles:
-            handle.remove()
+    return hidden[0][starts], torch.tensor(seq, device=hidden.device)[starts + 1]

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.paths import building
 from specdec.reference.heads.files import CARD_NAME, WEIGHTS_NAME, heads_folder
 from specdec.reference.heads.model import BlockHeads
@@ -39,9 +40,9 @@ def read_card(path: str | os.PathLike) -> dict[str, Any]:
     try:
         card = json.loads((folder / CARD_NAME).read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read {str(folder / CARD_NAME)!r}: {exc}") from None
+        raise SpecdecError(f"cannot read {str(folder / CARD_NAME)!r}: {exc}") from None
     if not isinstance(card, dict) or card.get("format") != FORMAT:
-        raise ValueError(f"{str(folder / CARD_NAME)!r} is not a {FORMAT} card")
+        raise SpecdecError(f"{str(folder / CARD_NAME)!r} is not a {FORMAT} card")
     return card
 
 
@@ -70,22 +71,22 @@ def load_heads(path: str | os.PathLike, model: torch.nn.Module, model_dir: str |
     card = read_card(folder)
     fingerprint = weights_fingerprint(model_dir)
     if card.get("target", {}).get("weights_sha256") != fingerprint:
-        raise ValueError(f"heads {str(folder)!r} were trained for target {card.get('target', {}).get('name')!r} "
+        raise SpecdecError(f"heads {str(folder)!r} were trained for target {card.get('target', {}).get('name')!r} "
                          f"(weights {str(card.get('target', {}).get('weights_sha256'))[:12]}), not for "
                          f"{str(Path(model_dir).name)!r} (weights {fingerprint[:12]})")
     try:
         tensors = load_file(str(folder / WEIGHTS_NAME))
     except (SafetensorError, OSError) as exc:
-        raise ValueError(f"cannot read {str(folder / WEIGHTS_NAME)!r}: {exc}") from None
+        raise SpecdecError(f"cannot read {str(folder / WEIGHTS_NAME)!r}: {exc}") from None
     weight, bias, vocab = tensors.get("weight"), tensors.get("bias"), tensors.get("vocab")
     rows = model.get_output_embeddings().weight.shape[0]
     if vocab is None or vocab.ndim != 1 or vocab.numel() == 0 or int(vocab.min()) < 0 or int(vocab.max()) >= rows:
-        raise ValueError(f"{str(folder / WEIGHTS_NAME)!r} holds no vocabulary of ids below {rows}")
+        raise SpecdecError(f"{str(folder / WEIGHTS_NAME)!r} holds no vocabulary of ids below {rows}")
     heads = heads_on(model, vocab, 1 if weight is None else weight.shape[0])
     d = heads.hidden_size
     if weight is None or bias is None or weight.ndim != 3 or weight.shape[1:] != (d, 2 * d) \
             or bias.shape != (weight.shape[0], d):
-        raise ValueError(f"{str(folder / WEIGHTS_NAME)!r} does not hold heads for a target of hidden size {d}")
+        raise SpecdecError(f"{str(folder / WEIGHTS_NAME)!r} does not hold heads for a target of hidden size {d}")
     with torch.no_grad():
         heads.weight.copy_(weight)
         heads.bias.copy_(bias)

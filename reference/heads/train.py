@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.heads.data import Distillation
 from specdec.reference.heads.model import BlockHeads
@@ -29,7 +30,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if min(self.n_heads, self.vocab, self.epochs, self.batch) < 1 or not self.lr > 0:
-            raise ValueError(f"training sizes must be >= 1 and lr > 0: {self}")
+            raise SpecdecError(f"training sizes must be >= 1 and lr > 0: {self}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,7 +53,7 @@ def head_targets(data: Distillation, n_heads: int, columns: torch.Tensor
     """
     length = data.hidden.shape[1]
     if length <= n_heads:
-        raise ValueError(f"windows of {length} tokens are too short for {n_heads} heads")
+        raise SpecdecError(f"windows of {length} tokens are too short for {n_heads} heads")
     n = length - n_heads
     hidden = data.hidden[:, :n].reshape(-1, data.hidden.shape[-1])
     token = data.tokens[:, 1:n + 1].reshape(-1)

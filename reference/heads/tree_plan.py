@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from specdec.reference.estimate.timing import evict_caches
+from specdec.reference.estimate.timing import CacheEvictor
 from specdec.reference.heads.model import BlockHeads
 
 
@@ -20,8 +20,9 @@ def heads_pass_seconds(heads: BlockHeads, k: int, repeats: int = 50) -> float:
     hidden = torch.zeros(1, heads.hidden_size, device=heads.weight.device)
     token = torch.zeros(1, dtype=torch.long, device=heads.weight.device)
     times = []
+    evict = CacheEvictor(heads.weight.device)
     for _ in range(repeats + 5):
-        evict_caches(heads.weight.device)  # as in decoding, right after a target pass
+        evict()  # as in decoding, right after a target pass
         start = time.perf_counter()
         logq = heads(hidden, token)[0].float().log_softmax(-1)
         logq.topk(min(k, logq.shape[-1]), dim=-1).indices.cpu()
@@ -35,6 +36,7 @@ def verify_step_seconds(model: torch.nn.Module, context: Sequence[int], sizes: S
     """Median seconds of one greedy verify step with N draft nodes, N in sizes (0: a baseline
     step): a chain for N <= depth, else a tree of N nodes in paths of `depth` sharing their
     first token; sizes interleaved within each repeat so the machine's drift hits all alike."""
+    from specdec.reference.core.seams import Proposal, Verdict
     from specdec.reference.core.target import TargetScorer
     from specdec.reference.core.tree import chain_parents
 
@@ -51,12 +53,12 @@ def verify_step_seconds(model: torch.nn.Module, context: Sequence[int], sizes: S
         for n in sizes:
             tokens, parents = tree(n)
             scorer.start(list(context))
-            scorer.score([], None)  # encode the pending token: the step below starts from a steady state
-            scorer.commit(0, [int(context[-1])])
+            scorer.score(Proposal.empty())  # encode the pending token: the step below starts from a steady state
+            scorer.commit(Verdict(0, torch.tensor([int(context[-1])]), True))
             start = time.perf_counter()
-            logits = scorer.score(tokens, parents if n > depth else None)
+            logits = scorer.score(Proposal(torch.tensor(tokens), None, parents if n > depth else None)).logits
             best = int(logits[0].argmax())  # accept nothing: the walk stops at the root
-            scorer.commit(0, [best])
+            scorer.commit(Verdict(0, torch.tensor([best]), False, [] if n > depth else None))
             if r:
                 runs[n].append(time.perf_counter() - start)
     return {n: float(np.median(v)) for n, v in runs.items()}

@@ -1,11 +1,14 @@
 """The sizes of one validation run (docs/validation.md)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.distributed.ranks import Placement
 from specdec.reference.estimate.alpha import DEFAULT_LENIENCE
-from specdec.reference.estimate.interference import DEFAULT_THRESHOLD
+from specdec.reference.measure.interference import DEFAULT_THRESHOLD
 
 TOLERANCE = 0.10  # the goal: extended model within 10% of the measured speedup
 
@@ -58,19 +61,19 @@ class ValidationConfig:
 
     def __post_init__(self) -> None:
         if not self.gammas or min(self.gammas) < 1:
-            raise ValueError(f"gammas must be positive integers, got {self.gammas}")
+            raise SpecdecError(f"gammas must be positive integers, got {self.gammas}")
         if max(self.gammas) >= self.max_k:
-            raise ValueError(f"gammas must be < max_k = {self.max_k} (v(gamma + 1) is needed), got {max(self.gammas)}")
+            raise SpecdecError(f"gammas must be < max_k = {self.max_k} (v(gamma + 1) is needed), got {max(self.gammas)}")
         if not self.temperatures or min(self.temperatures) < 0:
-            raise ValueError(f"temperatures must be >= 0, got {self.temperatures}")
+            raise SpecdecError(f"temperatures must be >= 0, got {self.temperatures}")
         if self.sweep_repeats < 0 or self.retries < 0:
-            raise ValueError(f"sweep_repeats and retries must be >= 0, got {self.sweep_repeats}, {self.retries}")
+            raise SpecdecError(f"sweep_repeats and retries must be >= 0, got {self.sweep_repeats}, {self.retries}")
         for name in ("prompts", "prompt_tokens", "new_tokens", "repeats", "alpha_prompts", "alpha_new_tokens",
                      "batch_size", "timing_repeats", "draft_repeats", "bootstrap"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise SpecdecError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.new_tokens < 2:
-            raise ValueError(f"new_tokens must be >= 2, got {self.new_tokens}")
+            raise SpecdecError(f"new_tokens must be >= 2, got {self.new_tokens}")
 
     @property
     def context(self) -> int:
@@ -87,3 +90,17 @@ class ValidationConfig:
         if temperature == 0:
             return SamplingConfig(0.0)
         return SamplingConfig(temperature, self.top_k, self.top_p)
+
+
+@dataclass(frozen=True)
+class ValidationJob:
+    """What one `specdec validate` runs: the target folder, the drafters (label -> spec), where
+    the models go, the prompts (held out, or one a line from prompts_file) and the sizes."""
+
+    target: Path
+    drafters: dict[str, str]
+    config: ValidationConfig = field(default_factory=ValidationConfig)
+    placement: Placement = field(default_factory=Placement)
+    dtype: str = "float32"
+    backend: str = "auto"
+    prompts_file: Path | None = None

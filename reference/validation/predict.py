@@ -8,14 +8,16 @@ from typing import Sequence
 import numpy as np
 
 from specdec.reference.core.stats import DecodeStats
-from specdec.reference.estimate.alpha import AlphaEstimate, bootstrap_ratio_ci
+from specdec.reference.estimate.alpha import AlphaEstimate
 from specdec.reference.estimate.cost import CostEstimate
 from specdec.reference.estimate.replay import replay
+from specdec.reference.measure.bootstrap import bootstrap_ratio_ci
+from specdec.reference.measure.harness import Run
+from specdec.reference.measure.speedup import speedup
 from specdec.reference.validation.rows import PlanEntry, ValidationRow
-from specdec.reference.validation.runs import DecodeRuns
+from specdec.reference.validation.runs import merged_stats
 from specdec.simulator import make_plan, positional_expected_tokens, walltime_improvement
-from specdec.simulator.prediction import (budgeted_speedup, effective_cost, k_histogram, mean_iteration_time,
-                                          survival_acceptance)
+from specdec.simulator.prediction import budgeted_speedup, effective_cost, mean_iteration_time, survival_acceptance
 
 
 def window_alpha(alpha: AlphaEstimate, new_tokens: int, deterministic: bool, rng: np.random.Generator
@@ -51,21 +53,6 @@ def alpha_agreement_z(estimate: float, estimate_ci: Sequence[float], decode: flo
     return float(difference / se)
 
 
-def paired_ratio_ci(baseline: Sequence[tuple], runs: Sequence[tuple], rng: np.random.Generator,
-                    n_boot: int = 2000) -> tuple[float, float]:
-    """95% bootstrap interval of the measured speedup, resampling (prompt, repeat) pairs.
-
-    baseline, runs: per-run (seconds, tokens, ...) tuples, paired by position.
-    """
-    b = np.array([[x[0], x[1]] for x in baseline], dtype=np.float64)  # [n, 2]
-    r = np.array([[x[0], x[1]] for x in runs], dtype=np.float64)
-    n = b.shape[0]
-    w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)  # [n_boot, n]
-    ratio = ((w @ b[:, 0]) / (w @ b[:, 1])) / ((w @ r[:, 0]) / (w @ r[:, 1]))
-    lo, hi = np.quantile(ratio, [0.025, 0.975])
-    return float(lo), float(hi)
-
-
 def replay_in_runs(alpha: AlphaEstimate, gamma: int, new_tokens: int) -> tuple[DecodeStats, np.ndarray]:
     """The temperature-0 replay over the first new_tokens positions of each of the estimator's
     sequences: the same budget and the same place after the prompt as the decodes (prompt
@@ -76,24 +63,19 @@ def replay_in_runs(alpha: AlphaEstimate, gamma: int, new_tokens: int) -> tuple[D
 
 
 def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate, cost: CostEstimate,
-                runs: DecodeRuns, baseline: DecodeRuns, window: tuple[str, float, tuple[float, float]],
+                runs: Sequence[Run], baseline: Sequence[Run], window: tuple[str, float, tuple[float, float]],
                 rng: np.random.Generator | None = None) -> ValidationRow:
-    """Measured speedup and the three predictions for one configuration (see the module doc).
-    window: the estimator's alpha over the decoded stretch (`window_alpha`), computed once per
-    drafter and temperature so every gamma row shows the same value and interval."""
+    """Measured speedup (`specdec.reference.measure.speedup`) and the three predictions for one
+    configuration (see the module doc); runs and baseline pair by position. window: the
+    estimator's alpha over the decoded stretch (`window_alpha`), computed once per drafter and
+    temperature so every gamma row shows the same value and interval."""
     rng = rng if rng is not None else np.random.default_rng(0)
-    stats = runs.stats
-    new_tokens = runs.tokens // max(len(runs.per_run), 1)  # tokens per run
-    base_token = baseline.seconds / baseline.tokens
-    spec_token = runs.seconds / runs.tokens
-    measured = base_token / spec_token
-    per_run = [(b[0] / b[1]) / (r[0] / r[1]) for b, r in zip(baseline.per_run, runs.per_run)]
-    corrected = None
-    if runs.steps and baseline.steps:
-        corrected = (baseline.step_seconds / baseline.tokens) / (runs.step_seconds / runs.tokens)
-    measured_ci = paired_ratio_ci(baseline.per_run, runs.per_run, rng)
-    accepted = np.array([r[2] for r in runs.per_run], dtype=np.float64)
-    reached = np.array([r[3] for r in runs.per_run], dtype=np.float64)
+    stats = merged_stats(runs)
+    measured = speedup(baseline, runs, rng)
+    seconds = measured.seconds[1]
+    new_tokens = measured.tokens[1] // len(runs)  # tokens per run
+    accepted = np.array([sum(r.stats.accepted) for r in runs], dtype=np.float64)
+    reached = np.array([sum(r.stats.reached) for r in runs], dtype=np.float64)
     decode_ci = (bootstrap_ratio_ci(accepted[reached > 0], reached[reached > 0], rng)
                  if (reached > 0).any() else (float("nan"), float("nan")))
     c_eff, v_eff = effective_cost(cost.c, cost.verify_cost, cost.overhead)
@@ -102,7 +84,7 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
     # (ii) measured per-position acceptance + v(k) + c + overheads, over the recorded k's
     survival = survival_acceptance(stats.accepted, stats.iterations)
     tokens = float(positional_expected_tokens(survival, gamma))
-    k_hist = k_histogram(runs.lengths, gamma)
+    k_hist = np.array(stats.proposed_hist, dtype=np.float64)  # iterations by proposal length k = 0..gamma
     extended = tokens / mean_iteration_time(k_hist, c_eff, v_eff)
     # (iii) acceptance from the estimator alone
     if temperature == 0 and all(s.match is not None for s in alpha.scores):
@@ -133,16 +115,16 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
         alpha_difference_z=alpha_agreement_z(compared_value, compared_ci, decode_alpha, decode_ci),
         alpha_per_position=stats.alpha_per_position(), alpha_survival=survival.tolist(),
         tokens_per_iteration=stats.tokens_per_iteration(), c=cost.c, v_gamma1=float(cost.verify_cost[gamma]),
-        overhead_gamma=float(cost.overhead[gamma]), measured=measured, measured_ci=measured_ci,
-        measured_corrected=corrected, measured_runs=per_run, paper=paper,
+        overhead_gamma=float(cost.overhead[gamma]), measured=measured.speedup, measured_ci=measured.ci,
+        measured_corrected=measured.corrected, measured_runs=measured.per_run, paper=paper,
         extended=float(extended), extended_estimated=float(extended_estimated),
-        iteration_seconds_measured=runs.seconds / stats.iterations,
+        iteration_seconds_measured=seconds / stats.iterations,
         iteration_seconds_predicted=iteration_predicted * step,
         verify_seconds_measured=stats.time_verify / stats.iterations,
         verify_seconds_predicted=step * mean_iteration_time(k_hist, 0.0, v_eff) * base_steps,
         draft_seconds_measured=stats.time_draft / stats.iterations,
         draft_seconds_predicted=step * cost.c * float((k_hist * np.arange(gamma + 1)).sum() / k_hist.sum()),
-        baseline_token_seconds_measured=base_token,
+        baseline_token_seconds_measured=measured.seconds[0] / measured.tokens[0],
         baseline_token_seconds_predicted=step * base_steps)
 
 

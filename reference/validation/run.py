@@ -1,5 +1,7 @@
 """Run a validation: estimate alpha and the costs, decode, and compare every configuration with
-the simulator's predictions (docs/validation.md)."""
+the simulator's predictions (docs/validation.md). `run_validation(job)` is the whole of
+`specdec validate` (loading, the alpha part split over torchrun's processes); `validate` the
+experiment on models already loaded."""
 from __future__ import annotations
 
 import platform
@@ -9,15 +11,16 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.progress import phase
 from specdec.reference.core.placement import output_device
 from specdec.reference.core.seeds import derive_seed
 from specdec.reference.distributed.ranks import Ranks
 from specdec.reference.estimate.cost import CostEstimate, assemble_cost, loop_overhead
-from specdec.reference.estimate.interference import run_undisturbed
+from specdec.reference.measure.interference import run_undisturbed
 from specdec.reference.estimate.timing import TargetProbe, TargetTiming, pool_timings, time_draft_steps, time_target_passes
 from specdec.reference.validation.alphas import score_alpha_share, summarize_alphas
-from specdec.reference.validation.config import ValidationConfig
+from specdec.reference.validation.config import ValidationConfig, ValidationJob
 from specdec.reference.validation.predict import plan_entry, predict_row, window_alpha
 from specdec.reference.validation.rows import NOTES, ValidationResult, ValidationRow
 from specdec.reference.validation.runs import measure_decodes
@@ -32,9 +35,61 @@ def machine_info(device: torch.device, backend: str, backend_seconds: float = 0.
     return info
 
 
-def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
-                   alpha_prompts: Sequence[Sequence[int]], config: ValidationConfig,
-                   progress: bool = False, alpha_part: tuple[dict, dict, float] | None = None) -> ValidationResult:
+def run_validation(job: ValidationJob, progress: bool = True) -> ValidationResult | None:
+    """Load the target and the drafters (notes on stderr), estimate alpha (each torchrun process
+    its share of the estimator's prompts, merged on rank 0), then time, decode and compare on
+    rank 0. Returns the result on rank 0, None on the other ranks."""
+    from specdec.reference.core.models import load_model
+    from specdec.reference.core.progress import phase
+    from specdec.reference.data.prompts import load_prompts
+    from specdec.reference.distributed.collect import gather_on_main
+    from specdec.reference.distributed.ranks import process_group
+    from specdec.reference.drafters.factory import make_drafter
+
+    config, place = job.config, job.placement
+    ranks = place.ranks
+    loaded: dict = {}
+
+    def work():  # every rank: load, then the alpha part for its share of the estimator's prompts
+        target = load_model(job.target, place.device, job.dtype, job.backend, place.device_map)
+        built = {}
+        for label, spec in job.drafters.items():
+            drafter, note = make_drafter(spec, target, place.device, job.dtype, place.draft_device_map)
+            if note:
+                phase(f"note ({label}): {note}", ranks.main)
+            built[label] = drafter
+        ids, _ = load_prompts(target, max(config.prompts, config.alpha_prompts), config.prompt_tokens,
+                              job.prompts_file)
+        loaded.update(target=target, built=built, ids=ids)
+        if not ranks.parallel:
+            return None  # one process: `validate` estimates alpha itself
+        alpha_ids = ids[:config.alpha_prompts]
+        return score_alpha_share(target, built, alpha_ids, ranks.share(len(alpha_ids), config.batch_size), config,
+                                 progress=ranks.main)
+
+    start = time.perf_counter()
+    with process_group(ranks, place.device):
+        shares = gather_on_main(ranks, work)
+    if shares is None:  # not rank 0: its share is with rank 0, which times, decodes and writes
+        return None
+    target, built, ids = loaded["target"], loaded["built"], loaded["ids"]
+    alpha_part = None
+    if ranks.parallel:
+        alphas, samples = summarize_alphas(shares, len(ids[:config.alpha_prompts]), list(built), config)
+        alpha_part = (alphas, samples, time.perf_counter() - start)
+    try:
+        result = validate(target, built, ids[:config.prompts], ids[:config.alpha_prompts], config, progress, alpha_part)
+    finally:
+        for drafter in built.values():
+            drafter.close()
+    result.machine["processes"] = ranks.world_size
+    result.target, result.drafters = str(target.path), dict(job.drafters)
+    return result
+
+
+def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
+             alpha_prompts: Sequence[Sequence[int]], config: ValidationConfig,
+             progress: bool = False, alpha_part: tuple[dict, dict, float] | None = None) -> ValidationResult:
     """Estimate, decode and compare for every drafter, gamma and temperature.
 
     target: a `specdec.reference.core.models.LoadedModel` (model + vocab_size); drafters: name -> drafter
@@ -43,7 +98,7 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
     specdec.reference.validation.alphas); None estimates them here, in this process.
     """
     if not drafters:
-        raise ValueError("validation needs at least one drafter")
+        raise SpecdecError("validation needs at least one drafter")
     model = target.model
     device = output_device(model)
     if alpha_part is None:
@@ -76,8 +131,8 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
         overhead = run_undisturbed(lambda: loop_overhead(model, context, sampling, timing, config.max_k,
                                                          torch.Generator(device=device).manual_seed(0)), **retry)[0]
         drafts = {name: run_undisturbed(lambda d=drafter: time_draft_steps(
-            d, context, sampling, config.context, gamma_top, config.draft_repeats,
-            generator=torch.Generator(device=device).manual_seed(0), device=device), **retry)[0]
+            d, model, context, sampling, config.context, gamma_top, config.draft_repeats,
+            generator=torch.Generator(device=device).manual_seed(0)), **retry)[0]
             for name, drafter in drafters.items()}
         seconds["cost"] += time.perf_counter() - start
         start = time.perf_counter()
@@ -94,9 +149,9 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
         for (name, g), entry in runs.items():
             key = "baseline" if name == "baseline" else f"{name}/gamma={g}"
             interference[f"t={temperature:g} {key}"] = {
-                "runs": len(entry.per_run), "attempts": entry.attempts,
-                "max_load": max(entry.loads, default=0.0),
-                "still_disturbed": sum(l > config.interference_threshold for l in entry.loads)}
+                "runs": len(entry), "attempts": sum(r.attempts for r in entry),
+                "max_load": max((r.load for r in entry), default=0.0),
+                "still_disturbed": sum(r.load > config.interference_threshold for r in entry)}
         seconds["decode"] += time.perf_counter() - start
         pooled = pool_timings([timing, *sweeps])  # this temperature's v(k): up-front and in-between runs
         all_sweeps.extend(sweeps)
@@ -110,5 +165,5 @@ def run_validation(target, drafters: dict[str, Any], prompts: Sequence[Sequence[
                 rows.append(predict_row(name, temperature, g, alpha, cost, runs[(name, g)],
                                         runs[("baseline", 0)], window, rng))
     pooled = pool_timings([timing, *all_sweeps]) if timing is not None else None
-    return ValidationResult(config, rows, alphas, costs, plans, pooled, seconds, machine_info(device, getattr(target, "backend", "eager"), getattr(target, "backend_seconds", 0.0)), dict(NOTES),
-                            interference)
+    return ValidationResult(config, rows, alphas, costs, plans, pooled, seconds,
+                            machine_info(device, target.backend, target.backend_seconds), dict(NOTES), interference)

@@ -1,10 +1,12 @@
 """The `specdec` command line: a thin click group whose commands load lazily.
 
 Each command lives in its own module and is imported only when invoked, so
-`specdec plan` never imports torch. Library errors (bad α, missing model file, corrupt
-ARPA file ...) become a one-line `Error: ...` and exit status 1, usage errors a one-line
+`specdec plan` never imports torch. The project's own error for bad input (`SpecdecError`: a
+value the library refuses, a corrupt or unusable file) and a missing, unreadable or clashing
+file or folder become a one-line `Error: ...` and exit status 1; usage errors a one-line
 `Error: Invalid value for '--option': ...` and exit status 2 (under torchrun, said by rank 0
-alone); set SPECDEC_DEBUG=1 to see a library error's traceback instead.
+alone). Anything else is a bug and shows its traceback; SPECDEC_DEBUG=1 shows the traceback of
+an input error too.
 """
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ import sys
 
 import click
 
+from specdec.errors import SpecdecError
+
 # command name -> "module:attribute"
 COMMANDS: dict[str, str] = {
     "plan": "specdec.cli.plan:plan",
-    "plan-trees": "specdec.cli.plan_trees:plan_trees_command",
-    "figures": "specdec.cli.plan:figures",
+    "plan-trees": "specdec.cli.plan:plan_trees_command",
+    "figures": "specdec.cli.figures:figures",
     "decode": "specdec.cli.decode:decode",
     "ngram": "specdec.cli.ngram:ngram",
     "estimate": "specdec.cli.estimate:estimate",
@@ -28,9 +32,9 @@ COMMANDS: dict[str, str] = {
     "heads": "specdec.cli.heads:heads",
 }
 
-# Exceptions the library raises for bad input; shown as one line, never as a traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
-                                                PermissionError, KeyError)
+# Bad input, shown as one line: the project's own error, and the file errors of paths the user named.
+USER_ERRORS: tuple[type[BaseException], ...] = (SpecdecError, FileNotFoundError, FileExistsError, NotADirectoryError,
+                                                IsADirectoryError, PermissionError)
 
 
 class LazyGroup(click.Group):
@@ -75,8 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     except USER_ERRORS as exc:
         if os.environ.get("SPECDEC_DEBUG"):
             raise
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        click.echo(f"Error: {_one_line(str(msg))}", err=True)
+        click.echo(f"Error: {_one_line(str(exc))}", err=True)
         sys.exit(1)
 
 

@@ -11,91 +11,100 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, check_out_dir, check_text,
-                                drafter_option, in_range, json_option, model_options, parse_floats,
-                                parse_positive_ints, positive, preflight_target, probability, refuse_tree_drafter, require_drafter,
-                                sampling_options, seed_option, to_json, write_atomic)
+from specdec.cli.common import (GAMMAS, MAX_GAMMA, NEW_TOKENS_HINT, backend_option, check_context, check_out_dir,
+                                drafter_option, json_option, model_options, new_tokens_option, preflight_target,
+                                refuse_tree_drafter, require_drafter, sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
+from specdec.cli.types import POSITIVE, PROBABILITY, Number, NumberList, Renamed, Utf8Text
+from specdec.paths import write_atomic
+from specdec.strict_json import to_json
 
 
-def _rollback(text: str, name: str = "--rollback") -> float | str:
-    from specdec.reference.bild.policy import BildPolicy
-    try:
-        return BildPolicy.parse_rollback(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=name) from None
+class Rollback(click.ParamType):
+    """alpha_RB: a number of nats, inf (none, off) or argmax (`BildPolicy.parse_rollback`); many:
+    a comma-separated list of them."""
+
+    name = "rollback"
+
+    def __init__(self, many: bool = False) -> None:
+        self.many = many
+
+    def convert(self, value, param, ctx):
+        from specdec.reference.bild.policy import BildPolicy
+
+        if not isinstance(value, str):
+            return value
+        try:
+            if self.many:
+                return tuple(BildPolicy.parse_rollback(r) for r in value.split(",") if r.strip())
+            return BildPolicy.parse_rollback(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 @click.command()
-@click.option("--prompt", "prompts", multiple=True, callback=check_text,
+@click.option("--prompt", "prompts", multiple=True, type=Utf8Text(),
               help="Prompt text (repeatable, UTF-8). Default: held-out corpus prompts.")
-@click.option("--heldout", type=int, default=8, show_default=True, callback=positive,
+@click.option("--prompts", "n_prompts", cls=Renamed, old=("--heldout",), type=POSITIVE, default=8, show_default=True,
               help="Without --prompt: how many held-out Shakespeare/Austen prompts to use.")
-@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive,
+@click.option("--prompt-tokens", type=POSITIVE, default=64, show_default=True,
               help="Length of each held-out prompt.")
 @model_options
 @device_map_options
 @backend_option
 @drafter_option
-@click.option("--fallback", type=float, default=0.5, show_default=True, callback=probability,
+@click.option("--fallback", type=PROBABILITY, default=0.5, show_default=True,
               help="alpha_FB in [0, 1]: the little model hands over before a token whose top probability "
                    "is below it; 0 = no fallback policy (hand over every --max-little-steps tokens).")
-@click.option("--rollback", default="3", show_default=True,
+@click.option("--rollback", default="3", show_default=True, type=Rollback(),
               help="alpha_RB in nats: roll back at the first little token y with -log p_L(y) > alpha_RB; "
                    "'inf' = no rollback; 'argmax' = roll back any token that is not the target's argmax.")
-@click.option("--max-little-steps", type=int, default=10, show_default=True, callback=in_range(1, MAX_GAMMA),
+@click.option("--max-little-steps", type=Number(int, 1, MAX_GAMMA), default=10, show_default=True,
               help=f"Most little-model tokens per large-model pass, 1 .. {MAX_GAMMA}.")
 @sampling_options
-@click.option("--max-new-tokens", type=int, default=64, show_default=True, callback=positive,
-              help="Most tokens to generate per prompt.")
+@new_tokens_option
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
 @click.option("--sweep", is_flag=True, help="Sweep thresholds, ablations and exact SD; write --out/bild_tradeoff.png "
                                             "(--fallback/--rollback are then ignored).")
-@click.option("--fallbacks", default="0.05,0.1,0.2,0.4", show_default=True, callback=parse_floats, help="Sweep: alpha_FB values.")
-@click.option("--rollbacks", default="2,4,inf,argmax", show_default=True,
+@click.option("--fallbacks", default="0.05,0.1,0.2,0.4", show_default=True,
+              type=NumberList(float, 0, 1, what="fallback thresholds"), help="Sweep: alpha_FB values.")
+@click.option("--rollbacks", default="2,4,inf,argmax", show_default=True, type=Rollback(many=True),
               help="Sweep: alpha_RB values (inf = no-rollback ablation).")
-@click.option("--handovers", default="4", show_default=True,
-              callback=lambda ctx, param, value: parse_positive_ints(ctx, param, value) if value.strip() else (),
+@click.option("--handovers", default="4", show_default=True, type=NumberList(int, 1, MAX_GAMMA, distinct=True,
+                                                                            empty_ok=True, what="values"),
               help="Sweep: no-fallback ablation, hand over every N little tokens ('' = skip).")
-@click.option("--gammas", default="1,2,4", show_default=True, callback=parse_positive_ints, help="Sweep: exact speculative decoding gammas.")
-@click.option("--repeats", type=int, default=1, show_default=True, callback=positive,
+@click.option("--gammas", default="1,2,4", show_default=True, type=GAMMAS,
+              help="Sweep: exact speculative decoding gammas.")
+@click.option("--repeats", type=POSITIVE, default=1, show_default=True,
               help="Run everything this many times and keep the fastest time per (method, prompt).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Sweep: folder for bild_sweep.json and bild_tradeoff.png.")
 @seed_option
 @json_option
-def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, device_map, draft_device_map, backend, drafter,
-         fallback, rollback,         max_little_steps, temperature, top_k, top_p, max_new_tokens, ignore_eos, sweep, fallbacks, rollbacks,
-         handovers, gammas, repeats, out, seed, as_json):
+def bild(prompts, n_prompts, prompt_tokens, target_path, device, dtype, device_map, draft_device_map, backend, drafter,
+         fallback, rollback, max_little_steps, temperature, top_k, top_p, new_tokens, ignore_eos, sweep, fallbacks,
+         rollbacks, handovers, gammas, repeats, out, seed, as_json):
     """Big Little Decoder: the drafter is the little model, the target the large one."""
     if sweep and out is None:
         raise click.BadParameter("--sweep writes a figure: give --out DIR", param_hint="--out")
-    if any(f > 1 for f in fallbacks):
-        raise click.BadParameter(f"fallback thresholds must be in [0, 1], got {max(fallbacks):g}",
-                                 param_hint="--fallbacks")
-    if any(f < 0 for f in fallbacks):
-        raise click.BadParameter(f"fallback thresholds must be in [0, 1], got {min(fallbacks):g}",
-                                 param_hint="--fallbacks")
     steps = max([max_little_steps, *gammas, *handovers]) if sweep else max_little_steps
     require_drafter(drafter, "BiLD needs a little model: lookup[:N], ngram:PATH or model:PATH")
     refuse_tree_drafter(drafter, "BiLD's fallback and rollback take one draft a pass")
     path, limit = preflight_target(target_path)
     if not prompts:
-        check_context(limit, prompt_tokens + max_new_tokens + steps, "--prompt-tokens plus --max-new-tokens",
-                      "--max-new-tokens")
+        check_context(limit, prompt_tokens + new_tokens + steps, "--prompt-tokens plus --new-tokens", NEW_TOKENS_HINT)
     out_dir = check_out_dir(out) if sweep else None
     from specdec.reference.bild.policy import BildPolicy
     from specdec.reference.bild.sweep import Method, run_sweep, sweep_methods
-    from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.core.models import load_model
     from specdec.reference.core.sampling import SamplingConfig
     from specdec.reference.core.target import TargetScorer
+    from specdec.reference.drafters.factory import make_drafter
 
     if sweep:
-        methods = sweep_methods(fallbacks, [_rollback(r, "--rollbacks") for r in rollbacks.split(",") if r.strip()],
-                                gammas, handovers, max_little_steps)
+        methods = sweep_methods(fallbacks, rollbacks, gammas, handovers, max_little_steps)
     else:
-        methods = [Method("bild", policy=BildPolicy(fallback, _rollback(rollback), max_little_steps))]
+        methods = [Method("bild", policy=BildPolicy(fallback, rollback, max_little_steps))]
     sampling = SamplingConfig(temperature, top_k, top_p)
     place = resolve_placement(device, device_map, draft_device_map, backend, path, (drafter,), one_process=True)
     target = load_model(path, place.device, dtype, backend, place.device_map)
@@ -104,17 +113,19 @@ def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, device_map
         ids = [target.tokenizer(p)["input_ids"] for p in prompts]
         if not all(ids):
             raise click.BadParameter("a prompt encodes to no tokens", param_hint="--prompt")
-        check_context(limit, max(map(len, ids)) + max_new_tokens + steps, "the longest --prompt plus "
-                      "--max-new-tokens", "--prompt")
+        check_context(limit, max(map(len, ids)) + new_tokens + steps, "the longest --prompt plus --new-tokens",
+                      "--prompt")
     else:
         from specdec.reference.data.corpus import eval_prompts
-        ids = [list(p.ids) for p in eval_prompts(heldout, prompt_tokens, tokenizer_dir=target.path)]
+        ids = [list(p.ids) for p in eval_prompts(n_prompts, prompt_tokens, tokenizer_dir=target.path)]
     eos = None if ignore_eos else target.tokenizer.eos_token_id
-    progress = None if as_json else (lambda label: click.echo(f"running {label}", err=True))
-    rows = run_sweep(TargetScorer(target.model), little, ids, methods, max_new_tokens, sampling, seed, eos, repeats,
-                     progress)
+    from specdec.reference.core.progress import progress as progress_bar
+    bar = progress_bar((len(methods) + 1) * len(ids) * repeats, "decoding", "run", not as_json)
+    rows = run_sweep(TargetScorer(target.model), little, ids, methods, new_tokens, sampling, seed, eos, repeats,
+                     lambda run: bar.update(1))
+    bar.close()
     report = {"drafter": drafter, "note": note, "temperature": temperature, "top_k": top_k, "top_p": top_p,
-              "seed": seed, "max_new_tokens": max_new_tokens, "prompts": len(ids), "repeats": repeats, "rows": rows}
+              "seed": seed, "max_new_tokens": new_tokens, "prompts": len(ids), "repeats": repeats, "rows": rows}
     if sweep:
         from specdec.figures.bild import bild_tradeoff
         write_atomic(out_dir / "bild_sweep.json", to_json(report, indent=1) + "\n")
@@ -129,7 +140,7 @@ def bild(prompts, heldout, prompt_tokens, target_path, device, dtype, device_map
         click.echo(f"note: {note}", err=True)
     if "text" in report:
         click.echo(f"BiLD:   {report['text']!r}\ntarget: {report['target_text']!r}\n")
-    click.echo(f"little model {drafter}, {len(ids)} prompt(s), up to {max_new_tokens} new tokens, "
+    click.echo(f"little model {drafter}, {len(ids)} prompt(s), up to {new_tokens} new tokens, "
                f"quality vs the target's greedy output")
     click.echo(f"{'method':<36} {'speedup':>7} {'(cpu)':>6} {'tok/pass':>8} {'little':>6} {'match':>6} {'prefix':>6} "
                f"{'argmax':>6} {'loglik':>7}")

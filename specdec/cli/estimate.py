@@ -3,35 +3,21 @@
 Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `c` draft/target step
 time ratio, `c_hat` arithmetic ratio, v(k) the verify-cost curve, `l` the lenience.
 
-Thin: parse the options, call specdec.reference.estimate.alpha / specdec.reference.estimate.cost, print a
+Thin: parse and check the options, call `specdec.reference.estimate.run.run_estimate`, print a
 summary or one JSON object. torch is imported only when the command runs.
 """
 from __future__ import annotations
 
-import math
-
 import click
 
-from specdec.cli.common import (MAX_GAMMA, backend_option, check_context, drafter_option, generator, in_range,
-                                json_option, load_prompts, model_options, parse_floats, parse_lenience, positive,
-                                preflight_target, prompts_file_option, refuse_tree_drafter, require_drafter, sampling_options,
-                                seed_option, to_json)
+from specdec.cli.common import (LENIENCE, MAX_GAMMA, backend_option, check_context, drafter_option, json_option,
+                                model_options, preflight_target, prompts_file_option, refuse_tree_drafter,
+                                require_drafter, sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
+from specdec.cli.types import POSITIVE, Number, NumberList
+from specdec.strict_json import to_json
 
 MAX_BATCH = 256  # largest batch size --batch-sizes times
-FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts is flagged as unreliable
-
-
-def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
-    """"1,2,4,8" -> (1, 2, 4, 8): strictly increasing integers in [1, MAX_BATCH]."""
-    numbers = parse_floats(ctx, param, value)
-    if numbers is None:
-        return None
-    if any(b != int(b) for b in numbers) or min(numbers) < 1 or max(numbers) > MAX_BATCH \
-            or list(numbers) != sorted(set(numbers)):
-        raise click.BadParameter(f"batch sizes must be strictly increasing integers in [1, {MAX_BATCH}], got {value!r}",
-                                 ctx=ctx, param=param)
-    return tuple(int(b) for b in numbers)
 
 
 @click.command()
@@ -39,32 +25,33 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str | None) 
 @device_map_options
 @backend_option
 @drafter_option
-@click.option("--tokens", type=int, default=10_000, show_default=True, callback=positive,
+@click.option("--tokens", type=POSITIVE, default=10_000, show_default=True,
               help="Target-sampled positions to score: ceil(tokens / new-tokens) prompts.")
-@click.option("--new-tokens", type=int, default=128, show_default=True, callback=positive,
+@click.option("--new-tokens", type=POSITIVE, default=128, show_default=True,
               help="Tokens the target samples after each prompt.")
-@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=positive,
+@click.option("--prompt-tokens", type=POSITIVE, default=64, show_default=True,
               help="Prompt length in tokens (held-out Shakespeare/Austen chunks, or cut from --prompts-file).")
 @prompts_file_option
 @sampling_options
-@click.option("--lenience", default="1,0.5,0.3,0.1", show_default=True, callback=parse_lenience,
+@click.option("--lenience", default="1,0.5,0.3,0.1", show_default=True, type=LENIENCE,
               help="Lenience values l in (0, 1] (App. A.5): alpha = E sum min(p/l, q).")
-@click.option("--batch-size", type=int, default=16, show_default=True, callback=positive,
+@click.option("--batch-size", type=POSITIVE, default=16, show_default=True,
               help="Prompts per batched generation (the unit of work a process takes under torchrun); "
                    "teacher-forced passes take up to 8 of them.")
-@click.option("--bootstrap", type=int, default=2000, show_default=True, callback=positive,
+@click.option("--bootstrap", type=POSITIVE, default=2000, show_default=True,
               help="Bootstrap resamples (over prompts) for the 95% interval.")
-@click.option("--context", type=int, default=128, show_default=True, callback=positive,
+@click.option("--context", type=POSITIVE, default=128, show_default=True,
               help="KV-cache length (tokens) at which the steps are timed.")
-@click.option("--max-k", type=int, default=16, show_default=True, callback=in_range(2, MAX_GAMMA + 1),
+@click.option("--max-k", type=Number(int, 2, MAX_GAMMA + 1), default=16, show_default=True,
               help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_GAMMA + 1}.")
-@click.option("--timing-repeats", type=int, default=7, show_default=True, callback=positive,
+@click.option("--timing-repeats", type=POSITIVE, default=7, show_default=True,
               help="Timed runs of each k (the median is kept).")
 @click.option("--no-timing", is_flag=True, help="Skip the timings (alpha only; c, v(k) are null).")
-@click.option("--batch-sizes", default=None, callback=_batch_sizes, metavar="B1,B2,...",
+@click.option("--batch-sizes", default=None, metavar="B1,B2,...",
+              type=NumberList(int, 1, MAX_BATCH, increasing=True, what="batch sizes"),
               help="Also time t(B, k): one pass over B sequences x k new tokens, k = 1..--batch-max-k, for the "
                    "batch-aware plan (`specdec plan --from ... --batch-cost-file`). With --drafter none: only this.")
-@click.option("--batch-max-k", type=int, default=8, show_default=True, callback=in_range(2, MAX_GAMMA + 1),
+@click.option("--batch-max-k", type=Number(int, 2, MAX_GAMMA + 1), default=8, show_default=True,
               help="Largest k of t(B, k).")
 @seed_option
 @json_option
@@ -77,121 +64,34 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     Under `torchrun --nproc-per-node N -m specdec estimate ...` the prompts are split over the N
     processes and alpha is the same as one process gives; rank 0 alone times and prints
     (docs/distributed.md)."""
-    import time
-
-    import numpy as np
-    import torch
-
-    from specdec.reference.core.models import load_model
-    from specdec.reference.core.placement import output_device
-    from specdec.reference.core.progress import phase
     from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.distributed.collect import gather_on_main
-    from specdec.reference.distributed.ranks import process_group
-    from specdec.reference.drafters.factory import make_drafter
-    from specdec.reference.estimate.alpha import alpha_from_scores
-    from specdec.reference.estimate.cost import estimate_cost
-    from specdec.reference.estimate.interference import DEFAULT_THRESHOLD, run_undisturbed
-    from specdec.reference.estimate.limits import measure_limits
-    from specdec.reference.estimate.replay import replay
-    from specdec.reference.estimate.shares import merge, score_chunks
+    from specdec.reference.estimate.run import EstimateConfig, run_batch_timing, run_estimate
 
-    if batch_sizes is not None:
-        if drafter == "none":
-            return _batch_only(target_path, device, dtype, device_map, backend, batch_sizes, batch_max_k, context,
-                               timing_repeats, as_json)
-    require_drafter(drafter, "estimating alpha needs a drafter (not 'none'; with --batch-sizes, 'none' times t(B, k) "
-                             "only)")
-    refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
     path, limit = preflight_target(target_path)
-    check_context(limit, prompt_tokens + new_tokens, "--prompt-tokens plus --new-tokens", "--new-tokens")
-    if not no_timing:
-        check_context(limit, context + max_k, "--context plus --max-k", "--context")
-    place = resolve_placement(device, device_map, draft_device_map, backend, path, (drafter,))
-    ranks = place.ranks
-    sampling = SamplingConfig(temperature, top_k, top_p)
-    max_gamma = min(max_k - 1, 8)
-    loaded: dict = {}
-
-    def work():  # this rank's share: load, sample and score its chunks of prompts
-        target = load_model(path, place.device, dtype, backend, place.device_map)
-        draft, note = make_drafter(drafter, target, place.device, dtype, place.draft_device_map)
-        prompts, sources = load_prompts(target, math.ceil(tokens / new_tokens), prompt_tokens, prompts_file)
-        loaded.update(target=target, draft=draft, note=note, n_prompts=len(prompts))
-        return score_chunks(target.model, {drafter: draft}, prompts, ranks.share(len(prompts), batch_size),
-                            new_tokens, sampling, seed, target.vocab_size, lenience, min(batch_size, 8), max_gamma,
-                            generator=generator(output_device(target.model), seed), progress=ranks.main,
-                            sources=sources)
-
-    start = time.perf_counter()
-    with process_group(ranks, place.device):
-        parts = gather_on_main(ranks, work)
-    if parts is None:  # not rank 0: its share is with rank 0
-        return
-    alpha_seconds = time.perf_counter() - start
-    target, draft, note, n_prompts = loaded["target"], loaded["draft"], loaded["note"], loaded["n_prompts"]
-    scored = merge(parts, n_prompts)
-    samples = scored.samples
-    warnings = []
-    if n_prompts < FEW_PROMPTS:
-        warnings.append(f"only {n_prompts} prompt(s): the 95% interval (bootstrap over prompts) is unreliable; "
-                        f"use --tokens >= {FEW_PROMPTS} x --new-tokens")
-    if ranks.idle(n_prompts, batch_size):
-        warnings.append(f"{ranks.idle(n_prompts, batch_size)} of {ranks.world_size} processes had no prompts: "
-                        f"{n_prompts} prompts make {math.ceil(n_prompts / batch_size)} batches of --batch-size "
-                        f"{batch_size}; use a smaller --batch-size")
-    est = alpha_from_scores(scored.scores[drafter], lenience, np.random.default_rng(seed), bootstrap,
-                            max_gamma=max_gamma)
-    report = {"drafter": drafter, "target": str(target.path), "backend": target.backend,
-              "backend_seconds": target.backend_seconds, "note": note,
-              "device": place.device, "device_map": getattr(target.model, "hf_device_map", None),
-              "sampling": {"temperature": temperature, "top_k": top_k, "top_p": top_p},
-              "prompts": n_prompts, "new_tokens": new_tokens, "prompt_tokens": prompt_tokens,
-              "generation_seconds": scored.generation_seconds, "scoring_seconds": scored.scoring_seconds,
-              "alpha_seconds": alpha_seconds,
-              "processes": {"count": ranks.world_size, "per_rank": scored.ranks,
-                            "threads_per_process": torch.get_num_threads()},
-              "seed": seed, **est.to_dict()}
-    if all(s.match is not None for s in est.scores):
-        report["greedy_replay"] = {}
-        for g in range(1, max_gamma + 1):
-            stats, _ = replay([s.match for s in est.scores], [s.block for s in est.scores], g, max_gamma)
-            report["greedy_replay"][str(g)] = {"tokens_per_iteration": stats.tokens_per_iteration(),
-                                               "alpha": stats.alpha(),
-                                               "alpha_per_position": stats.alpha_per_position()}
-    cost = None
-    if not no_timing:
-        context_ids = samples.sequences()[0]
-        phase(f"timing the target (t(k), k = 1..{max_k}, {timing_repeats} runs each at {context} tokens of "
-              "context), the drafter and the decode loop")
-        cost, load, attempts = run_undisturbed(lambda: estimate_cost(
-            target.model, draft, context_ids, sampling, context, max_k, timing_repeats,
-            generator=generator(output_device(target.model), seed)), retries=3)
-        report["timing_interference"] = {"threshold_cores": DEFAULT_THRESHOLD, "load_cores": load,
-                                         "attempts": attempts, "disturbed": load > DEFAULT_THRESHOLD}
-        if load > DEFAULT_THRESHOLD:
-            warnings.append(f"other processes kept {load:.2f} CPU cores busy during the timings (after {attempts} "
-                            "attempts): c and v(k) are inflated; rerun on a quiet machine")
-        phase("measuring the hardware's floor (memory bandwidth, fp32 FLOP rate)")
-        report["limits"] = measure_limits(target.model).to_dict(max_k)
+    batch_only = batch_sizes is not None and drafter == "none"
+    if not batch_only:
+        require_drafter(drafter, "estimating alpha needs a drafter (not 'none'; with --batch-sizes, 'none' times "
+                                 "t(B, k) only)")
+        refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
+        check_context(limit, prompt_tokens + new_tokens, "--prompt-tokens plus --new-tokens", "--new-tokens")
+        if not no_timing:
+            check_context(limit, context + max_k, "--context plus --max-k", "--context")
     if batch_sizes is not None:
-        from specdec.reference.estimate.batch_timing import time_batched_passes
         check_context(limit, context + batch_max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
-        phase(f"timing t(B, k) for B = {','.join(map(str, batch_sizes))}, k = 1..{batch_max_k}")
-        report["batch_timing"] = time_batched_passes(target.model, samples.sequences()[0], batch_sizes, context,
-                                                     batch_max_k, timing_repeats).to_dict()
-    report.update({"c": None if cost is None else cost.c,
-                   "c_hat": None if cost is None else cost.c_hat,
-                   "verify_cost": None if cost is None else cost.verify_cost,
-                   "cost": None if cost is None else cost.to_dict()})
-    if cost is None:
-        from specdec.reference.estimate.cost import c_hat_for
-        report["c_hat"] = c_hat_for(draft, target.model)
-    report["warnings"] = warnings
+    place = resolve_placement(device, device_map, None if batch_only else draft_device_map, backend, path,
+                              () if batch_only else (drafter,))
+    config = EstimateConfig(path, drafter, place, dtype, backend, SamplingConfig(temperature, top_k, top_p), tokens,
+                            new_tokens, prompt_tokens, prompts_file, lenience, batch_size, bootstrap, context, max_k,
+                            timing_repeats, not no_timing, batch_sizes, batch_max_k, seed)
+    report = run_batch_timing(config) if batch_only else run_estimate(config)
+    if report is None:  # a torchrun rank other than 0: rank 0 prints
+        return
     if as_json:
         click.echo(to_json(report))
-        return
-    _print(report, note)
+    elif batch_only:
+        _print_batch(report["batch_timing"])
+    else:
+        _print(report, report["note"])
 
 
 def _print(r: dict, note: str | None) -> None:
@@ -249,31 +149,6 @@ def _print(r: dict, note: str | None) -> None:
         click.echo(f"loop overhead o(0) {_f(o[0], '.4f')}  o(4) {_f(o[min(4, len(o) - 1)], '.4f')} target steps")
     if r.get("batch_timing"):
         _print_batch(r["batch_timing"])
-
-
-def _batch_only(target_path, device, dtype, device_map, backend, batch_sizes, max_k, context, repeats,
-                as_json) -> None:
-    """`--drafter none --batch-sizes ...`: t(B, k) on real held-out text, nothing else (by rank 0
-    alone under torchrun: timings are not split)."""
-    from specdec.reference.core.models import load_model
-    from specdec.reference.core.progress import phase
-    from specdec.reference.data.prompts import held_out_prompts
-    from specdec.reference.estimate.batch_timing import time_batched_passes
-
-    path, limit = preflight_target(target_path)
-    check_context(limit, context + max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
-    place = resolve_placement(device, device_map, None, backend, path)
-    if not place.ranks.main:
-        return
-    target = load_model(path, place.device, dtype, backend, place.device_map)
-    prompts, _ = held_out_prompts(4, context + max_k + max(batch_sizes), path)
-    phase(f"timing t(B, k) for B = {','.join(map(str, batch_sizes))}, k = 1..{max_k}")
-    timing = time_batched_passes(target.model, [t for p in prompts for t in p], batch_sizes, context, max_k, repeats)
-    report = {"target": str(target.path), "backend": target.backend, "batch_timing": timing.to_dict()}
-    if as_json:
-        click.echo(to_json(report))
-        return
-    _print_batch(report["batch_timing"])
 
 
 def _print_batch(bt: dict) -> None:

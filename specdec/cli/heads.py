@@ -12,8 +12,11 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (MAX_SEED, backend_option, check_context, in_range, json_option, parse_positive_ints, positive,
-                                preflight_target, split_label, to_json, write_atomic)
+from specdec.cli.common import GAMMAS, MAX_SEED, backend_option, check_context, json_option, preflight_target
+from specdec.cli.types import POSITIVE, Number
+from specdec.paths import write_atomic
+from specdec.reference.drafters.spec import split_label
+from specdec.strict_json import to_json
 
 device_option = click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N")
 
@@ -26,23 +29,23 @@ def heads() -> None:
 @heads.command()
 @click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
               help="Target model folder. Default: the embedded SmolLM2-135M-Instruct.")
-@click.option("--heads", "n_heads", type=int, default=3, show_default=True, callback=in_range(1, 16),
+@click.option("--heads", "n_heads", type=Number(int, 1, 16), default=3, show_default=True,
               help="Draft heads H (the BPD paper's h = H + 1, counting the target's own output layer); "
                    "the heads drafter proposes at most H tokens.")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Output folder (heads.safetensors + card.json), built beside it and renamed into place.")
 @click.option("--force", is_flag=True, help="Replace heads already in --out (otherwise an error).")
-@click.option("--tokens", type=int, default=49_152, show_default=True, callback=positive,
+@click.option("--tokens", type=POSITIVE, default=49_152, show_default=True,
               help="Teacher-forced training tokens in all (target samples + corpus windows).")
-@click.option("--aligned-tokens", type=int, default=16_000, show_default=True, callback=in_range(0),
+@click.option("--aligned-tokens", type=Number(int, 0), default=16_000, show_default=True,
               help="Of them, the target's own sampled continuations (the cached aligned corpus; 0: corpus only).")
-@click.option("--window", type=int, default=128, show_default=True, callback=in_range(8, 4096),
+@click.option("--window", type=Number(int, 8, 4096), default=128, show_default=True,
               help="Tokens per training window.")
-@click.option("--vocab", "vocab_size", type=int, default=8192, show_default=True, callback=positive,
+@click.option("--vocab", "vocab_size", type=POSITIVE, default=8192, show_default=True,
               help="Output ids the heads can propose: the ones with the most target probability in the data.")
-@click.option("--epochs", type=int, default=4, show_default=True, callback=in_range(1, 1000))
-@click.option("--lr", type=float, default=2e-3, show_default=True, callback=in_range(0, 1, low_open=True))
-@click.option("--seed", type=int, default=0, show_default=True, callback=in_range(0, MAX_SEED))
+@click.option("--epochs", type=Number(int, 1, 1000), default=4, show_default=True)
+@click.option("--lr", type=Number(float, 0, 1, low_open=True), default=2e-3, show_default=True)
+@click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, show_default=True)
 @device_option
 @json_option
 def train(target_path, n_heads, out, force, tokens, aligned_tokens, window, vocab_size, epochs, lr, seed, device,
@@ -91,11 +94,11 @@ def train(target_path, n_heads, out, force, tokens, aligned_tokens, window, voca
 @click.argument("heads_path", metavar="PATH", type=click.Path(exists=True))
 @click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
               help="Target model folder the heads belong to. Default: the embedded SmolLM2-135M-Instruct.")
-@click.option("--windows", "n_windows", type=int, default=16, show_default=True, callback=in_range(1, 10_000),
+@click.option("--windows", "n_windows", type=Number(int, 1, 10_000), default=16, show_default=True,
               help="Held-out corpus windows (the split no drafter trains on).")
-@click.option("--window", type=int, default=128, show_default=True, callback=in_range(8, 4096),
+@click.option("--window", type=Number(int, 8, 4096), default=128, show_default=True,
               help="Tokens per window.")
-@click.option("--top", "k", type=int, default=5, show_default=True, callback=in_range(1, 1000),
+@click.option("--top", "k", type=Number(int, 1, 1000), default=5, show_default=True,
               help="k of the top-k agreement.")
 @device_option
 @json_option
@@ -144,19 +147,19 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
                    "repeat for several.")
 @click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
               help="Target model folder the heads belong to. Default: the embedded SmolLM2-135M-Instruct.")
-@click.option("--k", "k", type=int, default=16, show_default=True, callback=in_range(1, 64),
+@click.option("--k", "k", type=Number(int, 1, 64), default=16, show_default=True,
               help="Candidates per head in the rescored lattice.")
-@click.option("--p", "ps", default="1,2,4,8,16", show_default=True, callback=parse_positive_ints,
+@click.option("--p", "ps", default="1,2,4,8,16", show_default=True, type=GAMMAS,
               help="Paths verified together (1: rescoring; > 1: parallel BPD).")
-@click.option("--oracle-k", "oracle_ks", default="2,16", show_default=True, callback=parse_positive_ints,
+@click.option("--oracle-k", "oracle_ks", default="2,16", show_default=True, type=GAMMAS,
               help="k of the oracle top-k block efficiency.")
-@click.option("--prompts", "n_prompts", type=int, default=10, show_default=True, callback=in_range(2, 1000),
+@click.option("--prompts", "n_prompts", type=Number(int, 2, 1000), default=10, show_default=True,
               help="Held-out prompts; the first --tune of them tune the interpolation weights.")
-@click.option("--tune", type=int, default=2, show_default=True, callback=in_range(1, 999))
-@click.option("--prompt-tokens", type=int, default=64, show_default=True, callback=in_range(2, 4096))
-@click.option("--new-tokens", type=int, default=64, show_default=True, callback=in_range(2, 4096),
+@click.option("--tune", type=Number(int, 1, 999), default=2, show_default=True)
+@click.option("--prompt-tokens", type=Number(int, 2, 4096), default=64, show_default=True)
+@click.option("--new-tokens", type=Number(int, 2, 4096), default=64, show_default=True,
               help="Greedy target tokens after each prompt (the text the drafts are checked against).")
-@click.option("--seed", type=int, default=0, show_default=True, callback=in_range(0, MAX_SEED))
+@click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, show_default=True)
 @click.option("--no-timing", is_flag=True, help="Skip the timings and the plan (block efficiencies only).")
 @click.option("--save", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON result to this file (for benchmarks/bench_lattice.py --study).")
@@ -170,7 +173,7 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
     Fig. 7, with bootstrap intervals), repetition before and after (Table 3) and wins/ties/
     losses against the base drafts (Table 5). Then the plan: each method's predicted speedup
     from its block efficiency, its tree size, the measured verify-cost curve and its drafting
-    time, for every method cut to each depth h (`specdec.simulator.trees`; `specdec plan-trees`
+    time, for every method cut to each depth h (`specdec.simulator.trees`; `specdec plan --trees`
     re-plans a saved study with another verify-cost curve)."""
     from specdec.reference.heads.store import read_card
 
@@ -221,7 +224,8 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
 
         from specdec.reference.core.progress import phase
         from specdec.reference.heads.tree_plan import heads_pass_seconds, verify_step_seconds
-        from specdec.simulator.trees import PLAN_ROWS, format_tree_plan, plan_trees
+        from specdec.report import tree_rows
+        from specdec.simulator.trees import plan_trees
 
         sizes = sorted({0} | {n for r in result["by_depth"] if r["tree_tokens"] is not None
                               for n in (math.floor(r["tree_tokens"]), math.ceil(r["tree_tokens"]))})
@@ -230,12 +234,13 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
         result["verify_step_ms"] = {str(n): 1000 * s for n, s in
                                     verify_step_seconds(target.model, context, sizes, heads.n_heads).items()}
         result["heads_pass_ms"] = 1000 * heads_pass_seconds(heads, k)
-        result["plan"] = plan_trees(result["by_depth"], {int(n): s / 1000 for n, s in
-                                                                 result["verify_step_ms"].items()},
-                                    result["heads_pass_ms"] / 1000)
+        steps = {int(n): s / 1000 for n, s in result["verify_step_ms"].items()}
+        result["plan"] = tree_rows(plan_trees(result["by_depth"], steps, result["heads_pass_ms"] / 1000))
     result["rescorers"] = {name: ("ngram", p) for name, p in labelled} | {name: ("lm", p) for name, p in lm_paths}
     if save is not None:
-        write_atomic(Path(save), to_json({"heads_path": str(heads_path), **result}, indent=2) + "\n")
+        from specdec.costfiles import KIND_LATTICE_STUDY
+        write_atomic(Path(save), to_json({"kind": KIND_LATTICE_STUDY, "heads_path": str(heads_path), **result},
+                                         indent=2) + "\n")
     if as_json:
         click.echo(to_json({"heads_path": str(heads_path), **result}))
         return
@@ -252,7 +257,8 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
     if result.get("plan"):
         click.echo(f"\nplan (baseline step {result['verify_step_ms']['0']:.1f} ms, heads pass "
                    f"{result['heads_pass_ms']:.2f} ms):")
-        click.echo(format_tree_plan(result["plan"][:PLAN_ROWS]))
+        from specdec.report import tree_table
+        click.echo(tree_table(result["plan"]))
     if result["wins"]:
         click.echo("\n| vs base | wins | ties | losses | wins by repair | losses by regress |\n|---|---|---|---|---|---|")
         for r in result["wins"]:

@@ -8,12 +8,14 @@ Each command is thin: parse, call `ngram` / `specdec.reference.data.aligned_corp
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from specdec.cli.common import in_range, json_option, nonnegative, positive, stack, to_json
+from specdec.cli.common import MAX_SEED, json_option, stack
+from specdec.cli.types import NONNEGATIVE, POSITIVE, Number, Renamed
+from specdec.paths import writing
+from specdec.strict_json import to_json
 
 CORPORA = ("plain", "aligned", "mixed")
 
@@ -26,25 +28,24 @@ def _target_dir(target: str | None) -> Path:
     return default_target_path()
 
 
-def _aligned_config(tokens: int, max_new_tokens: int, batch_size: int, temperature: float, seed: int):
+def _aligned_config(tokens: int, new_tokens: int, batch_size: int, temperature: float, seed: int):
     from specdec.reference.data.aligned_corpus import AlignedConfig
-    return AlignedConfig(tokens=tokens, max_new_tokens=max_new_tokens, batch_size=batch_size,
+    return AlignedConfig(tokens=tokens, max_new_tokens=new_tokens, batch_size=batch_size,
                          temperature=temperature, seed=seed)
 
 
 aligned_options = stack(
-    click.option("--aligned-tokens", "tokens", type=int, default=50_000, show_default=True, callback=positive,
+    click.option("--aligned-tokens", "tokens", type=POSITIVE, default=50_000, show_default=True,
                  help="Continuation tokens to generate for the aligned corpus."),
-    click.option("--max-new-tokens", type=int, default=128, show_default=True, callback=positive,
-                 help="Longest continuation per training prompt."),
-    click.option("--batch-size", type=int, default=16, show_default=True, callback=positive,
+    click.option("--new-tokens", "new_tokens", cls=Renamed, old=("--max-new-tokens",), type=POSITIVE, default=128,
+                 show_default=True, help="Longest continuation per training prompt."),
+    click.option("--batch-size", type=POSITIVE, default=16, show_default=True,
                  help="Prompts generated together in one batch."),
-    click.option("--aligned-temperature", "temperature", type=float, default=1.0, show_default=True,
-                 callback=nonnegative,
+    click.option("--aligned-temperature", "temperature", type=Number(float, 0), default=1.0, show_default=True,
                  help="1 samples from the target (q ~ p); 0 is greedy (BiLD)."),
-    click.option("--seed", type=int, default=0, show_default=True, callback=in_range(0, 2**63 - 1),
+    click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, show_default=True,
                  help="Seeds torch once before generating the aligned corpus."),
-    click.option("--threads", type=int, default=None, callback=positive,
+    click.option("--threads", type=POSITIVE, default=None,
                  help="torch CPU threads for generation (default: torch's choice)."),
 )
 
@@ -75,26 +76,26 @@ def corpus(target, as_json):
 @target_option
 @aligned_options
 @json_option
-def aligned(target, tokens, max_new_tokens, batch_size, temperature, seed, threads, as_json):
+def aligned(target, tokens, new_tokens, batch_size, temperature, seed, threads, as_json):
     """Generate (once) the target-aligned corpus: the target's own continuations of
     training-split prompts."""
     from specdec.reference.data.aligned_corpus import generate_aligned
 
-    config = _aligned_config(tokens, max_new_tokens, batch_size, temperature, seed)
+    config = _aligned_config(tokens, new_tokens, batch_size, temperature, seed)
     result = generate_aligned(_target_dir(target), config, progress=not as_json, threads=threads)
     _emit({"path": str(result.path), **result.meta}, as_json)
 
 
 @ngram.command()
-@click.option("--order", type=int, required=True, callback=in_range(1, 5), help="n-gram order, 1 to 5.")
+@click.option("--order", type=Number(int, 1, 5), required=True, help="n-gram order, 1 to 5.")
 @click.option("--corpus", "corpus_name", type=click.Choice(CORPORA), default="plain", show_default=True,
               help="plain: Shakespeare + Austen; aligned: the target's own continuations; "
                    "mixed: both.")
 @click.option("--text", "text_path", type=click.Path(dir_okay=False), default=None,
               help="Train on this file of token-id lines instead of --corpus "
                    "(needs --vocab-size; no tokenizer is loaded).")
-@click.option("--vocab-size", type=int, default=None, callback=positive, help="Target vocabulary size (with --text).")
-@click.option("--eos-id", type=int, default=None, callback=nonnegative,
+@click.option("--vocab-size", type=POSITIVE, default=None, help="Target vocabulary size (with --text).")
+@click.option("--eos-id", type=NONNEGATIVE, default=None,
               help="Target EOS id that </s> stands for (with --text), in 0 .. vocab-size - 1.")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Output folder (model.arpa, model.binary, tables, model.json); built beside it and renamed "
@@ -104,12 +105,12 @@ def aligned(target, tokens, max_new_tokens, batch_size, temperature, seed, threa
 @click.option("--discount-fallback/--no-discount-fallback", default=None,
               help="Force lmplz --discount_fallback on/off (default: only if lmplz needs it).")
 @click.option("--kenlm-bin", type=click.Path(file_okay=False), default=None,
-              help="Folder of lmplz/build_binary (default: $SPECDEC_KENLM_BIN or .cache/kenlm/bin).")
+              help="Folder of lmplz/build_binary (default: $SPECDEC_KENLM_BIN or the cache's kenlm/bin).")
 @target_option
 @aligned_options
 @json_option
 def build(order, corpus_name, text_path, vocab_size, eos_id, out, force, memory, discount_fallback, kenlm_bin,
-          target, tokens, max_new_tokens, batch_size, temperature, seed, threads, as_json):
+          target, tokens, new_tokens, batch_size, temperature, seed, threads, as_json):
     """Estimate an order-N model with lmplz, binarize it, and cache its query tables."""
     from specdec.ngram.build import build_model
     from specdec.reference.data.corpus import prepare_corpus
@@ -134,7 +135,7 @@ def build(order, corpus_name, text_path, vocab_size, eos_id, out, force, memory,
     else:
         from specdec.reference.data.aligned_corpus import generate_aligned
 
-        config = _aligned_config(tokens, max_new_tokens, batch_size, temperature, seed)
+        config = _aligned_config(tokens, new_tokens, batch_size, temperature, seed)
         aligned_corpus = generate_aligned(target_dir, config, progress=not as_json, threads=threads)
         extra["aligned"] = {"path": str(aligned_corpus.path), **aligned_corpus.meta}
         text = aligned_corpus.path
@@ -167,11 +168,9 @@ def _concatenate(parts: list[Path], dest: Path) -> Path:
     """Write the files `parts` one after another into dest (atomic); reused if up to date."""
     if dest.is_file() and all(dest.stat().st_mtime >= p.stat().st_mtime for p in parts):
         return dest
-    partial = dest.with_name(dest.name + ".partial")
-    with open(partial, "wb") as out:
+    with writing(dest) as tmp, open(tmp, "wb") as out:
         for part in parts:
             out.write(Path(part).read_bytes())
-    os.replace(partial, dest)
     return dest
 
 

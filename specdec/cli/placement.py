@@ -3,13 +3,13 @@ device when torchrun started several. Everything here is checked before any weig
 each problem is one line naming its option (exit status 2)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import click
 
-from specdec.cli.common import split_label, stack
+from specdec.cli.common import stack
+from specdec.reference.drafters.spec import split_label
 
 MAP_HELP = ("auto, balanced, balanced_low_0, sequential, a JSON object {module: GPU index | \"cpu\" | \"disk\"} or a "
             ".json file holding one; passed to from_pretrained (accelerate) so the model spans several devices. "
@@ -35,25 +35,15 @@ device_map_options = stack(
 )
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where this process's models go. ranks: its place in a torchrun job (rank 0 of 1 alone)."""
-
-    ranks: Any  # specdec.reference.distributed.ranks.Ranks
-    device: str
-    device_map: Any = None
-    draft_device_map: Any = None
-
-
 def resolve_placement(device: str, device_map: Any, draft_device_map: Any, backend: str, target: Path,
-                      drafters: Sequence[str] = (), one_process: bool = False) -> Placement:
+                      drafters: Sequence[str] = (), one_process: bool = False):
     """Check the placement options together, against the target folder, the drafters' specs and
     torchrun's environment, and return this rank's placement. one_process: the command does not
     split its work (torchrun with several processes is refused)."""
     import torch
 
     from specdec.reference.core.placement import check_device_map, gpus_used
-    from specdec.reference.distributed.ranks import Ranks, rank_device
+    from specdec.reference.distributed.ranks import Placement, Ranks, rank_device
     from specdec.reference.drafters.spec import DrafterSpec
 
     try:

@@ -1,116 +1,92 @@
-"""`specdec plan` and `specdec figures`: thin commands over simulator/ and figures/.
+"""`specdec plan`: the best draft length and what it gains, from an acceptance rate (Leviathan
+et al., ICML 2023), from a serving engine's counts (`--from`) or for draft trees from a lattice
+study (`--trees`; `specdec plan-trees STUDY` is the same command).
 
-Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `gamma` draft tokens per
-iteration, `c` (`c_hat`) draft/target time (arithmetic) ratio.
+Names follow the paper: `alpha` acceptance rate, `gamma` draft tokens per iteration, `c`
+(`c_hat`) draft/target time (arithmetic) ratio.
 
-Both commands only parse, call the library and print. Values are checked by the simulator's
-own checks, turned into click.BadParameter so the message names the option. matplotlib is
-imported only by `figures`, and torch never, so `specdec plan` starts fast.
+Thin: parse, check, read cost files (`specdec.costfiles`), plan (`specdec.simulator`), render
+(`specdec.report`). Values are checked by the simulator's own checks, turned into
+click.BadParameter so the message names the option. torch is never imported, and matplotlib
+only for `--figure`, so `specdec plan` starts fast.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from specdec.cli.common import check_out_dir, to_json
-
+from specdec.cli.types import Checked
+from specdec.costfiles import read_batch_times, read_lattice_study, read_tree_steps, read_verify_cost, study_tree_steps
+from specdec.errors import SpecdecError
+from specdec.report import engine_plan_dict, engine_plan_text, plan_dict, plan_text, tree_plan_dict, tree_plan_text
+from specdec.simulator.checks import (MAX_GAMMA, check_alpha, check_cost_ratio, check_gamma, check_max_gamma,
+                                      check_per_position, check_verify_cost)
 from specdec.simulator.optimal import DEFAULT_MAX_GAMMA
-from specdec.simulator.plan import Plan, make_plan
-from specdec.simulator.validation import (MAX_GAMMA, check_alpha, check_cost_ratio, check_gamma, check_max_gamma,
-                                          check_per_position, check_verify_cost)
-
-# Rows shown past the larger of the optimal and the asked-for gamma in the human-readable table.
-ROWS_PAST_BEST = 3
-
-
-def _checked(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A click callback running a simulator check; its ValueError becomes a BadParameter."""
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        if value is None:
-            return None
-        try:
-            check(value)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-        return value
-    return callback
-
-
-def _number_list(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A click callback parsing "0.9,0.8,0.7" into a tuple of floats, then running a simulator check."""
-    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
-        if value is None:
-            return None
-        try:
-            numbers = tuple(float(part) for part in value.split(","))
-        except ValueError:
-            raise click.BadParameter(f"expected comma-separated numbers such as 0.9,0.8,0.7, got {value!r}",
-                                     ctx=ctx, param=param) from None
-        if len(numbers) > MAX_GAMMA + 1:
-            raise click.BadParameter(f"at most {MAX_GAMMA + 1} values, got {len(numbers)}", ctx=ctx, param=param)
-        return _checked(check)(ctx, param, numbers)
-    return callback
+from specdec.simulator.plan import make_plan
+from specdec.strict_json import to_json
 
 
 def _at_most_max(g, name: str):
     if int(g) > MAX_GAMMA:
-        raise ValueError(f"{name} must be at most {MAX_GAMMA}, got {int(g)}")
+        raise SpecdecError(f"{name} must be at most {MAX_GAMMA}, got {int(g)}")
     return g
 
 
-def _verify_cost_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> tuple[float, ...] | None:
-    """Read a verify-cost curve: a JSON list v(1..K), or an object holding it under "verify_cost"."""
-    if value is None:
-        return None
+def _read(reader: Callable[..., Any], path: Path, option: str, *args: Any) -> Any:
+    """A cost-file reader's result; its SpecdecError becomes a BadParameter naming the option."""
     try:
-        data = json.loads(value.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise click.BadParameter(f"cannot read {value} as JSON: {exc}", ctx=ctx, param=param) from None
-    if isinstance(data, dict):
-        data = data.get("verify_cost")
-    if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in data):
-        raise click.BadParameter(f"{value} must hold a JSON list of numbers v(1), ..., v(K) "
-                                 'or an object {"verify_cost": [...]}', ctx=ctx, param=param)
-    return _checked(check_verify_cost)(ctx, param, tuple(float(x) for x in data))
+        return reader(path, *args)
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+TREE_COSTS_HELP = ("another machine's costs instead of the study's own verify steps: benchmarks/bench_costs.py "
+                   "output (steps timed on trees) or `specdec estimate --json` (verify_cost and "
+                   "cost.target_step_seconds).")
+DRAFT_MS_HELP = "this many milliseconds for the heads' pass per iteration instead of the study's measured one."
+cost_file_type = click.Path(exists=True, dir_okay=False, path_type=Path)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 
 
 @click.command()
-@click.option("--alpha", type=float, callback=_checked(lambda a: check_alpha(a, allow_one=False)),
+@click.option("--alpha", type=Checked(lambda a: check_alpha(a, allow_one=False)),
               help="Acceptance rate alpha in [0, 1) (i.i.d. model of the paper).")
 @click.option("--alpha-per-position", "alpha_per_position", metavar="A1,A2,...",
-              callback=_number_list(check_per_position),
+              type=Checked(check_per_position, many=True, max_len=MAX_GAMMA + 1),
               help="Per-position acceptances alpha_1,...,alpha_K, each in [0, 1]: alpha_i is the chance "
                    "draft i is accepted given drafts 1..i-1 were. Replaces --alpha; gamma > K reuses alpha_K.")
-@click.option("--c", "c", type=float, required=True, callback=_checked(lambda c: check_cost_ratio(c, "c")),
-              help="Cost coefficient c in [0, 1e6]: time of one draft step / time of one target step.")
-@click.option("--c-hat", "c_hat", type=float, callback=_checked(lambda c: check_cost_ratio(c, "c_hat")),
+@click.option("--c", "c", type=Checked(lambda c: check_cost_ratio(c, "c")),
+              help="Cost coefficient c in [0, 1e6]: time of one draft step / time of one target step. "
+                   "Required, except with --trees.")
+@click.option("--c-hat", "c_hat", type=Checked(lambda c: check_cost_ratio(c, "c_hat")),
               help="Arithmetic-operations ratio c_hat in [0, 1e6] for the operations factor (Theorem 10). "
                    "Default: equal to --c.")
-@click.option("--gamma", type=int, callback=_checked(lambda g: _at_most_max(check_gamma(g), "gamma")),
+@click.option("--gamma", type=Checked(lambda g: _at_most_max(check_gamma(g), "gamma"), int),
               help=f"Evaluate this number of draft tokens per iteration, 0..{MAX_GAMMA}. Default: the optimal gamma.")
-@click.option("--max-gamma", "max_gamma", type=int, default=DEFAULT_MAX_GAMMA, show_default=True,
-              callback=_checked(check_max_gamma), help=f"Largest gamma the optimal-gamma search tries, 0..{MAX_GAMMA}.")
-@click.option("--verify-cost", "verify_cost", metavar="V1,V2,...", callback=_number_list(check_verify_cost),
+@click.option("--max-gamma", "max_gamma", type=Checked(check_max_gamma, int), default=DEFAULT_MAX_GAMMA,
+              show_default=True,
+              help=f"Largest gamma the optimal-gamma search tries, 0..{MAX_GAMMA}.")
+@click.option("--verify-cost", "verify_cost", metavar="V1,V2,...",
+              type=Checked(check_verify_cost, many=True, max_len=MAX_GAMMA + 1),
               help="Verify-cost curve v(1),...,v(K): time of one target pass over k tokens / time over 1 "
                    "token (so v(1) = 1, and every v(k) >= 1). An iteration then takes gamma*c + v(gamma+1) target steps "
                    "instead of the paper's gamma*c + 1, and gamma is limited to K - 1.")
-@click.option("--verify-cost-file", "verify_cost_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              callback=_verify_cost_file,
-              help='Read the verify-cost curve from a JSON file: [1, 1.1, ...] or {"verify_cost": [...]}.')
+@click.option("--verify-cost-file", "verify_cost_file", type=cost_file_type,
+              help='A verify-cost curve from a JSON file: [1, 1.1, ...] or {"verify_cost": [...]} (`specdec estimate '
+                   f"--json`). With --trees: {TREE_COSTS_HELP}")
 @click.option("--from", "source", metavar="FILE|-|URL",
               help="Acceptance counts an engine reported instead of --alpha: vLLM /metrics text (file or "
                    "http(s) URL), vLLM or llama.cpp logs, vLLM per-request metrics JSON, or `specdec decode --json` "
                    "output ('-': standard input). Formats: docs/engines.md.")
-@click.option("--draft-length", type=int, default=None, callback=_checked(lambda g: _at_most_max(check_gamma(g), "draft length")),
+@click.option("--draft-length", type=Checked(lambda g: _at_most_max(check_gamma(g), "draft length"), int), default=None,
               help="With --from: the draft length the engine ran with, for sources that do not state it (llama-server).")
 @click.option("--extrapolate", is_flag=True,
               help="With --from: also plan draft lengths beyond the observed positions (alpha_i = the last observed; "
                    "flagged in the output).")
-@click.option("--batch-cost-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--batch-cost-file", type=cost_file_type,
               help="With --from: t(B, k) per batch size (`specdec estimate --batch-sizes ... --json`): the best draft "
                    "length per batch-size range.")
 @click.option("--engine", type=click.Choice(["vllm", "llamacpp", "hf"]), default=None,
@@ -120,153 +96,143 @@ def _verify_cost_file(ctx: click.Context, param: click.Parameter, value: Path | 
                    "hf: ngram means prompt lookup, anything else an assistant model).")
 @click.option("--figure", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --batch-cost-file: write the speedup-vs-batch-size figure (PNG) here.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: float, c_hat: float | None,
-         gamma: int | None, max_gamma: int, verify_cost: tuple[float, ...] | None,
-         verify_cost_file: tuple[float, ...] | None, source: str | None, draft_length: int | None, extrapolate: bool,
-         batch_cost_file: Path | None, engine: str | None, method: str, figure: Path | None, as_json: bool) -> None:
+@click.option("--trees", "study_path", metavar="STUDY", type=cost_file_type,
+              help="Instead: the best parallel-drafts configuration (method, k, p, depth h) of a saved lattice study "
+                   "(`specdec heads lattice --save`), with its own verify steps or --verify-cost-file.")
+@click.option("--draft-ms", type=float, default=None, help=f"With --trees: plan with {DRAFT_MS_HELP}")
+@json_option
+def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: float | None, c_hat: float | None,
+         gamma: int | None, max_gamma: int, verify_cost: tuple[float, ...] | None, verify_cost_file: Path | None,
+         source: str | None, draft_length: int | None, extrapolate: bool, batch_cost_file: Path | None,
+         engine: str | None, method: str, figure: Path | None, study_path: Path | None, draft_ms: float | None,
+         as_json: bool) -> None:
     """Expected speedup, operations and memory traffic of speculative decoding, and the best gamma.
 
     Implements Leviathan et al. (ICML 2023): expected tokens per iteration (Eq. 1), walltime
     improvement (Theorem 8), operations increase (Theorem 10), memory-access reduction
     (Section 3.4), the gamma = 1 guarantee (Corollary 9) and the oracle-gamma bound
     (Section 3.5). Without --gamma the optimal gamma in 0..--max-gamma is evaluated
-    (0 = do not speculate, i.e. alpha <= c). Give --alpha or --alpha-per-position.
+    (0 = do not speculate, i.e. alpha <= c). Give --alpha, --alpha-per-position, --from
+    (an engine's counts) or --trees (a lattice study).
 
     \b
     Examples:
       specdec plan --alpha 0.8 --c 0.05
       specdec plan --alpha 0.75 --gamma 7 --c 0.02 --json
       specdec plan --alpha-per-position 0.9,0.8,0.7 --c 0.05 --verify-cost 1,1.5,1.6,1.7,1.8
+      specdec plan --from metrics.txt --c 0 --batch-cost-file costs.json --engine vllm
+      specdec plan --trees study.json --verify-cost-file gpu-costs.json --draft-ms 0.3
     """
+    if study_path is not None:
+        given = [name for name, value in (("--alpha", alpha), ("--alpha-per-position", alpha_per_position), ("--c", c),
+                                          ("--c-hat", c_hat), ("--gamma", gamma), ("--verify-cost", verify_cost),
+                                          ("--from", source), ("--draft-length", draft_length),
+                                          ("--batch-cost-file", batch_cost_file), ("--engine", engine),
+                                          ("--figure", figure)) if value is not None]
+        given += ["--extrapolate"] * extrapolate + ["--max-gamma"] * (max_gamma != DEFAULT_MAX_GAMMA)
+        if given:
+            raise click.UsageError(f"--trees plans from the lattice study and its costs alone: drop {', '.join(given)}")
+        _tree_plan(study_path, verify_cost_file, draft_ms, as_json, "--trees")
+        return
+    if draft_ms is not None:
+        raise click.UsageError("--draft-ms needs --trees (a lattice study)")
+    curve_file = None if verify_cost_file is None else _read(read_verify_cost, verify_cost_file, "--verify-cost-file")
+    if c is None:
+        ctx = click.get_current_context()
+        raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == "c"))
     if source is not None:
         if alpha is not None or alpha_per_position is not None or gamma is not None:
             raise click.UsageError("--from replaces --alpha, --alpha-per-position and --gamma")
-        if verify_cost is not None and verify_cost_file is not None:
+        if verify_cost is not None and curve_file is not None:
             raise click.UsageError("give either --verify-cost or --verify-cost-file, not both")
         _engine_plan(source, c, draft_length, max_gamma if max_gamma != DEFAULT_MAX_GAMMA else None, extrapolate,
-                        verify_cost if verify_cost is not None else verify_cost_file, batch_cost_file, engine, method,
-                        figure, as_json)
+                     verify_cost if verify_cost is not None else curve_file, batch_cost_file, engine, method, figure,
+                     as_json)
         return
     for name, value in (("--engine", engine), ("--batch-cost-file", batch_cost_file), ("--figure", figure),
                         ("--draft-length", draft_length)):
         if value is not None:
             raise click.UsageError(f"{name} needs --from (engine counts)")
     if alpha is None and alpha_per_position is None:
-        raise click.UsageError("give --alpha, --alpha-per-position or --from")
+        raise click.UsageError("give --alpha, --alpha-per-position or --from (or --trees STUDY)")
     if alpha is not None and alpha_per_position is not None:
         raise click.UsageError("give either --alpha or --alpha-per-position, not both")
-    if verify_cost is not None and verify_cost_file is not None:
+    if verify_cost is not None and curve_file is not None:
         raise click.UsageError("give either --verify-cost or --verify-cost-file, not both")
-    curve = verify_cost if verify_cost is not None else verify_cost_file
+    curve = verify_cost if verify_cost is not None else curve_file
     if curve is not None and gamma is not None and gamma > len(curve) - 1:
         raise click.BadParameter(f"gamma = {gamma} needs v({gamma + 1}), but the verify-cost curve gives "
                                  f"v(1..{len(curve)}) only", param_hint="--gamma")
     try:
         result = make_plan(c=c, alpha=alpha, alpha_per_position=alpha_per_position, c_hat=c_hat, gamma=gamma,
                            max_gamma=max_gamma, verify_cost=curve)
-    except ValueError as exc:  # a combination of options the simulator refuses
+    except SpecdecError as exc:  # a combination of options the simulator refuses
         raise click.UsageError(f"{exc} (options --alpha/--alpha-per-position, --c, --gamma, --max-gamma, "
                                "--verify-cost)") from None
-    click.echo(to_json(result.as_dict(), indent=2) if as_json else format_plan(result))
+    click.echo(to_json(plan_dict(result), indent=2) if as_json else plan_text(result))
 
 
 def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int | None, extrapolate: bool,
-                    verify_cost: tuple[float, ...] | None, batch_cost_file: Path | None, engine: str | None,
-                    method: str, figure: Path | None, as_json: bool) -> None:
-    from specdec.engines.plan import engine_plan, read_source
-    from specdec.engines.report import format_engine_plan
+                 verify_cost: tuple[float, ...] | None, batch_cost_file: Path | None, engine: str | None,
+                 method: str, figure: Path | None, as_json: bool) -> None:
+    """`plan --from`: the engine's counts -> alpha_i -> the plan -> the engine's configuration."""
+    from specdec.engines.acceptance import acceptance_from_counts
+    from specdec.engines.configs import engine_config
+    from specdec.engines.metrics import read_counts, read_source
+    from specdec.simulator.engine_plan import engine_plan
 
-    batch_timing = None
-    if batch_cost_file is not None:
-        try:
-            data = json.loads(batch_cost_file.read_text())
-            batch_timing = data["batch_timing"] if "batch_timing" in data else None
-            if not (isinstance(batch_timing, dict) and {"batch_sizes", "seconds"} <= set(batch_timing)):
-                raise KeyError
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
-            raise click.BadParameter(f"{batch_cost_file} holds no batch_timing (batch_sizes, seconds): write it with "
-                                     "`specdec estimate --batch-sizes ... --json`", param_hint="--batch-cost-file") from None
-    if figure is not None and batch_timing is None:
+    batch_times = None if batch_cost_file is None else _read(read_batch_times, batch_cost_file, "--batch-cost-file")
+    if figure is not None and batch_times is None:
         raise click.UsageError("--figure draws the batch plan: give --batch-cost-file")
+    text = _read(read_source, source, "--from", sys.stdin.read() if source == "-" else None)
     try:
-        text = read_source(source, sys.stdin.read() if source == "-" else None)
-    except ValueError as exc:
+        counts = read_counts(text)
+        result = engine_plan(acceptance_from_counts(counts, draft_length), c, counts.source, max_gamma, extrapolate,
+                             verify_cost, batch_times)
+    except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
-    try:
-        result = engine_plan(text, c, draft_length, max_gamma, extrapolate, verify_cost, batch_timing, engine, method)
-    except ValueError as exc:
-        hint = "--batch-cost-file" if "t(B, k)" in str(exc) or "batch sizes" in str(exc) else "--from"
-        raise click.BadParameter(str(exc), param_hint=hint) from None
+    config = None if engine is None else engine_config(result, engine, method)
+    drawn = None
     if figure is not None:
         from specdec.figures.batch import batch_figure
-        result["figure"] = str(batch_figure(result["batch"], figure))
-    click.echo(to_json(result, indent=2) if as_json else format_engine_plan(result))
+        drawn = str(batch_figure(result, figure))
+    click.echo(to_json(engine_plan_dict(result, config, drawn), indent=2) if as_json else
+               engine_plan_text(result, config, drawn))
 
 
-def format_plan(result: Plan) -> str:
-    """The human-readable report of `specdec plan`."""
-    d = result.as_dict()
-    acceptance = (f"alpha = {result.alpha:g} (i.i.d.)" if result.alpha is not None else
-                  "alpha_i = " + ",".join(f"{a:g}" for a in result.alpha_per_position) + " (per position)")
-    cost = ("v(k) = 1 (paper)" if result.verify_cost is None else
-            f"v(1..{len(result.verify_cost)}) = " + ",".join(f"{v:g}" for v in result.verify_cost))
-    which = "optimal" if d["gamma_is_optimal"] else f"given; optimal is {result.optimal_gamma}"
-    iid = result.alpha is not None  # else per-position acceptances, an extension of the paper
-    timed_as_paper = iid and result.verify_cost is None  # else a verify-cost curve as well
+def _tree_plan(study_path: Path, cost_path: Path | None, draft_ms: float | None, as_json: bool,
+               study_hint: str) -> None:
+    """`plan --trees`: predicted speedup of every (method, depth) of a lattice study, best first,
+    and the drafter spec and --gamma of the best. Model and assumptions: `specdec.simulator.trees`."""
+    from specdec.simulator.trees import plan_trees
 
-    def ref(source: str, as_paper: bool = iid) -> str:
-        return f"({source})" if as_paper else "(extended model)"
-
-    lines = [
-        f"{acceptance}, c = {result.c:g}, c_hat = {result.c_hat:g}, verify cost {cost}",
-        f"gamma = {result.gamma} ({which}, searched 0..{result.max_gamma}):",
-        f"  expected tokens per iteration  {d['expected_tokens']:.3f}   {ref('Eq. 1')}, incl. the target's token",
-        f"  walltime improvement           {d['speedup']:.3f}X  {ref('Theorem 8', timed_as_paper)}",
-        f"  arithmetic operations          {d['op_increase']:.3f}X  {ref('Theorem 10')}",
-        f"  target memory reads            {d['memory_reduction']:.3f}X fewer  {ref('Section 3.4')}",
-        f"some gamma in 1..{result.max_gamma} beats plain decoding: {'yes' if d['speculation_helps'] else 'no'}"
-        + ("" if d["gamma1_speedup"] is None else
-           f"; at gamma = 1 the speedup is {d['gamma1_speedup']:.3f}X {ref('Corollary 9', timed_as_paper)}"),
-    ]
-    if d["oracle"] is not None:
-        oracle_speedup = d["oracle"]["speedup"]
-        lines.append(f"oracle gamma (Section 3.5): {d['oracle']['expected_tokens']:.3f} tokens per iteration"
-                     + ("" if oracle_speedup is None else f", speedup {oracle_speedup:.3f}X"))
-    lines += ["", f"{'gamma':>5}  {'tokens/iter':>11}  {'speedup':>8}  {'operations':>10}  {'memory reads':>12}"]
-    last = min(len(d["table"]) - 1, max(result.optimal_gamma, result.gamma) + ROWS_PAST_BEST)
-    for row in d["table"][:last + 1]:
-        mark = "  <- best" if row["gamma"] == result.optimal_gamma else ""
-        lines.append(f"{row['gamma']:>5}  {row['expected_tokens']:>11.3f}  {row['speedup']:>7.3f}X  "
-                     f"{row['op_increase']:>9.3f}X  {row['memory_reduction']:>11.3f}X{mark}")
-    return "\n".join(lines)
-
-
-@click.command()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Folder for the PNG figures and Markdown tables (created if missing).")
-@click.option("--lattice", "study_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Instead: the BPD paper's Figures 6 and 7 and Tables 3/4/5/9 from a saved lattice study "
-                   "(`specdec heads lattice --save`).")
-def figures(out: Path, study_path: Path | None) -> None:
-    """Reproduce the paper's Figures 2-4, Table 1 and Table 4's EXP column from the simulator.
-
-    Also draws the extensions (verify-cost curve, per-position acceptance). Prints the
-    paths written.
-    """
-    check_out_dir(out)
-    if study_path is not None:
-        from specdec.figures.lattice import write_lattice
-        try:
-            study = json.loads(study_path.read_text())
-            if not {"block_efficiency", "oracle_curve", "repetition", "wins"} <= set(study):
-                raise KeyError
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
-            raise click.BadParameter(f"{study_path} is not a lattice study of this version (`specdec heads lattice "
-                                     "--save`)", param_hint="--lattice") from None
-        paths = write_lattice(study, out)
+    study = _read(read_lattice_study, study_path, study_hint)
+    if draft_ms is not None and not 0 <= draft_ms < 1e6:
+        raise click.BadParameter(f"must be in [0, 1e6) ms, got {draft_ms}", param_hint="--draft-ms")
+    heads_ms = draft_ms if draft_ms is not None else study.get("heads_pass_ms")
+    if heads_ms is None:
+        raise click.BadParameter("the study was run with --no-timing: give --draft-ms", param_hint="--draft-ms")
+    if cost_path is not None:
+        steps = _read(read_tree_steps, cost_path, "--verify-cost-file")
     else:
-        from specdec.figures.theory import write_all  # matplotlib is imported here only
-        paths = write_all(out)
-    for path in paths:
-        click.echo(str(path))
+        steps = _read(lambda path: study_tree_steps(study, path), study_path, study_hint)
+        if steps is None:
+            raise click.BadParameter("the study was run with --no-timing: give a verify-cost file",
+                                     param_hint="--verify-cost-file")
+    try:
+        tree = plan_trees(study["by_depth"], steps.seconds, heads_ms / 1000, skip_larger=True)
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--verify-cost-file" if cost_path else study_hint) from None
+    args = (tree, study, str(study_path), steps.source, heads_ms)
+    click.echo(to_json(tree_plan_dict(*args)) if as_json else tree_plan_text(*args))
+
+
+@click.command("plan-trees")
+@click.argument("study_path", metavar="STUDY", type=cost_file_type)
+@click.option("--verify-cost-file", "verify_cost_file", type=cost_file_type, help=f"Plan with {TREE_COSTS_HELP}")
+@click.option("--draft-ms", type=float, default=None, help=f"Plan with {DRAFT_MS_HELP}")
+@json_option
+def plan_trees_command(study_path: Path, verify_cost_file: Path | None, draft_ms: float | None, as_json: bool) -> None:
+    """The same as `specdec plan --trees STUDY`: the best parallel-drafts configuration of a saved
+    lattice study (`specdec heads lattice --save`)."""
+    _tree_plan(study_path, verify_cost_file, draft_ms, as_json, "STUDY")

@@ -1,4 +1,5 @@
-"""Bad inputs raise ValueError with a message that names the parameter and quotes the value.
+"""Bad inputs raise SpecdecError (a ValueError) with a message that names the parameter and quotes
+the value (simulator/checks.py and the shape checks beside the functions).
 
 Names follow Leviathan et al. (2023): alpha, gamma, c, c_hat, p target, q draft.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specdec.errors import SpecdecError
 from specdec.simulator import (acceptance_rate, expected_tokens, make_plan, operation_increase, optimal_gamma,
                        oracle_expected_tokens, positional_expected_tokens, simulate_iid,
                        simulate_speculative_sampling, verify_cost_walltime_improvement, walltime_improvement)
@@ -39,4 +41,6 @@ from specdec.simulator import (acceptance_rate, expected_tokens, make_plan, oper
 ])
 def test_bad_input_messages(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
+        call()
+    with pytest.raises(SpecdecError):  # the user's to fix: the command line prints it as one line
         call()

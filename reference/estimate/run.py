@@ -1,0 +1,193 @@
+"""`run_estimate`: the whole of `specdec estimate` as one library call — alpha of a drafter with
+its interval (split over torchrun's processes when there are several), the costs c, c_hat,
+v(k) and the hardware's floor, and with batch sizes t(B, k). Returns the JSON-ready report the
+command renders. Names follow Leviathan et al.; the method: docs/estimator.md.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.costfiles import KIND_ESTIMATE
+from specdec.reference.distributed.ranks import Placement
+
+FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts is flagged as unreliable
+
+
+@dataclass(frozen=True)
+class EstimateConfig:
+    """One `specdec estimate` job (every value already checked by the caller).
+
+    target: the model folder; drafter: a drafter spec (`specdec.reference.drafters.spec`);
+    tokens: target-sampled positions to score (ceil(tokens / new_tokens) prompts of
+    prompt_tokens ids, held out or from prompts_file); batch_size: prompts per generation batch
+    (a torchrun process's unit of work; teacher-forced passes take up to 8); bootstrap:
+    resamples of the interval; context / max_k / timing_repeats: the timing of v(1..max_k);
+    timing False: alpha only; batch_sizes / batch_max_k: also t(B, k).
+    """
+
+    target: Path
+    drafter: str
+    placement: Placement = field(default_factory=Placement)
+    dtype: str = "float32"
+    backend: str = "auto"
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    tokens: int = 10_000
+    new_tokens: int = 128
+    prompt_tokens: int = 64
+    prompts_file: Path | None = None
+    lenience: tuple[float, ...] = (1.0, 0.5, 0.3, 0.1)
+    batch_size: int = 16
+    bootstrap: int = 2000
+    context: int = 128
+    max_k: int = 16
+    timing_repeats: int = 7
+    timing: bool = True
+    batch_sizes: tuple[int, ...] | None = None
+    batch_max_k: int = 8
+    seed: int = 0
+
+    @property
+    def max_gamma(self) -> int:
+        """Longest block the replay records: max_k - 1, at most 8."""
+        return min(self.max_k - 1, 8)
+
+
+def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
+    """The estimate (see the module doc); None on torchrun ranks other than 0, whose share of
+    the prompts went to rank 0."""
+    from specdec.reference.core.models import load_model
+    from specdec.reference.core.placement import output_device
+    from specdec.reference.data.prompts import load_prompts
+    from specdec.reference.distributed.collect import gather_on_main
+    from specdec.reference.distributed.ranks import process_group
+    from specdec.reference.drafters.factory import make_drafter
+    from specdec.reference.estimate.alpha import alpha_from_scores
+    from specdec.reference.estimate.shares import merge, score_chunks
+
+    place, ranks = config.placement, config.placement.ranks
+    loaded: dict = {}
+
+    def work():  # this rank's share: load, sample and score its chunks of prompts
+        target = load_model(config.target, place.device, config.dtype, config.backend, place.device_map)
+        draft, note = make_drafter(config.drafter, target, place.device, config.dtype, place.draft_device_map)
+        prompts, sources = load_prompts(target, math.ceil(config.tokens / config.new_tokens), config.prompt_tokens,
+                                        config.prompts_file)
+        loaded.update(target=target, draft=draft, note=note, n_prompts=len(prompts))
+        generator = torch.Generator(device=output_device(target.model)).manual_seed(config.seed)
+        return score_chunks(target.model, {config.drafter: draft}, prompts, ranks.share(len(prompts), config.batch_size),
+                            config.new_tokens, config.sampling, config.seed, target.vocab_size, config.lenience,
+                            min(config.batch_size, 8), config.max_gamma, generator=generator, progress=ranks.main,
+                            sources=sources)
+
+    start = time.perf_counter()
+    with process_group(ranks, place.device):
+        parts = gather_on_main(ranks, work)
+    if parts is None:  # not rank 0: its share is with rank 0
+        return None
+    alpha_seconds = time.perf_counter() - start
+    target, draft, note, n_prompts = loaded["target"], loaded["draft"], loaded["note"], loaded["n_prompts"]
+    with draft:
+        scored = merge(parts, n_prompts)
+        est = alpha_from_scores(scored.scores[config.drafter], config.lenience, np.random.default_rng(config.seed),
+                                config.bootstrap, max_gamma=config.max_gamma)
+        report = {"kind": KIND_ESTIMATE, "drafter": config.drafter, "target": str(target.path), "backend": target.backend,
+                  "backend_seconds": target.backend_seconds, "note": note, "device": place.device,
+                  "device_map": getattr(target.model, "hf_device_map", None),
+                  "sampling": {"temperature": config.sampling.temperature, "top_k": config.sampling.top_k,
+                               "top_p": config.sampling.top_p},
+                  "prompts": n_prompts, "new_tokens": config.new_tokens, "prompt_tokens": config.prompt_tokens,
+                  "generation_seconds": scored.generation_seconds, "scoring_seconds": scored.scoring_seconds,
+                  "alpha_seconds": alpha_seconds,
+                  "processes": {"count": ranks.world_size, "per_rank": scored.ranks,
+                                "threads_per_process": torch.get_num_threads()},
+                  "seed": config.seed, **est.to_dict()}
+        warnings = _warnings(config, n_prompts)
+        if all(s.match is not None for s in est.scores):
+            report["greedy_replay"] = _greedy_replay(est, config.max_gamma)
+        report.update(_costs(config, target, draft, scored.samples.sequences()[0], warnings))
+        if config.batch_sizes is not None:
+            report["batch_timing"] = _batch_timing(config, target.model, scored.samples.sequences()[0])
+    report["warnings"] = warnings
+    return report
+
+
+def run_batch_timing(config: EstimateConfig) -> dict[str, Any] | None:
+    """`--drafter none --batch-sizes ...`: t(B, k) on real held-out text, nothing else (by rank 0
+    alone under torchrun: timings are not split); None on the other ranks."""
+    from specdec.reference.core.models import load_model
+    from specdec.reference.data.prompts import held_out_prompts
+
+    if not config.placement.ranks.main:
+        return None
+    target = load_model(config.target, config.placement.device, config.dtype, config.backend,
+                        config.placement.device_map)
+    prompts, _ = held_out_prompts(4, config.context + config.batch_max_k + max(config.batch_sizes), config.target)
+    return {"kind": KIND_ESTIMATE, "target": str(target.path), "backend": target.backend,
+            "batch_timing": _batch_timing(config, target.model, [t for p in prompts for t in p])}
+
+
+def _warnings(config: EstimateConfig, n_prompts: int) -> list[str]:
+    warnings, ranks = [], config.placement.ranks
+    if n_prompts < FEW_PROMPTS:
+        warnings.append(f"only {n_prompts} prompt(s): the 95% interval (bootstrap over prompts) is unreliable; "
+                        f"use --tokens >= {FEW_PROMPTS} x --new-tokens")
+    idle = ranks.idle(n_prompts, config.batch_size)
+    if idle:
+        warnings.append(f"{idle} of {ranks.world_size} processes had no prompts: {n_prompts} prompts make "
+                        f"{math.ceil(n_prompts / config.batch_size)} batches of --batch-size {config.batch_size}; use "
+                        "a smaller --batch-size")
+    return warnings
+
+
+def _greedy_replay(est, max_gamma: int) -> dict[str, Any]:
+    """Tokens per iteration and acceptance by gamma, replayed exactly from the blocks (T = 0)."""
+    from specdec.reference.estimate.replay import replay
+
+    out = {}
+    for g in range(1, max_gamma + 1):
+        stats, _ = replay([s.match for s in est.scores], [s.block for s in est.scores], g, max_gamma)
+        out[str(g)] = {"tokens_per_iteration": stats.tokens_per_iteration(), "alpha": stats.alpha(),
+                       "alpha_per_position": stats.alpha_per_position()}
+    return out
+
+
+def _costs(config: EstimateConfig, target, draft, context_ids: list[int], warnings: list[str]) -> dict[str, Any]:
+    """c, c_hat, v(k), the loop overhead and the hardware's floor (or c_hat alone without timing)."""
+    from specdec.reference.core.placement import output_device
+    from specdec.reference.core.progress import phase
+    from specdec.reference.estimate.cost import c_hat_for, estimate_cost
+    from specdec.reference.estimate.limits import measure_limits
+    from specdec.reference.measure.interference import DEFAULT_THRESHOLD, run_undisturbed
+
+    if not config.timing:
+        return {"c": None, "c_hat": c_hat_for(draft, target.model), "verify_cost": None, "cost": None}
+    phase(f"timing the target (t(k), k = 1..{config.max_k}, {config.timing_repeats} runs each at {config.context} "
+          "tokens of context), the drafter and the decode loop")
+    cost, load, attempts = run_undisturbed(lambda: estimate_cost(
+        target.model, draft, context_ids, config.sampling, config.context, config.max_k, config.timing_repeats,
+        generator=torch.Generator(device=output_device(target.model)).manual_seed(config.seed)), retries=3)
+    if load > DEFAULT_THRESHOLD:
+        warnings.append(f"other processes kept {load:.2f} CPU cores busy during the timings (after {attempts} "
+                        "attempts): c and v(k) are inflated; rerun on a quiet machine")
+    phase("measuring the hardware's floor (memory bandwidth, fp32 FLOP rate)")
+    return {"timing_interference": {"threshold_cores": DEFAULT_THRESHOLD, "load_cores": load, "attempts": attempts,
+                                    "disturbed": load > DEFAULT_THRESHOLD},
+            "limits": measure_limits(target.model).to_dict(config.max_k),
+            "c": cost.c, "c_hat": cost.c_hat, "verify_cost": cost.verify_cost, "cost": cost.to_dict()}
+
+
+def _batch_timing(config: EstimateConfig, model: torch.nn.Module, tokens: list[int]) -> dict[str, Any]:
+    from specdec.reference.core.progress import phase
+    from specdec.reference.estimate.batch_timing import time_batched_passes
+
+    phase(f"timing t(B, k) for B = {','.join(map(str, config.batch_sizes))}, k = 1..{config.batch_max_k}")
+    return time_batched_passes(model, tokens, config.batch_sizes, config.context, config.batch_max_k,
+                               config.timing_repeats).to_dict()

@@ -1,0 +1,161 @@
+"""The one comparison harness: decoding methods run interleaved on the same prompts, every run
+timed the same way. The validation, BiLD's sweep, `decode --baseline` and the benchmark
+scripts measure through it; `specdec.reference.measure.speedup` turns its runs into the one
+measured speedup. How runs are ordered and checked: docs/validation.md.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
+
+import torch
+
+from specdec.errors import SpecdecError
+from specdec.reference.core.loop import AcceptanceRule, DecodeResult, SpeculativeSampling, decode
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.seeds import derive_seed
+from specdec.reference.core.stats import DecodeStats
+from specdec.reference.core.target import Scorer
+from specdec.reference.drafters.protocol import Drafter, NoDrafter
+from specdec.reference.measure.interference import DEFAULT_THRESHOLD, run_undisturbed
+
+
+class Method(Protocol):
+    """Anything the harness can time: one decode of one prompt."""
+
+    name: str
+
+    def decode(self, scorer: Scorer, prompt: Sequence[int], new_tokens: int, sampling: SamplingConfig,
+               generator: torch.Generator | None, eos_id: int | None, fuse_prefill: bool) -> DecodeResult: ...
+
+
+@dataclass(frozen=True, eq=False)
+class Decoding:
+    """A method of the one decode loop: a drafter, its draft length gamma and an acceptance rule
+    (gamma 0 with the NoDrafter is the autoregressive baseline). sampling: this method's own
+    (BiLD's greedy reference next to sampled methods); None takes the run's. scorer: this
+    method's own target (e.g. the same model on another backend); None takes the run's."""
+
+    name: str
+    drafter: Drafter = field(default_factory=NoDrafter)
+    gamma: int = 0
+    rule: AcceptanceRule = SpeculativeSampling()
+    sampling: SamplingConfig | None = None
+    scorer: Scorer | None = None
+
+    def decode(self, scorer: Scorer, prompt: Sequence[int], new_tokens: int, sampling: SamplingConfig,
+               generator: torch.Generator | None, eos_id: int | None, fuse_prefill: bool) -> DecodeResult:
+        return decode(self.scorer or scorer, self.drafter, prompt, new_tokens, self.gamma, self.sampling or sampling,
+                      generator, self.rule, eos_id, fuse_prefill)
+
+
+def baseline(sampling: SamplingConfig | None = None, name: str = "baseline") -> Decoding:
+    """The autoregressive baseline: one target pass per token, the same loop and cache handling."""
+    return Decoding(name, NoDrafter(), 0, sampling=sampling)
+
+
+@dataclass
+class Run:
+    """One decode of one prompt by one method.
+
+    seconds: decode wall time with the separate prefill excluded (a fused prefill is inside);
+    prefill_seconds: that separate prefill (0 when fused); cpu_seconds: this process's CPU time
+    of the whole decode; load: cores other processes kept busy meanwhile; attempts: tries made
+    (> 1 when disturbed runs were redone); step_seconds: a one-token target pass probed just
+    before and after the run (mean), None without a probe.
+    """
+
+    method: str
+    prompt: int
+    repeat: int
+    result: DecodeResult
+    seconds: float
+    prefill_seconds: float
+    cpu_seconds: float
+    load: float = 0.0
+    attempts: int = 1
+    step_seconds: float | None = None
+
+    @property
+    def stats(self) -> DecodeStats:
+        return self.result.stats
+
+    @property
+    def tokens(self) -> int:
+        return self.result.stats.new_tokens
+
+    @property
+    def output(self) -> list[int]:
+        return self.result.tokens
+
+
+def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequence[int]], new_tokens: int,
+            sampling: SamplingConfig, seed: int = 0, repeats: int = 1, seeds: Callable[[int, int], int] | None = None,
+            eos_id: int | None = None, fuse_prefill: bool = False, between: Callable[[], None] | None = None,
+            probe: Callable[[], float] | None = None, retries: int = 0, threshold: float = DEFAULT_THRESHOLD,
+            warm_up: int = 0, progress: Callable[[Run], None] | None = None) -> dict[str, list[Run]]:
+    """Run every method on every prompt, `repeats` times; returns each method's runs in
+    (repeat, prompt) order, so runs of two methods pair by position.
+
+    Interleaving: for each repeat and prompt, all methods run back to back in an order rotated by
+    one each time, with the same generator seed (`seeds(repeat, prompt)`, default derived from
+    `seed`), so a slow drift of the machine's speed hits every method alike. `between` runs
+    before each such block (e.g. a sweep of target step times); a run during which other
+    processes used more than `threshold` CPU cores is redone up to `retries` times; `probe` (a
+    one-token target step) is timed between consecutive runs and each run records the mean of
+    the probes around it. warm_up: tokens each method decodes once, untimed, on the first prompt
+    (first-call allocations count against no method). progress(run) is called after each run.
+    """
+    if repeats < 1:
+        raise SpecdecError(f"repeats must be >= 1, got {repeats}")
+    names = [m.name for m in methods]
+    if len(set(names)) != len(names):
+        raise SpecdecError(f"method names must differ, got {names}")
+    seeds = seeds or (lambda r, j: derive_seed(seed, r, j))
+    device = scorer.device
+    if warm_up:
+        for method in methods:
+            method.decode(scorer, prompts[0], warm_up, sampling, torch.Generator(device=device).manual_seed(0),
+                          None, fuse_prefill)
+    runs: dict[str, list[Run]] = {name: [] for name in names}
+    turn = 0
+    last_probe: float | None = None
+    for r in range(repeats):
+        for j, prompt in enumerate(prompts):
+            order = list(methods[turn % len(methods):]) + list(methods[:turn % len(methods)])
+            turn += 1
+            if between is not None:
+                between()
+                last_probe = None  # that took time: probe again before the next run
+            for method in order:
+                before = last_probe if last_probe is not None else (probe() if probe is not None else None)
+
+                def once(method=method, prompt=prompt) -> tuple[DecodeResult, float]:
+                    generator = torch.Generator(device=device).manual_seed(seeds(r, j))
+                    cpu = time.process_time()
+                    result = method.decode(scorer, list(prompt), new_tokens, sampling, generator, eos_id, fuse_prefill)
+                    return result, time.process_time() - cpu
+
+                (result, cpu), load, attempts = run_undisturbed(once, retries, threshold)
+                last_probe = probe() if probe is not None else None
+                s = result.stats
+                run = Run(method.name, j, r, result, s.time_total - s.time_prefill, s.time_prefill, cpu, load, attempts,
+                          None if probe is None else 0.5 * (before + last_probe))
+                runs[method.name].append(run)
+                if progress is not None:
+                    progress(run)
+    return runs
+
+
+def fastest(runs: Sequence[Run]) -> list[Run]:
+    """Per prompt, the fastest of its repeats (other jobs only ever slow a run down), in prompt
+    order; the repeats must have produced the same tokens."""
+    best: dict[int, Run] = {}
+    for run in runs:
+        kept = best.get(run.prompt)
+        if kept is not None and kept.output != run.output:
+            raise ValueError(f"{run.method}: the repeats of prompt {run.prompt} differ, so their times cannot be pooled")
+        if kept is None or run.seconds < kept.seconds:
+            best[run.prompt] = run
+    return [best[j] for j in sorted(best)]

@@ -1,0 +1,84 @@
+"""The plan of `specdec plan --from`: a serving engine's measured acceptance in, the optimal draft
+length out, with a batch cost table the best draft length per batch-size range.
+
+Names follow Leviathan et al. (ICML 2023): `alpha` (alpha_i per position), `gamma` draft
+length, `c` draft/target time ratio. Acceptance comes from an engine's counts
+(`specdec.engines.acceptance`); the plan is `simulator.plan` with per-position acceptance, the
+batch table `simulator.batch`. The search covers the observed draft lengths only, unless asked
+to extrapolate (alpha_i beyond them = the last observed, flagged). Pure numpy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from specdec.simulator.batch import BatchPlan, BatchTimes, batch_plan, gamma_ranges
+from specdec.simulator.counts import Acceptance
+from specdec.simulator.plan import Plan, make_plan
+
+EXTRAPOLATE_MAX = 16  # draft lengths searched when extrapolating without a max_gamma
+RANGE_TOLERANCE = 0.02  # a longer draft must beat a shorter one by 2% to take a batch size (timing noise)
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    """One engine's acceptance, the plan over gamma = 0..plan.max_gamma, and the batch table."""
+
+    source: str  # the engine output the counts came from, e.g. "vllm-prometheus"
+    acceptance: Acceptance  # alpha_1..alpha_K with 95% intervals
+    plan: Plan  # per-position plan; plan.optimal_gamma is the draft length to configure
+    verify_cost_source: str | None  # where plan.verify_cost came from when derived here (the batch times), else None
+    batch_times: BatchTimes | None  # measured t(B, k), when given
+    batch: BatchPlan | None  # speedup [nB, G_B + 1] per timed batch size and gamma, when batch times are given
+    gamma_ranges: tuple[tuple[int, int, int], ...] | None  # (first B, last B, best gamma), smallest to largest timed B
+    range_tolerance: float  # relative margin a longer draft needs to take a batch size
+
+    @property
+    def positions_observed(self) -> int:
+        """Draft lengths the counts cover: gamma beyond them reuses the last alpha_i (extrapolated)."""
+        return self.acceptance.k_observed
+
+    @property
+    def extrapolated(self) -> bool:
+        """Whether the search went past the observed draft lengths."""
+        return self.plan.max_gamma > self.positions_observed
+
+    def best_batch_gamma(self) -> list[int]:
+        """The best gamma per timed batch size (ties within `range_tolerance` go to the shorter draft)."""
+        return [] if self.batch is None else self.batch.best_gamma(self.range_tolerance).tolist()
+
+
+def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | None = None,
+                extrapolate: bool = False, verify_cost: Sequence[float] | None = None,
+                batch_times: BatchTimes | None = None) -> EnginePlan:
+    """Plan from measured acceptance.
+
+    Args:
+        acceptance: alpha_1..alpha_K from an engine's counts.
+        c: draft/target time ratio, >= 0.
+        source: the engine output the counts came from (reported).
+        max_gamma: bound of the search; default the observed draft lengths (EXTRAPOLATE_MAX
+            when extrapolating). Without `extrapolate` it is capped at the observed ones.
+        verify_cost: v(1..K) with v(1) = 1; it caps the search at K - 1. Without it, batch times
+            that start at B = 1 give v(k) = t(1, k) / t(1, 1), floored at 1 (timing noise).
+        batch_times: measured t(B, k): adds the batch table and the best gamma per batch-size range.
+    """
+    curve_note = None
+    if verify_cost is None and batch_times is not None and batch_times.batch_sizes[0] == 1:
+        row = batch_times.seconds[0]
+        verify_cost = tuple(max(1.0, t / row[0]) for t in row)
+        curve_note = "verify cost v(k) = t(1, k) / t(1, 1) from the batch cost file"
+    observed = acceptance.k_observed
+    top = max_gamma if max_gamma is not None else (EXTRAPOLATE_MAX if extrapolate else observed)
+    if not extrapolate:
+        top = min(top, observed)
+    if verify_cost is not None:
+        top = min(top, len(verify_cost) - 1)
+    plan = make_plan(c=c, alpha_per_position=acceptance.alphas, max_gamma=top, verify_cost=verify_cost)
+    batch = ranges = None
+    if batch_times is not None:
+        sizes, seconds = batch_times.batch_sizes, batch_times.seconds
+        batch_top = min(top, len(seconds[0]) - 1)
+        batch = batch_plan(acceptance.alphas, sizes, seconds, c, batch_top)
+        ranges = tuple(gamma_ranges(acceptance.alphas, sizes, seconds, c, batch_top, RANGE_TOLERANCE))
+    return EnginePlan(source, acceptance, plan, curve_note, batch_times, batch, ranges, RANGE_TOLERANCE)

@@ -1,0 +1,168 @@
+"""Every file a plan command reads costs from, in one place (torch-free).
+
+A file says what it is in a top-level "kind" field:
+
+- `KIND_ESTIMATE` (`specdec estimate --json`): "verify_cost" v(1..K), "cost" with
+  "target_step_seconds", and with `--batch-sizes` a "batch_timing" object (t(B, k)).
+- `KIND_TREE_COSTS` (`benchmarks/bench_costs.py`): the same, plus "verify_step_ms" {N: ms},
+  verify steps timed on draft trees of N nodes.
+- `KIND_LATTICE_STUDY` (`specdec heads lattice --save`): the lattice study, its rows per
+  (method, depth) and, unless run with --no-timing, its own verify steps and heads pass.
+
+Files written before the field are read by their shape, as they always were. Anything
+unreadable, of another kind or lacking a field is one SpecdecError line naming the file and
+what is missing; the command line names the option.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from specdec.errors import SpecdecError
+from specdec.simulator.batch import BatchTimes, check_batch_times
+from specdec.simulator.checks import check_verify_cost
+from specdec.simulator.trees import steps_from_curve
+
+KIND_ESTIMATE = "specdec.estimate"
+KIND_TREE_COSTS = "specdec.tree-costs"
+KIND_LATTICE_STUDY = "specdec.lattice-study"
+KINDS = (KIND_ESTIMATE, KIND_TREE_COSTS, KIND_LATTICE_STUDY)
+COST_KINDS = (KIND_ESTIMATE, KIND_TREE_COSTS)  # the kinds that hold target pass costs
+
+# What a lattice study must hold to be planned (`specdec plan --trees`) and to be drawn (`specdec figures --lattice`).
+STUDY_FOR_TREES = ("by_depth", "k")
+STUDY_FOR_FIGURES = ("block_efficiency", "oracle_curve", "repetition", "wins")
+
+
+@dataclass(frozen=True)
+class TreeSteps:
+    """Verify steps on draft trees, for the tree plan (`specdec.simulator.trees`)."""
+
+    seconds: dict[int, float]  # {N: t(N)}: a target pass verifying N draft nodes, seconds; N = 0 a plain decoding step
+    source: str  # where they came from, as the report says it
+
+
+def read_verify_cost(path: Path) -> tuple[float, ...]:
+    """v(1..K) (`plan --verify-cost-file`): a JSON list, or an object holding it under "verify_cost"."""
+    data = _read_json(path)
+    _check_kind(data, path, COST_KINDS, "a verify-cost file")
+    curve = data.get("verify_cost") if isinstance(data, dict) else data
+    if not (isinstance(curve, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in curve)):
+        raise SpecdecError(f"{path} must hold a JSON list of numbers v(1), ..., v(K) "
+                           'or an object {"verify_cost": [...]}')
+    try:
+        check_verify_cost(curve)
+    except SpecdecError as exc:
+        raise SpecdecError(f"{path}: {exc}") from None
+    return tuple(float(x) for x in curve)
+
+
+def read_batch_times(path: Path) -> BatchTimes:
+    """t(B, k) (`plan --batch-cost-file`): the "batch_timing" object of `specdec estimate
+    --batch-sizes ... --json` or of benchmarks/bench_costs.py, checked."""
+    data = _read_json(path)
+    _check_kind(data, path, COST_KINDS, "a batch cost file")
+    timing = data.get("batch_timing") if isinstance(data, dict) else None
+    if not (isinstance(timing, dict) and {"batch_sizes", "seconds"} <= set(timing)):
+        raise SpecdecError(f"{path} holds no batch_timing (batch_sizes, seconds): write it with "
+                           "`specdec estimate --batch-sizes ... --json`")
+    try:
+        sizes, seconds = check_batch_times(timing["batch_sizes"], timing["seconds"])
+    except (ValueError, TypeError) as exc:  # SpecdecError, or numbers numpy cannot read
+        raise SpecdecError(f"{path}: batch_timing: {exc}") from None
+    return BatchTimes(tuple(sizes.tolist()), tuple(tuple(row) for row in seconds.tolist()), timing.get("device"),
+                      timing.get("context_tokens"))
+
+
+def read_tree_steps(path: Path) -> TreeSteps:
+    """Verify steps t(N) on another machine (`plan --trees --verify-cost-file`): the steps timed
+    on trees ("verify_step_ms", benchmarks/bench_costs.py), else t(N) = t(1) v(N + 1) from a
+    verify-cost curve and its one-token step ("cost.target_step_seconds", `specdec estimate --json`)."""
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise SpecdecError(f"{path} must hold a JSON object")
+    kind = _check_kind(data, path, COST_KINDS, "a verify-cost file")
+    steps_ms = data.get("verify_step_ms")
+    if kind != KIND_ESTIMATE and isinstance(steps_ms, dict) and steps_ms.get("0"):
+        where = data.get("device_name") or data.get("device", "?")
+        return TreeSteps(_seconds(steps_ms, path), f"{path} (verify steps timed on trees, {where})")
+    if kind == KIND_TREE_COSTS:
+        raise SpecdecError(f"{path} ({kind}) lacks verify_step_ms with a plain step of 0 nodes")
+    curve = data.get("verify_cost")
+    cost = data["cost"] if isinstance(data.get("cost"), dict) else {}
+    step = cost.get("target_step_seconds", data.get("target_step_seconds"))
+    if isinstance(curve, list) and curve and isinstance(step, (int, float)) and step > 0:
+        try:
+            steps = steps_from_curve(float(step), curve)
+        except (ValueError, TypeError) as exc:
+            raise SpecdecError(f"{path}: verify_cost: {exc}") from None
+        return TreeSteps(steps, f"{path} (v(1..{len(curve)}), t(1) {1000 * step:.2f} ms)")
+    raise SpecdecError(f"{path} needs verify_cost [v(1), ...] and cost.target_step_seconds (`specdec estimate "
+                       "--json` without --no-timing) or verify_step_ms (benchmarks/bench_costs.py)")
+
+
+def read_lattice_study(path: Path, needs: tuple[str, ...] = STUDY_FOR_TREES) -> dict[str, Any]:
+    """A saved lattice study (`specdec heads lattice --save`) holding the fields in `needs`."""
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise SpecdecError(f"{path} must hold a JSON object")
+    _check_kind(data, path, (KIND_LATTICE_STUDY,), "a lattice study")
+    missing = [key for key in needs if key not in data]
+    if "by_depth" in needs and "by_depth" in data and not isinstance(data["by_depth"], list):
+        missing.append("by_depth rows")
+    if missing:
+        raise SpecdecError(f"{path} is not a lattice study (`specdec heads lattice --save`) of this version: "
+                           f"no {', '.join(missing)}")
+    if "by_depth" in needs:
+        _check_rows(data["by_depth"], path)
+    if not isinstance(data.get("heads_pass_ms"), (int, float, type(None))):
+        raise SpecdecError(f"{path}: heads_pass_ms must be a number of milliseconds")
+    return data
+
+
+def study_tree_steps(study: Mapping[str, Any], path: Path) -> TreeSteps | None:
+    """The study's own verify steps timed on trees; None when it was run with --no-timing."""
+    if not study.get("verify_step_ms"):
+        return None
+    return TreeSteps(_seconds(study["verify_step_ms"], path), "the study's verify steps timed on trees")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecdecError(f"cannot read {path} as JSON: {exc}") from None
+
+
+def _check_kind(data: Any, path: Path, accepted: tuple[str, ...], what: str) -> str | None:
+    """The file's kind, None for a file written before kinds; a kind not in `accepted` is refused."""
+    if not isinstance(data, dict) or "kind" not in data:
+        return None
+    kind = data["kind"]
+    if kind in accepted:
+        return kind
+    if kind in KINDS:
+        raise SpecdecError(f"{path} is a {kind} file, not {what}")
+    raise SpecdecError(f"{path}: unknown kind {kind!r} (expected {' or '.join(accepted)})")
+
+
+def _check_rows(rows: list, path: Path) -> None:
+    """Each row of a study names its method and holds numbers where the tree plan reads them."""
+    for i, row in enumerate(rows):
+        ok = (isinstance(row, dict) and isinstance(row.get("method"), str)
+              and isinstance(row.get("block_efficiency"), (int, float))
+              and all(isinstance(row.get(key), (int, float, type(None))) for key in ("tree_tokens", "choose_ms")))
+        if not ok:
+            raise SpecdecError(f"{path}: by_depth row {i} needs a method, a block_efficiency and numbers (or null) "
+                               "for tree_tokens and choose_ms")
+
+
+def _seconds(steps_ms: Any, path: Path) -> dict[int, float]:
+    """{N: seconds} from {"N": milliseconds}."""
+    try:
+        return {int(n): ms / 1000 for n, ms in steps_ms.items()}
+    except (AttributeError, ValueError, TypeError):
+        raise SpecdecError(f"{path}: verify_step_ms must map draft nodes N to milliseconds, "
+                           'e.g. {"0": 10.0, "3": 14.0}') from None
