@@ -15,7 +15,6 @@ a noisy copy agrees often but not always, like a real small model.
 """
 from __future__ import annotations
 
-import copy
 import math
 
 import pytest
@@ -33,6 +32,7 @@ from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.bild.quality import Agreement, greedy_agreement, target_fit
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
+from tests.fakes import noisy_copy
 from tests.tiny_models import tiny_llama
 
 GREEDY = SamplingConfig(temperature=0.0)
@@ -57,16 +57,6 @@ def tiny_llama_sharp(vocab_size: int = VOCAB, seed: int = 0) -> torch.nn.Module:
 
 
 ARCHS = [tiny_llama_sharp, tiny_gpt2_untied]
-
-
-def noisy_copy(model: torch.nn.Module, scale: float, seed: int) -> torch.nn.Module:
-    """The model with N(0, (scale * std(param))^2) noise added to every parameter."""
-    out = copy.deepcopy(model)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in out.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * scale * p.std().clamp_min(1e-3))
-    return out
 
 
 def hf_greedy(model, prompt: list[int], n: int) -> list[int]:

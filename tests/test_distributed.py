@@ -16,7 +16,6 @@ import pytest
 
 from specdec.reference.distributed.collect import RankFailure, gather_on_main
 from specdec.reference.distributed.ranks import Ranks, process_group, rank_device
-from tests.test_estimate_fixtures import tiny_pair  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,7 +126,7 @@ ALPHA_KEYS = ("alpha", "alpha_ci", "n_positions", "prompts", "beta_quantiles", "
 
 
 @pytest.mark.parametrize("drafter,temperature", [("model", "1"), ("lookup:2", "0")])
-def test_estimate_with_two_processes_equals_one(tiny_pair, tmp_path, drafter: str, temperature: str  # noqa: F811
+def test_estimate_with_two_processes_equals_one(tiny_pair, tmp_path, drafter: str, temperature: str
                                                 ) -> None:
     spec = f"model:{tiny_pair.draft}" if drafter == "model" else drafter
     args = ["estimate", "--target", str(tiny_pair.target), "--prompts-file", str(tiny_pair.prompts), "--drafter",
@@ -144,7 +143,7 @@ def test_estimate_with_two_processes_equals_one(tiny_pair, tmp_path, drafter: st
             else a.get(key) == b.get(key), key
 
 
-def test_validate_alpha_part_with_two_processes_equals_one(tiny_pair, tmp_path) -> None:  # noqa: F811
+def test_validate_alpha_part_with_two_processes_equals_one(tiny_pair, tmp_path) -> None:
     def args(out: str) -> list[str]:
         return ["validate", "--target", str(tiny_pair.target), "--prompts-file", str(tiny_pair.prompts),
                 "--drafter", f"d=model:{tiny_pair.draft}", "--drafter", "lookup:2", "--gammas", "1,2",
@@ -159,7 +158,7 @@ def test_validate_alpha_part_with_two_processes_equals_one(tiny_pair, tmp_path) 
     assert json.loads(two.stdout)["machine"]["processes"] == 2
 
 
-def test_commands_that_do_not_split_refuse_several_processes(tiny_pair, tmp_path) -> None:  # noqa: F811
+def test_commands_that_do_not_split_refuse_several_processes(tiny_pair, tmp_path) -> None:
     result = _command(["decode", "--target", str(tiny_pair.target), "--prompt", "w1 w2"], 2, tmp_path)
     assert result.returncode != 0
     ours = [line for line in result.stderr.splitlines() if line.startswith("Error:")]

@@ -25,8 +25,7 @@ from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.estimate.samples import generate_continuations, left_pad
 from specdec.reference.estimate.teacher_forced import NeuralScorer, ProtocolScorer, score_positions
-from tests.test_estimate_fixtures import (TINY_VOCAB, ConstantLM, FixedTokenDrafter, MaskedLM, assert_same_scores,
-                                         random_prompts)
+from tests.fakes import ConstantLM, FixedTokenDrafter, MaskedLM, TINY_VOCAB, assert_same_scores, random_prompts
 from tests.tiny_models import tiny_llama
 
 SETTINGS = [SamplingConfig(0.0), SamplingConfig(1.0), SamplingConfig(0.7, top_k=5), SamplingConfig(1.3, top_p=0.8)]

@@ -12,7 +12,7 @@ from specdec.reference.estimate.timing import context_of, time_draft_steps, time
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.core.sampling import SamplingConfig
-from tests.test_estimate_fixtures import TINY_VOCAB, random_prompts
+from tests.fakes import TINY_VOCAB, random_prompts
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
 TOKENS = random_prompts(1, 40)[0]

@@ -14,30 +14,19 @@ import numpy as np
 import pytest
 import torch
 
-from specdec.reference.core.loop import speculative_decode
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.ngram import NgramDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.estimate.replay import replay
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
 from specdec.reference.estimate.samples import generate_continuations
 from specdec.reference.estimate.teacher_forced import NgramScorer, ProtocolScorer, score_positions
-from tests.test_estimate_fixtures import TINY_VOCAB, assert_same_scores, random_prompts
-from tests.test_ngram_fixtures import VOCAB, corpus_file, tiny_models  # noqa: F401
+from tests.fakes import TINY_VOCAB, assert_same_scores, decode_stats, random_prompts
+from tests.ngram_corpus import VOCAB
 from tests.tiny_models import tiny_llama
 
 GREEDY = SamplingConfig(0.0)
 MAX_GAMMA = 6
-
-
-def _decode_stats(target, make_drafter, samples, gamma):
-    merged = None
-    for prompt, cont in zip(samples.prompts, samples.continuations):
-        result = speculative_decode(TargetScorer(target), make_drafter(), prompt, len(cont), gamma, GREEDY, None)
-        assert result.tokens == cont  # exactness: the decode emits the target's greedy tokens
-        merged = result.stats if merged is None else merged.merge(result.stats)
-    return merged
 
 
 def _check_replay(target, make_drafter, samples, vocab, exact_drafted: bool = True):
@@ -45,7 +34,7 @@ def _check_replay(target, make_drafter, samples, vocab, exact_drafted: bool = Tr
                              max_gamma=MAX_GAMMA)
     for gamma in (1, 3, 5):
         replayed, k_hist = replay([s.match for s in scores], [s.block for s in scores], gamma, MAX_GAMMA)
-        decoded = _decode_stats(target, make_drafter, samples, gamma)
+        decoded = decode_stats(target, make_drafter, samples, gamma)
         assert replayed.accepted_hist == decoded.accepted_hist
         assert replayed.reached == decoded.reached and replayed.accepted == decoded.accepted
         assert (replayed.iterations, replayed.bonus, replayed.new_tokens) == \
@@ -69,7 +58,7 @@ def test_replay_equals_decoder_on_tiny_models(kind: str) -> None:
     _check_replay(target, make, samples, TINY_VOCAB)
 
 
-def test_replay_equals_decoder_with_an_ngram_drafter(tiny_models, corpus_file) -> None:  # noqa: F811
+def test_replay_equals_decoder_with_an_ngram_drafter(tiny_models, corpus_file) -> None:
     target = tiny_llama(VOCAB, seed=0, sharpness=4.0)
     lines = corpus_file.read_text().splitlines()
     prompts = [[int(t) for t in line.split()[:8]] for line in lines if len(line.split()) >= 8][:4]
@@ -81,7 +70,7 @@ def test_replay_equals_decoder_with_an_ngram_drafter(tiny_models, corpus_file) -
 
 @pytest.mark.parametrize("sampling", [SamplingConfig(0.0), SamplingConfig(1.0), SamplingConfig(0.8, top_k=20)],
                          ids=["greedy", "t1", "t0.8-topk20"])
-def test_ngram_fast_path_equals_protocol(tiny_models, corpus_file, sampling) -> None:  # noqa: F811
+def test_ngram_fast_path_equals_protocol(tiny_models, corpus_file, sampling) -> None:
     target = tiny_llama(VOCAB, seed=0, sharpness=4.0)
     lines = corpus_file.read_text().splitlines()
     prompts = [[int(t) for t in line.split()[:6]] for line in lines if len(line.split()) >= 6][:3]

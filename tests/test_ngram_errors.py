@@ -18,7 +18,7 @@ from specdec.ngram.model import NgramModel, resolve_arpa
 from specdec.ngram.tables import build_tables, load_tables
 from specdec.ngram.tools import find_tool, run_build_binary, run_lmplz
 from tests.cli_helpers import refuse_constant
-from tests.test_ngram_fixtures import VOCAB, corpus_file, require_kenlm_tools, tiny_models  # noqa: F401
+from tests.ngram_corpus import VOCAB, require_kenlm_tools
 
 GOOD = """\\data\\
 ngram 1=5

@@ -18,7 +18,7 @@ import pytest
 
 from specdec.ngram.model import NgramModel
 from specdec.ngram.tables import load_tables, tables_path
-from tests.test_ngram_fixtures import EOS_ID, SEEN, VOCAB, corpus_file, tiny_models  # noqa: F401
+from tests.ngram_corpus import EOS_ID, SEEN, VOCAB
 
 TOL = 1e-4
 
@@ -170,7 +170,7 @@ def test_real_corpus_model_agrees_with_kenlm_and_is_fast(tmp_path) -> None:
     import sys
 
     from specdec.reference.data.corpus import eval_prompts
-    from tests.test_ngram_fixtures import require_kenlm_tools
+    from tests.ngram_corpus import require_kenlm_tools
 
     require_kenlm_tools()
     out = tmp_path / "plain-3gram"

@@ -13,7 +13,7 @@ import pytest
 from specdec.ngram.model import NgramModel
 from specdec.ngram.rescore import (CachedScorer, Lattice, brute_force_paths, kbest_paths, local_rescore,
                                    oracle_accepted)
-from tests.test_ngram_fixtures import EOS_ID, SEEN, VOCAB, corpus_file, tiny_models  # noqa: F401
+from tests.ngram_corpus import EOS_ID, SEEN, VOCAB
 
 
 def random_lattice(rng: np.random.Generator, h: int, k: int) -> Lattice:
@@ -23,7 +23,7 @@ def random_lattice(rng: np.random.Generator, h: int, k: int) -> Lattice:
 
 
 @pytest.mark.parametrize("order", [2, 3, 4])
-def test_kbest_equals_brute_force(tiny_models, order) -> None:  # noqa: F811
+def test_kbest_equals_brute_force(tiny_models, order) -> None:
     model = NgramModel.load(tiny_models[order], VOCAB, eos_id=EOS_ID)
     rng = np.random.default_rng(order)
     context = [3, 17, 42]
@@ -45,7 +45,7 @@ def test_kbest_equals_brute_force(tiny_models, order) -> None:  # noqa: F811
                     assert score(cols, ids) == pytest.approx(total, abs=1e-9)
 
 
-def test_local_rescoring_and_oracle(tiny_models) -> None:  # noqa: F811
+def test_local_rescoring_and_oracle(tiny_models) -> None:
     model = NgramModel.load(tiny_models[2], VOCAB, eos_id=EOS_ID)
     lattice = random_lattice(np.random.default_rng(0), 3, 4)
     state = model.state_for([5])

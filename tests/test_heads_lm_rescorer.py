@@ -24,8 +24,8 @@ from specdec.reference.drafters.spec import DrafterSpec
 from specdec.reference.estimate.teacher_forced import leading_matches
 from specdec.reference.heads.lattice import lattices
 from specdec.reference.heads.lm_rescorer import LMRescorer
-from tests.test_heads_drafter import random_heads
-from tests.test_ngram_fixtures import EOS_ID, VOCAB, corpus_file, tiny_models  # noqa: F401
+from tests.fakes import random_heads
+from tests.ngram_corpus import EOS_ID, VOCAB
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
 GREEDY = SamplingConfig(0.0)
@@ -63,7 +63,7 @@ def test_target_as_its_own_local_rescorer_reaches_the_oracle() -> None:
 
 
 @pytest.mark.parametrize("rescorer_kind", ["ngram", "lm"])
-def test_greedy_local_rescoring_equals_greedy_target(tiny_models, rescorer_kind) -> None:  # noqa: F811
+def test_greedy_local_rescoring_equals_greedy_target(tiny_models, rescorer_kind) -> None:
     target = tiny_llama(vocab_size=VOCAB, seed=0, sharpness=8.0)
     rescorer = (NgramModel.load(tiny_models[2], VOCAB, eos_id=EOS_ID) if rescorer_kind == "ngram"
                 else LMRescorer(tiny_gpt2(vocab_size=VOCAB, seed=3, sharpness=4.0), VOCAB))

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from specdec.paths import default_target_dir
 from specdec.cli import cli
-from tests.test_bild import noisy_copy
+from tests.fakes import noisy_copy
 from tests.tiny_models import tiny_llama
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")

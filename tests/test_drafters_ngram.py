@@ -18,7 +18,7 @@ from specdec.reference.core.seams import NO_PASS, Verdict
 from specdec.reference.drafters.ngram import NgramDrafter
 from specdec.reference.core.sampling import SamplingConfig
 from tests.stats_helpers import chi_square_pvalue
-from tests.test_ngram_fixtures import VOCAB, corpus_file, tiny_models  # noqa: F401
+from tests.ngram_corpus import VOCAB
 
 GREEDY = SamplingConfig(temperature=0.0)
 
@@ -123,7 +123,7 @@ def test_min_confidence_stops_before_an_unsure_position(tiny_models, prompt) -> 
 
 def test_drafting_stops_at_eos(tmp_path) -> None:
     from specdec.ngram.build import build_model
-    from tests.test_ngram_fixtures import require_kenlm_tools
+    from tests.ngram_corpus import require_kenlm_tools
 
     require_kenlm_tools()
     text = tmp_path / "t.txt"

@@ -1,23 +1,22 @@
-"""Shared fixtures for the estimator and validation tests: hand-built models and drafters,
-and a tiny saved target/draft pair with a word-level tokenizer for the CLI tests.
-
-Import what you need into a test module (`from tests.test_estimate_fixtures import ...`).
-"""
+"""Hand-built models, drafters and data for the tests: a context-free `ConstantLM`, a `MaskedLM`,
+a deterministic `FixedTokenDrafter`, a word-level tokenizer, random prompts and heads, a noisy
+copy of a model, and score comparisons (the saved tiny target/draft pair `tiny_pair` is a
+fixture in conftest.py)."""
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
 
+import copy
+
 import numpy as np
-import pytest
 import torch
 from transformers import LlamaConfig
 
 from specdec.reference.core.seams import Proposal
 from specdec.reference.drafters.protocol import DrafterBase
+from specdec.reference.heads.store import heads_on
 from specdec.reference.core.sampling import SamplingConfig
-from tests.tiny_models import tiny_llama
 
 TINY_VOCAB = 64
 
@@ -109,38 +108,9 @@ def word_tokenizer(vocab_size: int = TINY_VOCAB):
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="</s>")
 
 
-@pytest.fixture(scope="session")
-def tiny_pair(tmp_path_factory) -> SimpleNamespace:
-    """Saved tiny Llama target and draft (same word-level tokenizer) and a prompts file."""
-    root = tmp_path_factory.mktemp("tiny-pair")
-    tokenizer = word_tokenizer()
-    paths = {}
-    for name, seed in (("target", 0), ("draft", 1)):
-        model = tiny_llama(TINY_VOCAB, seed, sharpness=8.0)
-        model.save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
-        paths[name] = root / name
-    prompts = root / "prompts.txt"
-    prompts.write_text("\n".join(" ".join(f"w{(7 * i + 3 * j) % 60}" for j in range(10)) for i in range(12)) + "\n")
-    return SimpleNamespace(target=paths["target"], draft=paths["draft"], prompts=prompts, root=root)
-
-
 def random_prompts(n: int, length: int, vocab: int = TINY_VOCAB, seed: int = 0) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, vocab, (length,), generator=g).tolist() for _ in range(n)]
-
-
-def test_constant_lm_is_context_free() -> None:
-    lm = ConstantLM([0.0, 1.0, 2.0])
-    a = lm(input_ids=torch.tensor([[0, 1, 2]])).logits
-    b = lm(input_ids=torch.tensor([[2, 2, 2]]), logits_to_keep=1).logits
-    assert torch.equal(a[0, -1], b[0, 0])
-
-
-def test_word_tokenizer_round_trip(tmp_path: Path) -> None:
-    tok = word_tokenizer()
-    ids = tok("w1 w5 w60", add_special_tokens=False)["input_ids"]
-    assert ids == [1, 5, 60]
 
 
 def assert_same_scores(fast, slow, greedy: bool, atol: float) -> None:
@@ -150,3 +120,38 @@ def assert_same_scores(fast, slow, greedy: bool, atol: float) -> None:
         np.testing.assert_allclose(a.beta_lenient, b.beta_lenient, atol=atol)
         if greedy:
             np.testing.assert_array_equal(a.match, b.match)
+
+
+def random_heads(model, n_heads: int, vocab: list[int] | None = None, seed: int = 0, scale: float = 0.5):
+    rows = model.get_output_embeddings().weight.shape[0]
+    heads = heads_on(model, torch.tensor(vocab if vocab is not None else list(range(rows))), n_heads)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        heads.weight.copy_(torch.randn(heads.weight.shape, generator=g) * scale)
+        heads.bias.copy_(torch.randn(heads.bias.shape, generator=g) * scale)
+    return heads.eval()
+
+
+def noisy_copy(model: torch.nn.Module, scale: float, seed: int) -> torch.nn.Module:
+    """The model with N(0, (scale * std(param))^2) noise added to every parameter."""
+    out = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in out.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * scale * p.std().clamp_min(1e-3))
+    return out
+
+
+def decode_stats(target, make_drafter, samples, gamma):
+    """The merged DecodeStats of greedy speculative decodes of every sample's prompt, each checked
+    to emit exactly the target's greedy continuation."""
+    from specdec.reference.core.loop import speculative_decode
+    from specdec.reference.core.target import TargetScorer
+
+    merged = None
+    for prompt, cont in zip(samples.prompts, samples.continuations):
+        result = speculative_decode(TargetScorer(target), make_drafter(), prompt, len(cont), gamma,
+                                    SamplingConfig(0.0), None)
+        assert result.tokens == cont  # exactness: the decode emits the target's greedy tokens
+        merged = result.stats if merged is None else merged.merge(result.stats)
+    return merged

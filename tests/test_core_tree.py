@@ -20,8 +20,8 @@ from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.core.tree import depths, greedy_tree_verdict, trie
 from specdec.reference.drafters.lattice import LatticeDrafter
-from tests.test_heads_drafter import random_heads
-from tests.test_ngram_fixtures import EOS_ID, VOCAB, corpus_file, tiny_models  # noqa: F401
+from tests.fakes import random_heads
+from tests.ngram_corpus import EOS_ID, VOCAB
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
 GREEDY = SamplingConfig(0.0)
@@ -65,7 +65,7 @@ def test_tree_pass_equals_plain_passes_and_cache_is_a_reencode(arch) -> None:
 
 
 @pytest.mark.parametrize("p, use_ngram", [(2, False), (4, False), (4, True)])
-def test_greedy_parallel_drafts_equal_greedy_target(tiny_models, p, use_ngram) -> None:  # noqa: F811
+def test_greedy_parallel_drafts_equal_greedy_target(tiny_models, p, use_ngram) -> None:
     target = tiny_llama(vocab_size=VOCAB, seed=0, sharpness=8.0)
     ngram = NgramModel.load(tiny_models[2], VOCAB, eos_id=EOS_ID) if use_ngram else None
     prompt = [5, 9, 2, 33, 7, 12]
@@ -89,7 +89,7 @@ def test_sampling_with_a_tree_is_refused() -> None:
                            torch.Generator().manual_seed(0))
 
 
-def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models, tmp_path) -> None:  # noqa: F811
+def test_lattice_study_replays_the_decoder_and_orders_its_methods(tiny_models, tmp_path) -> None:
     """The study's block efficiency of the base heads equals the decoder's tokens per pass on the
     same greedy text (prompts after the tuning ones), parallel p=2 equals the decoder with the
     lattice drafter, and the oracle top-k is an upper bound of every p-path method."""

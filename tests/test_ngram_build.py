@@ -17,7 +17,7 @@ import pytest
 import specdec.ngram.build as build_module
 import specdec.paths as paths_module
 from specdec.ngram.build import build_model
-from tests.test_ngram_fixtures import VOCAB, corpus_file, require_kenlm_tools  # noqa: F401
+from tests.ngram_corpus import VOCAB, require_kenlm_tools
 
 
 def snapshot(folder: Path) -> dict[str, bytes] | None:
@@ -31,14 +31,14 @@ def no_scratch(parent: Path) -> bool:
 
 
 @pytest.fixture()
-def old_model(tmp_path, corpus_file) -> Path:  # noqa: F811
+def old_model(tmp_path, corpus_file) -> Path:
     require_kenlm_tools()
     out = tmp_path / "model"
     build_model(corpus_file, 2, out, VOCAB, eos_id=499, memory="200M")
     return out
 
 
-def test_rebuild_needs_force(old_model, corpus_file) -> None:  # noqa: F811
+def test_rebuild_needs_force(old_model, corpus_file) -> None:
     before = snapshot(old_model)
     with pytest.raises(FileExistsError, match="force"):
         build_model(corpus_file, 3, old_model, VOCAB, eos_id=499, memory="200M")
@@ -48,7 +48,7 @@ def test_rebuild_needs_force(old_model, corpus_file) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize("stage", ["run_lmplz", "run_build_binary", "load_tables", "read_counts", "replace_folder"])
-def test_interrupt_at_every_stage_keeps_the_old_model(old_model, corpus_file, monkeypatch, stage) -> None:  # noqa: F811
+def test_interrupt_at_every_stage_keeps_the_old_model(old_model, corpus_file, monkeypatch, stage) -> None:
     before = snapshot(old_model)
 
     def interrupt(*args, **kwargs):
@@ -60,7 +60,7 @@ def test_interrupt_at_every_stage_keeps_the_old_model(old_model, corpus_file, mo
     assert snapshot(old_model) == before and no_scratch(old_model.parent)
 
 
-def test_interrupt_inside_the_swap(old_model, corpus_file, monkeypatch) -> None:  # noqa: F811
+def test_interrupt_inside_the_swap(old_model, corpus_file, monkeypatch) -> None:
     """Interrupted between moving the old model aside and renaming the new one in: no model at
     --out (never a mix), and the old one is still on disk beside it."""
     real = os.replace
@@ -78,7 +78,7 @@ def test_interrupt_inside_the_swap(old_model, corpus_file, monkeypatch) -> None:
     assert len(aside) == 1 and (aside[0] / "model.json").is_file()
 
 
-def test_sigint_to_the_real_command(old_model, corpus_file) -> None:  # noqa: F811
+def test_sigint_to_the_real_command(old_model, corpus_file) -> None:
     """SIGINT at several delays into `specdec ngram build --force`: old or new, never a mix."""
     before = snapshot(old_model)
     code = "import sys; from specdec.cli import main; main(sys.argv[1:])"
@@ -112,7 +112,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     (["--vocab-size", "0"], "--vocab-size"),
     (["--threads", "0"], "--threads"),
 ])
-def test_build_usage_errors(tmp_path, corpus_file, args, option) -> None:  # noqa: F811
+def test_build_usage_errors(tmp_path, corpus_file, args, option) -> None:
     argv = ["ngram", "build", "--order", "2", "--text", str(corpus_file), "--vocab-size", str(VOCAB),
             "--out", str(tmp_path / "o"), *args]
     done = run(*argv)
@@ -121,7 +121,7 @@ def test_build_usage_errors(tmp_path, corpus_file, args, option) -> None:  # noq
     assert not (tmp_path / "o").exists()
 
 
-def test_existing_model_without_force_is_a_usage_error(old_model, corpus_file) -> None:  # noqa: F811
+def test_existing_model_without_force_is_a_usage_error(old_model, corpus_file) -> None:
     done = run("ngram", "build", "--order", "2", "--text", str(corpus_file), "--vocab-size", str(VOCAB),
                "--out", str(old_model))
     assert done.returncode == 2 and "--force" in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -26,7 +26,7 @@ from specdec.reference.validation.config import ValidationConfig
 from specdec.reference.validation.run import validate
 from specdec.simulator.prediction import survival_acceptance
 from specdec.simulator import positional_expected_tokens
-from tests.test_estimate_fixtures import TINY_VOCAB, random_prompts
+from tests.fakes import TINY_VOCAB, random_prompts
 from tests.tiny_models import tiny_llama
 
 

@@ -18,21 +18,11 @@ from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Verdict
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.drafters.heads import HeadsDrafter
-from specdec.reference.heads.store import heads_on
+from tests.fakes import random_heads
 from tests.stats_helpers import chi_square_pvalue
 from tests.tiny_models import exact_joint, tiny_gpt2, tiny_llama
 
 GREEDY = SamplingConfig(temperature=0.0)
-
-
-def random_heads(model, n_heads: int, vocab: list[int] | None = None, seed: int = 0, scale: float = 0.5):
-    rows = model.get_output_embeddings().weight.shape[0]
-    heads = heads_on(model, torch.tensor(vocab if vocab is not None else list(range(rows))), n_heads)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        heads.weight.copy_(torch.randn(heads.weight.shape, generator=g) * scale)
-        heads.bias.copy_(torch.randn(heads.bias.shape, generator=g) * scale)
-    return heads.eval()
 
 
 @pytest.mark.parametrize("arch", [tiny_llama, tiny_gpt2])
@@ -115,7 +105,7 @@ def test_replay_of_the_heads_equals_the_decoder() -> None:
     from specdec.reference.estimate.replay import replay
     from specdec.reference.estimate.samples import generate_continuations
     from specdec.reference.estimate.teacher_forced import score_positions
-    from tests.test_estimate_replay import _decode_stats
+    from tests.fakes import decode_stats
 
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
     heads = random_heads(target, 3, scale=0.05)  # near the untrained heads: they predict y again
@@ -124,7 +114,7 @@ def test_replay_of_the_heads_equals_the_decoder() -> None:
     scores = score_positions(target, drafter.teacher_forced_scorer(target, 6, None), samples, GREEDY, 16, max_gamma=6)
     for gamma in (1, 2, 3):
         replayed, _ = replay([s.match for s in scores], [s.block for s in scores], gamma, 3)
-        decoded = _decode_stats(target, lambda: drafter, samples, gamma)
+        decoded = decode_stats(target, lambda: drafter, samples, gamma)
         assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
         assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)
     assert sum(decoded.accepted) > 0

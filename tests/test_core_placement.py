@@ -18,7 +18,7 @@ from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.estimate.alpha import estimate_alpha
 from specdec.reference.estimate.samples import generate_continuations
 from tests.cli_helpers import run_main, strict_json
-from tests.test_estimate_fixtures import TINY_VOCAB, random_prompts, tiny_pair  # noqa: F401
+from tests.fakes import TINY_VOCAB, random_prompts
 
 SPLIT = {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "model.layers.0": "cpu", "model.layers.1": "disk",
          "model.norm": "cpu", "lm_head": "disk"}
@@ -45,7 +45,7 @@ def test_owner_is_the_longest_covering_entry() -> None:
     assert owner(device_map, "lm_head.weight") is None and owner({"": "cpu"}, "lm_head.weight") == ""
 
 
-def test_check_device_map_names_the_problem(tiny_pair) -> None:  # noqa: F811
+def test_check_device_map_names_the_problem(tiny_pair) -> None:
     check_device_map(SPLIT, tiny_pair.target)
     with pytest.raises(ValueError, match="no module 'model.layer.0'"):
         check_device_map({**SPLIT, "model.layer.0": "cpu"}, tiny_pair.target)
@@ -56,7 +56,7 @@ def test_check_device_map_names_the_problem(tiny_pair) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_split_model_decodes_and_scores_exactly(tiny_pair, temperature: float) -> None:  # noqa: F811
+def test_split_model_decodes_and_scores_exactly(tiny_pair, temperature: float) -> None:
     whole = load_model(tiny_pair.target)
     split = load_model(tiny_pair.target, device_map=SPLIT)
     assert dispatched(split.model) and not dispatched(whole.model)
@@ -79,7 +79,7 @@ def test_split_model_decodes_and_scores_exactly(tiny_pair, temperature: float) -
     assert alphas[0] == pytest.approx(alphas[1], abs=1e-12)
 
 
-def test_cli_decode_with_a_split_target_and_draft(tiny_pair, capsys) -> None:  # noqa: F811
+def test_cli_decode_with_a_split_target_and_draft(tiny_pair, capsys) -> None:
     import json
 
     common = ["decode", "--target", str(tiny_pair.target), "--prompt", "w3 w9 w27 w4", "--drafter",
@@ -101,7 +101,7 @@ def test_cli_decode_with_a_split_target_and_draft(tiny_pair, capsys) -> None:  #
     (["--device-map", "auto", "--device", "cpu"], "give --device or --device-map, not both"),
     (["--draft-device-map", "auto"], "applies to exactly one neural drafter"),
 ])
-def test_cli_refuses_bad_maps_in_one_line(tiny_pair, capsys, args: list[str], message: str) -> None:  # noqa: F811
+def test_cli_refuses_bad_maps_in_one_line(tiny_pair, capsys, args: list[str], message: str) -> None:
     if torch.cuda.device_count() > 3 and "GPU 3" in message:
         pytest.skip("this machine has a GPU 3")
     code, out, err = run_main(capsys, ["decode", "--target", str(tiny_pair.target), "--prompt", "w1", *args])
@@ -109,7 +109,7 @@ def test_cli_refuses_bad_maps_in_one_line(tiny_pair, capsys, args: list[str], me
     assert len(err.strip().splitlines()) == 1 and message in err and "device" in err.split(":")[1]  # names the option
 
 
-def test_heads_refuse_an_offloaded_output_layer(tiny_pair, tmp_path) -> None:  # noqa: F811
+def test_heads_refuse_an_offloaded_output_layer(tiny_pair, tmp_path) -> None:
     from specdec.reference.drafters.factory import make_drafter
 
     split = load_model(tiny_pair.target, device_map=SPLIT)  # lm_head on disk: its weight is a meta tensor

@@ -9,7 +9,6 @@ from click.testing import CliRunner
 
 from specdec.cli import cli, main
 from tests.cli_helpers import refuse_constant
-from tests.test_estimate_fixtures import tiny_pair  # noqa: F401
 
 ROW_KEYS = {"drafter", "temperature", "gamma", "measured", "paper", "extended", "extended_estimated",
             "error_paper", "error_extended", "error_extended_estimated", "alpha_estimate", "alpha_decode",
@@ -24,7 +23,7 @@ def _args(pair, out) -> list[str]:
             "--max-k", "4", "--timing-repeats", "2", "--retries", "0", "--out", str(out)]
 
 
-def test_validate_json_and_files(tiny_pair, tmp_path) -> None:  # noqa: F811
+def test_validate_json_and_files(tiny_pair, tmp_path) -> None:
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, [*_args(tiny_pair, out), "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -40,7 +39,7 @@ def test_validate_json_and_files(tiny_pair, tmp_path) -> None:  # noqa: F811
     assert json.loads((out / "validation.json").read_text())["configurations"] == 8
 
 
-def test_validate_prints_tables(tiny_pair, tmp_path) -> None:  # noqa: F811
+def test_validate_prints_tables(tiny_pair, tmp_path) -> None:
     result = CliRunner().invoke(cli, [*_args(tiny_pair, tmp_path / "o"), "--no-figures", "--gammas", "1",
                                       "--temperatures", "0"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -55,7 +54,7 @@ def test_validate_prints_tables(tiny_pair, tmp_path) -> None:  # noqa: F811
     (["--gammas", "4"], "max-k"),
     (["--drafter", "none"], "baseline"),
 ])
-def test_bad_input_is_a_one_line_error(tiny_pair, tmp_path, capsys, extra, message) -> None:  # noqa: F811
+def test_bad_input_is_a_one_line_error(tiny_pair, tmp_path, capsys, extra, message) -> None:
     with pytest.raises(SystemExit) as exc:
         main([*_args(tiny_pair, tmp_path / "o"), *extra])
     assert exc.value.code != 0

@@ -9,7 +9,6 @@ import pytest
 from click.testing import CliRunner
 
 from specdec.cli import cli, main
-from tests.test_estimate_fixtures import tiny_pair  # noqa: F401
 
 KEYS = {"alpha", "alpha_ci", "c", "c_hat", "verify_cost", "beta_quantiles", "beta_histogram", "alpha_lenience",
         "n_positions", "proposal_rate", "alpha_when_proposed", "estimates", "cost", "sampling", "drafter"}
@@ -27,7 +26,7 @@ def _common(pair) -> list[str]:
 
 
 @pytest.mark.parametrize("temperature", ["0", "1"])
-def test_estimate_json_keys(tiny_pair, temperature: str) -> None:  # noqa: F811
+def test_estimate_json_keys(tiny_pair, temperature: str) -> None:
     d = _run(_common(tiny_pair) + ["--drafter", f"model:{tiny_pair.draft}", "--temperature", temperature,
                                    "--lenience", "1,0.5"])
     assert KEYS <= set(d)
@@ -39,7 +38,7 @@ def test_estimate_json_keys(tiny_pair, temperature: str) -> None:  # noqa: F811
     assert ("greedy_replay" in d) == (temperature == "0")
 
 
-def test_estimate_self_is_one_and_lookup_is_documented(tiny_pair) -> None:  # noqa: F811
+def test_estimate_self_is_one_and_lookup_is_documented(tiny_pair) -> None:
     d = _run(_common(tiny_pair) + ["--drafter", f"model:{tiny_pair.target}", "--temperature", "1", "--no-timing"])
     assert d["alpha"] == pytest.approx(1.0, abs=1e-6) and d["c"] is None and d["c_hat"] == pytest.approx(1.0)
     d = _run(_common(tiny_pair) + ["--drafter", "lookup:2", "--no-timing"])
@@ -47,7 +46,7 @@ def test_estimate_self_is_one_and_lookup_is_documented(tiny_pair) -> None:  # no
     assert "without a proposal count as rejections" in d["estimates"]
 
 
-def test_estimate_human_output(tiny_pair) -> None:  # noqa: F811
+def test_estimate_human_output(tiny_pair) -> None:
     result = CliRunner().invoke(cli, ["estimate", *_common(tiny_pair), "--drafter", "lookup", "--no-timing"])
     assert result.exit_code == 0, result.output
     assert "alpha" in result.stdout and "95% CI" in result.stdout
@@ -59,7 +58,7 @@ def test_estimate_human_output(tiny_pair) -> None:  # noqa: F811
     (["--drafter", "bogus"], "unknown drafter"),
     (["--drafter", "none"], "needs a drafter"),
 ])
-def test_bad_input_is_a_one_line_error(tiny_pair, capsys, args, message) -> None:  # noqa: F811
+def test_bad_input_is_a_one_line_error(tiny_pair, capsys, args, message) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["estimate", "--target", str(tiny_pair.target), "--prompts-file", str(tiny_pair.prompts),
               "--no-timing", "--tokens", "10", "--new-tokens", "5", *args])
@@ -68,7 +67,7 @@ def test_bad_input_is_a_one_line_error(tiny_pair, capsys, args, message) -> None
     assert any(message in line for line in err) and "Traceback" not in "\n".join(err)
 
 
-def test_missing_prompts_file_is_a_one_line_error(tiny_pair, capsys) -> None:  # noqa: F811
+def test_missing_prompts_file_is_a_one_line_error(tiny_pair, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["estimate", "--target", str(tiny_pair.target), "--prompts-file", str(tiny_pair.root / "nope.txt"),
               "--drafter", "lookup", "--no-timing"])
