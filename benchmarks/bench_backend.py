@@ -5,7 +5,12 @@ Both backends load the same fp32 weights; each repeat times every k once for bot
 of the backends alternating per repeat, so the machine's drift hits both alike; medians over
 repeats; the paired ratio fast/eager of t(1) is the median of the per-repeat ratios. Also
 decodes with the autoregressive baseline and prompt lookup (gamma 1..4) on both backends to
-show the end-to-end effect (and the main job's plain 4-gram at gamma 1, 2 when it is built). Usage:
+show the end-to-end effect (and the main job's plain 4-gram at gamma 1, 2 when it is built):
+per configuration, the same method on each backend is a harness method with its own scorer
+(`specdec.reference.measure.harness.Decoding(scorer=...)`), the two run interleaved 3 times, and
+"fast vs eager" is the harness's measured speedup of fast over eager
+(`specdec.reference.measure.speedup.speedup`: seconds per token, prefill excluded, 95% bootstrap
+interval over the paired runs). Usage:
     .venv/bin/python benchmarks/bench_backend.py [--context 72] [--repeats 9] [--new-tokens 48]
 """
 from __future__ import annotations
@@ -13,19 +18,21 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
-import time
+from pathlib import Path
 
 import torch
 
-from specdec.reference.core.loop import autoregressive_decode, speculative_decode
-from specdec.reference.core.models import load_model
+from specdec import paths as PATHS
+from specdec.reference.core.models import LoadedModel, load_model
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
-from specdec import paths as PATHS
 from specdec.reference.drafters.ngram import NgramDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.estimate.limits import measure_limits
 from specdec.reference.estimate.timing import pool_timings, time_target_passes
+from specdec.reference.measure.harness import Decoding, measure
+from specdec.reference.measure.speedup import speedup
 
 PROMPT = ("Rewrite the following paragraph in the past tense.\n\nThe cat sits on the mat. It watches the birds in "
           "the garden and waits for the sun to set. Then it walks to the kitchen, where the old woman gives it a "
@@ -59,30 +66,27 @@ def main() -> None:
         print(f"| {name} v(k) | " + " | ".join(f"{v:.2f}" for v in t.verify_cost) + " |")
     print("| floor ms | " + " | ".join(f"{1000 * limits.min_seconds(k):.1f}" for k in range(1, 17)) + " |")
     print(f"\nfast t(1) / eager t(1) = {ratio:.2f} (median of paired repeats)")
-    greedy = SamplingConfig(0.0)
-    print("\n| decode (greedy, 48 tokens) | eager s | fast s | fast/eager | same tokens |\n|---|---|---|---|---|")
+    print(f"\n| decode (greedy, {args.new_tokens} tokens) | eager s | fast s | fast vs eager: measured speedup "
+          "[95% CI] | same tokens |\n|---|---|---|---|---|")
     configs = [("autoregressive", 0, None)] + [(f"lookup gamma={g}", g, None) for g in (1, 2, 3, 4)]
-    ngram = PATHS.CACHE_DIR / "ngram" / "main" / "plain-4gram"  # built by the main job
+    ngram = PATHS.cache_dir() / "ngram" / "main" / "plain-4gram"  # built by the main job
     if ngram.is_dir():
         configs += [(f"4-gram gamma={g}", g, ngram) for g in (1, 2)]
     for label, gamma, ngram_path in configs:
-        seconds = {name: [] for name in models}
-        outputs = {}
-        for r in range(3):
-            for name in (list(models) if r % 2 == 0 else list(models)[::-1]):
-                scorer = TargetScorer(models[name].model)
-                start = time.perf_counter()
-                if gamma == 0:
-                    result = autoregressive_decode(scorer, tokens, args.new_tokens, greedy, None)
-                else:
-                    drafter = (PromptLookupDrafter(3) if ngram_path is None
-                               else NgramDrafter(ngram_path, models[name].vocab_size))
-                    result = speculative_decode(scorer, drafter, tokens, args.new_tokens, gamma, greedy, None)
-                seconds[name].append(time.perf_counter() - start)
-                outputs[name] = result.tokens
-        e, f = statistics.median(seconds["eager"]), statistics.median(seconds["fast"])
-        print(f"| {label} | {e:.2f} | {f:.2f} | {f / e:.2f} | {outputs['eager'] == outputs['fast']} |")
+        methods = [Decoding(name, drafter(model, gamma, ngram_path), gamma, scorer=TargetScorer(model.model))
+                   for name, model in models.items()]
+        runs = measure(methods, methods[0].scorer, [tokens], args.new_tokens, SamplingConfig(0.0), repeats=3)
+        c = speedup(runs["eager"], runs["fast"])
+        e, f = (statistics.median(r.seconds for r in runs[name]) for name in ("eager", "fast"))
+        same = all(a.output == b.output for a, b in zip(runs["eager"], runs["fast"]))
+        print(f"| {label} | {e:.2f} | {f:.2f} | {c.speedup:.2f} [{c.ci[0]:.2f}, {c.ci[1]:.2f}] | {same} |")
 
+
+def drafter(model: LoadedModel, gamma: int, ngram: Path | None) -> Drafter:
+    """The decode table's drafter: none at gamma 0, else prompt lookup or the n-gram at `ngram`."""
+    if gamma == 0:
+        return NoDrafter()
+    return PromptLookupDrafter(3) if ngram is None else NgramDrafter(ngram, model.vocab_size)
 
 if __name__ == "__main__":
     main()

@@ -28,6 +28,7 @@ def lockstep(model, drafter, prompt: list[int], batch: int, new_tokens: int, gam
     from transformers import DynamicCache
 
     from specdec.reference.core.sampling import SamplingConfig
+    from specdec.reference.core.seams import NO_PASS, Verdict
 
     drafter.start(prompt)
     ids = torch.tensor([prompt] * batch, dtype=torch.long)
@@ -53,7 +54,7 @@ def lockstep(model, drafter, prompt: list[int], batch: int, new_tokens: int, gam
             cache.crop(-(len(draft) - n))
         new = draft[:n] + [best[n]]
         t0 = time.perf_counter()
-        drafter.commit(n, new)
+        drafter.commit(Verdict(n, torch.tensor(new), n == len(draft)), NO_PASS)
         draft_s += time.perf_counter() - t0
         out += new
         pending = new[-1]

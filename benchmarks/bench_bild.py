@@ -5,10 +5,13 @@ Names: alpha_FB / alpha_RB are BiLD's fallback / rollback thresholds, gamma the 
 length of exact speculative decoding (Leviathan et al.).
 
 For held-out Shakespeare/Austen prompts (greedy decoding, EOS respected), runs the greedy
-autoregressive baseline (before and after, timings pooled), BiLD over a grid of
-alpha_FB x alpha_RB (alpha_RB = inf is the no-rollback ablation, "argmax" the exact
-limit), the no-fallback ablation (hand over every N tokens) and exact speculative
-decoding at several gamma. Quality is measured against the target (specdec.reference.bild.quality):
+autoregressive baseline, BiLD over a grid of alpha_FB x alpha_RB (alpha_RB = inf is the
+no-rollback ablation, "argmax" the exact limit), the no-fallback ablation (hand over every N
+tokens) and exact speculative decoding at several gamma, all through the comparison harness
+(`specdec.reference.bild.sweep.run_sweep`: interleaved per prompt, the fastest of --repeats kept
+per (method, prompt)). The speedups are the harness's measured speedup over the baseline
+(prefill excluded): on the wall clock with its 95% bootstrap interval over prompts, and on this
+process's CPU time. Quality is measured against the target (specdec.reference.bild.quality):
 greedy match rate, exact-match prefix, teacher-forced target-argmax rate and target
 log-likelihood. Writes the trade-off figure and the rows as JSON, prints a Markdown report
 (the tables of benchmarks/RESULTS.md).
@@ -25,6 +28,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -34,13 +38,14 @@ sys.path.insert(0, str(REPO))
 from specdec.figures.bild import bild_tradeoff  # noqa: E402
 from specdec.reference.data.corpus import eval_prompts  # noqa: E402
 from specdec.reference.bild.policy import BildPolicy  # noqa: E402
-from specdec.cli.common import to_json  # noqa: E402
+from specdec.strict_json import to_json  # noqa: E402
 from specdec.reference.bild.sweep import run_sweep, sweep_methods  # noqa: E402
 from specdec.reference.core.kv_session import KVSession  # noqa: E402
 from specdec.reference.core.models import load_model  # noqa: E402
 from specdec.reference.drafters.ngram import NgramDrafter  # noqa: E402
 from specdec.reference.core.sampling import SamplingConfig  # noqa: E402
 from specdec.reference.core.target import TargetScorer  # noqa: E402
+from specdec.reference.measure.harness import Run  # noqa: E402
 
 
 def parse_rollbacks(text: str) -> list:
@@ -61,6 +66,12 @@ def pass_cost(model, context: list[int], sizes=(1, 2, 3, 4, 5, 8, 11), repeats: 
     return best
 
 
+def progress(t0: float) -> Callable[[Run], None]:
+    """Prints each run of the sweep as it ends (to stderr), with the seconds since t0."""
+    return lambda run: print(f"[{time.perf_counter() - t0:6.0f} s] {run.method}, prompt {run.prompt}, "
+                             f"repeat {run.repeat}: {run.seconds:.2f} s", file=sys.stderr)
+
+
 def equal_speed(rows: list[dict], x_key: str, tolerance: float = 0.05) -> list[dict]:
     """For each exact-SD row: the best-quality BiLD row at least (1 - tolerance) x as fast."""
     bild = [r for r in rows if r["kind"] == "bild"]
@@ -79,10 +90,12 @@ def markdown(report: dict) -> str:
              f"- {report['prompts']} held-out prompts of {report['prompt_tokens']} tokens, up to "
              f"{report['max_new_tokens']} new tokens, greedy, EOS respected; each (method, prompt) run "
              f"{report['repeats']}x, fastest kept; wall time {report['wall_s']:.0f} s", "",
-             "| method | speedup (CPU time) | speedup (wall) | tokens/pass | little share | greedy match | mean prefix | "
-             "target-argmax | target loglik |", "|---|---|---|---|---|---|---|---|---|"]
+             "| method | speedup (CPU time) | speedup (wall) [95% CI] | tokens/pass | little share | greedy match | "
+             "mean prefix | target-argmax | target loglik |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['label']} | {r['speedup_cpu']:.2f} | {r['speedup']:.2f} | {r['tokens_per_pass']:.2f} | "
+        lo, hi = r["speedup_ci"]
+        lines.append(f"| {r['label']} | {r['speedup_cpu']:.2f} | {r['speedup']:.2f} [{lo:.2f}, {hi:.2f}] | "
+                     f"{r['tokens_per_pass']:.2f} | "
                      f"{r['little_fraction']:.2f} | "
                      f"{r['match_rate']:.3f} | {r['mean_prefix']:.1f} | {r['argmax_rate']:.3f} | "
                      f"{r['mean_log_likelihood']:.3f} |")
@@ -136,7 +149,7 @@ def main() -> None:
     pass_ms = pass_cost(target.model, prompts[0])
     rows = run_sweep(TargetScorer(target.model), little, prompts, methods, args.max_new_tokens, SamplingConfig(0.0),
                      seed=0, eos_id=target.tokenizer.eos_token_id, repeats=args.repeats,
-                     progress=lambda label: print(f"[{time.perf_counter() - t0:6.0f} s] {label}", file=sys.stderr))
+                     progress=progress(t0))
     report = {"date": time.strftime("%Y-%m-%d"),
               "machine": f"{platform.machine()} {os.cpu_count()} cores, no GPU, torch {torch.__version__}, "
                          f"{torch.get_num_threads()} torch thread(s); load average {load_start[0]:.2f} at start, "

@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
+    from specdec.costfiles import KIND_TREE_COSTS
     from specdec.reference.estimate.batch_timing import time_batched_passes
     from specdec.reference.estimate.timing import time_target_passes
     from specdec.reference.heads.tree_plan import verify_step_seconds
@@ -63,7 +64,8 @@ def main() -> None:
     sizes = [int(n) for n in args.tree_sizes.split(",")]
     steps = verify_step_seconds(model, tokens[:args.context], sizes, depth=3, repeats=args.repeats)
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or platform.machine()
-    report = {"device": args.device, "device_name": name, "dtype": args.dtype, "config_only": args.config_only,
+    report = {"kind": KIND_TREE_COSTS,
+              "device": args.device, "device_name": name, "dtype": args.dtype, "config_only": args.config_only,
               "target": str(args.target), "torch": torch.__version__, "seconds": time.perf_counter() - start,
               "verify_cost": timing.verify_cost, "cost": {"target_step_seconds": timing.step_seconds,
                                                           "verify_seconds": timing.seconds, "spread": timing.spread},

@@ -5,31 +5,42 @@
 3. Context-length scaling: time per generated token at 64 vs 1024 tokens of context, and the
    per-iteration overhead outside the target's forward pass (must not grow with context).
 
-Methods are interleaved per repeat (rotating which goes first) so drift in the machine's speed
-hits all of them alike; each of ours is compared with its HF counterpart by the median of the
-per-repeat time ratios. Our prompt lookup runs twice: with HF's matching rule
-(`lookup:2:earliest`: the same proposals, so the same forward passes: a pure implementation
-comparison) and with the default rule (latest match, n-grams up to 3). Ours run as
-`specdec decode` does, with the prompt's encoding fused into the first iteration's pass
-(`fuse_prefill=True`), which is also what HF does: the "target passes" column counts every
-forward pass of the model with a hook, for HF and ours alike. Usage:
+Every decode runs through the comparison harness (`specdec.reference.measure.harness.measure`:
+methods interleaved per prompt and repeat, rotating which goes first, so drift in the machine's
+speed hits all alike); HF `generate` is wrapped as a harness method (`HFGenerate`: its wall
+time and token count fill the run's DecodeStats). "Speed vs HF counterpart" is the harness's
+measured speedup (`specdec.reference.measure.speedup.speedup`: the HF method's seconds per
+token / ours, with a 95% bootstrap interval over the paired runs). Our prompt lookup runs twice:
+with HF's matching rule (`lookup:2:earliest`: the same proposals, so the same forward passes: a
+pure implementation comparison) and with the default rule (latest match, n-grams up to 3). Ours
+run as `specdec decode` does, with the prompt's encoding fused into the first iteration's pass
+(`fuse_prefill=True`), which is also what HF does; the "target passes" column counts every
+forward pass of the model (for HF: calls of `model.forward` during `generate`). The context
+table's runs (prefill separate, excluded) come from the harness too. Usage:
     .venv/bin/python benchmarks/bench_decoder.py [--new-tokens 64] [--repeats 9] [--gamma 4] [--target-backend fast]
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 import statistics
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
 
 import torch
 
-from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+from specdec.reference.core.loop import DecodeResult
 from specdec.reference.core.models import load_model
-from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
-from specdec.reference.drafters.protocol import NoDrafter
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.core.stats import DecodeStats
+from specdec.reference.core.target import Scorer, TargetScorer
+from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+from specdec.reference.measure.harness import Decoding, Method, Run, baseline, measure
+from specdec.reference.measure.speedup import speedup
 
 PROMPTS = {
     "story": "Once upon a time, in a small village by the sea, there lived an old fisherman who",
@@ -43,121 +54,126 @@ PROMPTS = {
 GREEDY = SamplingConfig(temperature=0.0)
 
 
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
+@contextmanager
+def counting_forward(model: torch.nn.Module) -> Iterator[list[int]]:
+    """Counts calls of model.forward while open: yields [calls]. The count rides on an instance
+    attribute that shadows the method (its signature kept, which HF's generate inspects) and is
+    removed on exit; no hook stays behind."""
+    calls = [0]
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return forward(*args, **kwargs)
+
+    shadowed = model.__dict__.get("forward")
+    model.forward = counted
+    try:
+        yield calls
+    finally:
+        if shadowed is None:
+            del model.forward
+        else:
+            model.forward = shadowed
 
 
-def hf_generate(model, ids: list[int], n: int, eos: int, lookup: int | None) -> list[int]:
-    kwargs = {"prompt_lookup_num_tokens": lookup} if lookup else {}
-    x = torch.tensor([ids])
-    out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, do_sample=False,
-                         eos_token_id=eos, pad_token_id=eos, **kwargs)
-    return out[0, len(ids):].tolist()
+@dataclass(frozen=True, eq=False)
+class HFGenerate:
+    """Hugging Face `generate` (greedy; with prompt lookup of `lookup` tokens when > 0) as a
+    harness method: its wall time, token count and forward passes fill a DecodeStats. HF always
+    fuses the prompt's encoding into its first pass, so no prefill is timed apart."""
+
+    name: str
+    model: torch.nn.Module
+    lookup: int = 0
+
+    def decode(self, scorer: Scorer, prompt: Sequence[int], new_tokens: int, sampling: SamplingConfig,
+               generator: torch.Generator | None, eos_id: int | None, fuse_prefill: bool) -> DecodeResult:
+        if not sampling.greedy:
+            raise ValueError("HFGenerate runs greedy only")
+        kwargs = {"prompt_lookup_num_tokens": self.lookup} if self.lookup else {}
+        x = torch.tensor([list(prompt)])
+        with counting_forward(self.model) as passes:
+            start = time.perf_counter()
+            out = self.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
+                                      do_sample=False, eos_token_id=eos_id, pad_token_id=eos_id, **kwargs)
+            seconds = time.perf_counter() - start
+        tokens = out[0, len(prompt):].tolist()
+        stats = DecodeStats(self.lookup, iterations=passes[0], new_tokens=len(tokens), target_passes=passes[0],
+                            time_total=seconds)
+        return DecodeResult(tokens, [False] * len(tokens), stats)
 
 
-class PassCounter:
-    """Counts the target's forward passes (one per decoding iteration for every method)."""
-
-    def __init__(self, model) -> None:
-        self.calls = 0
-        model.register_forward_hook(self._hook)
-
-    def _hook(self, *_):
-        self.calls += 1
-
-
-def methods_for(target, scorer, n: int, gamma: int) -> dict:
-    eos = target.tokenizer.eos_token_id
-    model = target.model
-
-    def ours_lookup(max_ngram: int, match: str):
-        return lambda ids: speculative_decode(scorer, PromptLookupDrafter(max_ngram, match=match), ids, n, gamma,
-                                              GREEDY, None, eos, fuse_prefill=True).tokens
-    return {
-        "HF generate (greedy)": lambda ids: hf_generate(model, ids, n, eos, None),
-        "specdec autoregressive": lambda ids: autoregressive_decode(scorer, ids, n, GREEDY, None, eos,
-                                                                    fuse_prefill=True).tokens,
-        f"HF generate prompt_lookup_num_tokens={gamma}": lambda ids: hf_generate(model, ids, n, eos, gamma),
-        f"specdec lookup:2:earliest (HF's rule), gamma={gamma}": ours_lookup(2, "earliest"),
-        f"specdec lookup (latest, n<=3), gamma={gamma}": ours_lookup(3, "latest"),
-    }
+def methods_for(model: torch.nn.Module, gamma: int) -> list[Method]:
+    """The HF methods and ours, each of ours after the HF method of the same work (see PAIRS)."""
+    return [HFGenerate("HF generate (greedy)", model),
+            baseline(name="specdec autoregressive"),
+            HFGenerate(f"HF generate prompt_lookup_num_tokens={gamma}", model, gamma),
+            Decoding(f"specdec lookup:2:earliest (HF's rule), gamma={gamma}", PromptLookupDrafter(2, match="earliest"),
+                     gamma),
+            Decoding(f"specdec lookup (latest, n<=3), gamma={gamma}", PromptLookupDrafter(3, match="latest"), gamma)]
 
 
 # each of ours is compared with the HF method of the same work: AR with greedy, lookup with lookup
 PAIRS = {1: 0, 3: 2, 4: 2}
 
 
+def versus(hf: list[Run], ours: list[Run]) -> str:
+    """The harness's speedup of `ours` over `hf` with its 95% interval, as a table cell."""
+    c = speedup(hf, ours)
+    return f"{c.speedup:.3f} [{c.ci[0]:.3f}, {c.ci[1]:.3f}]"
+
+
+def tokens_per_second(runs: list[Run]) -> float:
+    return sum(r.tokens for r in runs) / sum(r.seconds for r in runs)
+
+
 def speed_table(target, n: int, repeats: int, gamma: int) -> list[str]:
-    """Per prompt: tokens/s (total tokens / total seconds over the repeats), forward passes, and
-    the paired ratio ours / HF: per repeat the methods run back to back, the ratio of their
-    times is taken within the repeat (so the machine's speed drift cancels), and the median
-    over repeats is reported with its range."""
-    tok = target.tokenizer
-    scorer = TargetScorer(target.model)
-    counter = PassCounter(target.model)
-    methods = methods_for(target, scorer, n, gamma)
-    names = list(methods)
+    """Per prompt and over all prompts: tokens/s (total tokens / total seconds over the
+    repeats), forward passes, and the harness's speedup of ours over the HF counterpart."""
+    eos = target.tokenizer.eos_token_id
+    methods = methods_for(target.model, gamma)
+    names = [m.name for m in methods]
+    prompts = [target.tokenizer(text)["input_ids"] for text in PROMPTS.values()]
+    runs = measure(methods, TargetScorer(target.model), prompts, n, GREEDY, repeats=repeats, eos_id=eos,
+                   fuse_prefill=True, warm_up=n)
     rows = [f"| prompt | method | new tokens | target passes | tokens/s ({repeats} repeats) | "
-            f"speed vs HF counterpart: median of per-repeat ratios [min, max] | same output as HF greedy |",
+            "speed vs HF counterpart: measured speedup [95% CI] | same output as HF greedy |",
             "|---|---|---|---|---|---|---|"]
-    totals = {m: [0, 0.0] for m in names}
-    all_ratios: dict[str, list[float]] = {m: [] for m in names}
-    for name, text in PROMPTS.items():
-        ids = tok(text)["input_ids"]
-        outs, passes = {}, {}
-        for m, fn in methods.items():  # warm-up, output and pass count
-            counter.calls = 0
-            outs[m] = fn(ids)
-            passes[m] = counter.calls
-        times = {m: [] for m in names}
-        for r in range(repeats):
-            order = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
-            for m in order:
-                times[m].append(timed(lambda: methods[m](ids))[1])
-        ref = outs[names[0]]
+    for j, label in enumerate(PROMPTS):
+        mine = {m: [r for r in runs[m] if r.prompt == j] for m in names}
+        ref = mine[names[0]][0].output
         for i, m in enumerate(names):
-            tokens = len(outs[m]) * repeats
-            totals[m][0] += tokens
-            totals[m][1] += sum(times[m])
-            if i in PAIRS:
-                hf = names[PAIRS[i]]
-                ratios = [h / o for h, o in zip(times[hf], times[m])]
-                all_ratios[m] += ratios
-                vs = f"{statistics.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}]"
-            else:
-                vs = ""
-            rows.append(f"| {name} | {m} | {len(outs[m])} | {passes[m]} | {tokens / sum(times[m]):.2f} | {vs} | "
-                        f"{outs[m] == ref} |")
+            first = mine[m][0]
+            vs = versus(mine[names[PAIRS[i]]], mine[m]) if i in PAIRS else ""
+            same = all(r.output == ref for r in mine[m])
+            rows.append(f"| {label} | {m} | {first.tokens} | {first.stats.target_passes} | "
+                        f"{tokens_per_second(mine[m]):.2f} | {vs} | {same} |")
     for i, m in enumerate(names):
-        n_tok, sec = totals[m]
-        vs = ""
-        if i in PAIRS:
-            r = all_ratios[m]
-            vs = (f"{statistics.median(r):.3f} [{min(r):.3f}, {max(r):.3f}]; total time ratio "
-                  f"{totals[names[PAIRS[i]]][1] / sec:.3f}")
-        rows.append(f"| all prompts | {m} | {n_tok // repeats} | | {n_tok / sec:.2f} | {vs} | |")
+        vs = versus(runs[names[PAIRS[i]]], runs[m]) if i in PAIRS else ""
+        rows.append(f"| all prompts | {m} | {sum(r.tokens for r in runs[m]) // repeats} | | "
+                    f"{tokens_per_second(runs[m]):.2f} | {vs} | |")
     return rows
 
 
 def context_table(target, repeats: int, gamma: int, n: int = 32) -> list[str]:
-    tok = target.tokenizer
-    text = open(__file__).read() * 4  # plenty of varied tokens
-    base = tok(text)["input_ids"]
-    scorer = TargetScorer(target.model)
+    """Per context length: median ms per token and per-iteration time outside the target's pass
+    (drafting and the loop's bookkeeping), over the harness's runs (prefill separate, excluded)."""
+    text = Path(__file__).read_text() * 4  # plenty of varied tokens
+    base = target.tokenizer(text)["input_ids"]
+    contexts = (64, 1024)
+    methods = [baseline(name="autoregressive"), Decoding(f"lookup gamma={gamma}", PromptLookupDrafter(3), gamma)]
+    runs = measure(methods, TargetScorer(target.model), [base[:ctx] for ctx in contexts], n, GREEDY,
+                   repeats=repeats, warm_up=4)
     rows = ["| context | method | ms / token (median) | overhead outside target pass, ms / iteration |",
             "|---|---|---|---|"]
-    for ctx in (64, 1024):
-        ids = base[:ctx]
-        for label, drafter in (("autoregressive", NoDrafter()), (f"lookup gamma={gamma}", PromptLookupDrafter(3))):
-            per_tok, overhead = [], []
-            for _ in range(repeats):
-                r = speculative_decode(scorer, drafter, ids, n, gamma, GREEDY, None, None)
-                s = r.stats
-                per_tok.append((s.time_total - s.time_prefill) / s.new_tokens * 1e3)
-                overhead.append((s.time_total - s.time_prefill - s.time_verify) / s.iterations * 1e3)
-            rows.append(f"| {ctx} | {label} | {statistics.median(per_tok):.1f} | {statistics.median(overhead):.3f} |")
+    for j, ctx in enumerate(contexts):
+        for m in methods:
+            mine = [r for r in runs[m.name] if r.prompt == j]
+            per_tok = statistics.median(r.seconds / r.tokens * 1e3 for r in mine)
+            overhead = statistics.median((r.seconds - r.stats.time_verify) / r.stats.iterations * 1e3 for r in mine)
+            rows.append(f"| {ctx} | {m.name} | {per_tok:.1f} | {overhead:.3f} |")
     return rows
 
 

@@ -52,9 +52,10 @@ def split_map(model, how: str, device: str) -> tuple[dict, str | None]:
 
 
 def step_ms(model, ids: list[int], repeats: int = 20) -> float:
+    from specdec.reference.core.placement import output_device
+    from specdec.reference.core.seams import Proposal, Verdict
     from specdec.reference.core.target import TargetScorer
     from specdec.reference.estimate.timing import sync
-    from specdec.reference.core.placement import output_device
 
     scorer = TargetScorer(model)
     scorer.start(ids)
@@ -62,10 +63,10 @@ def step_ms(model, ids: list[int], repeats: int = 20) -> float:
     for r in range(repeats + 3):
         sync(output_device(model))
         start = time.perf_counter()
-        scorer.score([])
+        scorer.score(Proposal.empty())
         sync(output_device(model))
         times.append(time.perf_counter() - start)
-        scorer.commit(0, [ids[r % len(ids)]])
+        scorer.commit(Verdict(0, torch.tensor([ids[r % len(ids)]]), True))
     return 1000 * statistics.median(times[3:])
 
 

@@ -3,10 +3,13 @@ drafters (single draft, n-gram rescored, parallel p paths verified as one tree) 
 autoregressive baseline, greedy, on held-out corpus prompts, next to the lattice study's
 prediction for each (`specdec heads lattice` JSON, optional).
 
-Methods run interleaved per prompt (rotating which goes first) so the machine's drift hits
-all alike; speedup = sum of baseline seconds / sum of the method's seconds (prefill excluded)
-with a bootstrap interval over prompts. Also checks that every method's tokens equal the
-baseline's, and times one tree pass against a chain pass of the same token count. Usage:
+The baseline and the drafters run through the comparison harness
+(`specdec.reference.measure.harness.measure`: interleaved per prompt, rotating which goes first,
+so the machine's drift hits all alike); the measured speedup is the harness's
+(`specdec.reference.measure.speedup.speedup`: baseline seconds per token / the method's, prefill
+excluded, with a 95% bootstrap interval over the paired runs). Also checks that every method's
+tokens equal the baseline's, and times one tree pass against a chain pass of the same token
+count. Usage:
     .venv/bin/python benchmarks/bench_lattice.py --heads .cache/heads/main \\
         --drafter heads=heads:.cache/heads/main --drafter "p4=heads:.cache/heads/main,k=4,p=4" \\
         [--prompts 12] [--new-tokens 32] [--gamma 3] [--study study.json]
@@ -21,16 +24,17 @@ import time
 import numpy as np
 import torch
 
-from specdec.cli.common import split_label
-from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.models import load_model
 from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.core.tree import trie
 from specdec.reference.data.prompts import held_out_prompts
 from specdec.reference.drafters.factory import make_drafter
-from specdec.reference.estimate.alpha import bootstrap_ratio_ci
+from specdec.reference.drafters.spec import split_label
 from specdec.reference.estimate.timing import sync
+from specdec.reference.measure.harness import Decoding, Run, baseline, measure
+from specdec.reference.measure.speedup import speedup
 
 GREEDY = SamplingConfig(0.0)
 
@@ -57,6 +61,21 @@ def tree_vs_chain(target, context: list[int], paths: list[list[int]], repeats: i
     return float(np.median(times["tree"])), float(np.median(times["chain"])), len(tokens)
 
 
+def check_outputs(runs: dict[str, list[Run]]) -> None:
+    """Greedy: every method's tokens must equal the baseline's, prompt by prompt."""
+    for name, mine in runs.items():
+        for base, run in zip(runs["baseline"], mine):
+            assert run.output == base.output, f"prompt {run.prompt}: {name}'s output differs from the baseline's"
+
+
+def merged_stats(runs: list[Run]) -> DecodeStats:
+    """The counts of all runs together."""
+    stats = runs[0].stats
+    for run in runs[1:]:
+        stats = stats.merge(run.stats)
+    return stats
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--drafter", action="append", required=True, help="[NAME=]SPEC, repeatable")
@@ -78,23 +97,9 @@ def main() -> None:
     else:
         prompts, _ = held_out_prompts(args.prompts, args.prompt_tokens)
     prompts = prompts[args.skip:]
-    scorer = TargetScorer(target.model)
-    autoregressive_decode(scorer, prompts[0], 4, GREEDY, None)  # warm-up
-    names = ["baseline"] + list(drafters)
-    seconds = {n: [] for n in names}
-    stats = {}
-    for i, prompt in enumerate(prompts):
-        order = names[i % len(names):] + names[:i % len(names)]
-        tokens = {}
-        for name in order:
-            if name == "baseline":
-                r = autoregressive_decode(scorer, prompt, args.new_tokens, GREEDY, None)
-            else:
-                r = speculative_decode(scorer, drafters[name], prompt, args.new_tokens, args.gamma, GREEDY, None)
-                stats[name] = r.stats if name not in stats else stats[name].merge(r.stats)
-            seconds[name].append(r.stats.time_total - r.stats.time_prefill)
-            tokens[name] = r.tokens
-        assert all(t == tokens["baseline"] for t in tokens.values()), f"prompt {i}: outputs differ"
+    methods = [baseline()] + [Decoding(name, drafter, args.gamma) for name, drafter in drafters.items()]
+    runs = measure(methods, TargetScorer(target.model), prompts, args.new_tokens, GREEDY, warm_up=4)
+    check_outputs(runs)
     predictions = {}
     if args.study:
         plan = {(row["method"], row.get("depth")): row for row in json.load(open(args.study)).get("plan", [])}
@@ -103,8 +108,6 @@ def main() -> None:
             row = plan.get((method, int(depth) if depth else args.gamma))
             if row is not None:
                 predictions[name] = row["predicted_speedup"]
-    base = np.array(seconds["baseline"])
-    rng = np.random.default_rng(0)
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or platform.machine()
     print(f"machine: {where}, {torch.get_num_threads()} threads, backend "
           f"{target.backend}; {len(prompts)} held-out prompts x {args.new_tokens} tokens, gamma {args.gamma}, greedy; "
@@ -112,14 +115,12 @@ def main() -> None:
     print("| drafter | tokens/pass | verified tokens/pass | measured speedup [95% CI] | predicted | error |")
     print("|---|---|---|---|---|---|")
     for name in drafters:
-        mine = np.array(seconds[name])
-        lo, hi = bootstrap_ratio_ci(base, mine, rng)
-        s = stats[name]
-        measured = base.sum() / mine.sum()
+        c = speedup(runs["baseline"], runs[name])
+        s = merged_stats(runs[name])
         pred = predictions.get(name)
-        print(f"| {name} | {s.tokens_per_iteration():.3f} | {s.verified / s.iterations:.2f} | {measured:.3f}x "
-              f"[{lo:.3f}, {hi:.3f}] | " + ("-" if pred is None else f"{pred:.3f}x") + " | "
-              + ("-" if pred is None else f"{100 * (pred / measured - 1):+.1f}%") + " |")
+        print(f"| {name} | {s.tokens_per_iteration():.3f} | {s.verified / s.iterations:.2f} | {c.speedup:.3f}x "
+              f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}] | " + ("-" if pred is None else f"{pred:.3f}x") + " | "
+              + ("-" if pred is None else f"{100 * (pred / c.speedup - 1):+.1f}%") + " |")
     context = prompts[0] + [int(t) for t in prompts[1][:8]]
     for p in (4, 16):
         paths = [[100 + j, 200 + (j % 3), 300 + (j % 5)] for j in range(p)]

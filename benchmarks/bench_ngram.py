@@ -12,7 +12,12 @@ target-aligned corpus):
 4. greedy drafting throughput (tokens/s);
 5. how well q matches p (informational): alpha = E[sum_x min(p, q)] at temperature 1 on
    target-sampled continuations of held-out prompts, and the greedy agreement rate
-   argmax q == argmax p on target-greedy continuations.
+   argmax q == argmax p on target-greedy continuations;
+6. end to end (--decode-prompts): the baseline and speculative decoding with the n-gram at
+   gamma 1, 2, 4, greedy and at T=1, interleaved through the comparison harness
+   (`specdec.reference.measure.harness.measure`); the speedup is the harness's measured speedup
+   (`specdec.reference.measure.speedup.speedup`: seconds per token, prefill excluded, with a 95%
+   bootstrap interval over the prompts).
 
     .venv/bin/python benchmarks/bench_ngram.py [--orders 2 3 4 5] [--corpora plain aligned mixed]
         [--json out.json]
@@ -41,6 +46,7 @@ from specdec.ngram.model import NgramModel  # noqa: E402
 from specdec.reference.data.default_model import default_target_path  # noqa: E402
 from specdec.reference.drafters.ngram import NgramDrafter  # noqa: E402
 from specdec.reference.core.sampling import SamplingConfig  # noqa: E402
+from specdec.reference.core.seams import NO_PASS, Verdict  # noqa: E402
 
 MODELS = REPO / ".cache" / "ngram"
 VOCAB = 49152
@@ -74,6 +80,7 @@ def q_timing(model: NgramModel, contexts: list[list[int]]) -> dict:
             "q_median_ms": 1e3 * float(np.median(probs)), "q_p90_ms": 1e3 * float(np.percentile(probs, 90))}
 
 
+GAMMAS = (1, 2, 4)  # of the end-to-end decode sweep
 SAMPLINGS = {"greedy": SamplingConfig(0.0), "sampled": SamplingConfig(1.0),
              "sampled_topk50_topp0.9_t0.7": SamplingConfig(0.7, top_k=50, top_p=0.9)}
 
@@ -96,7 +103,7 @@ def propose_timing(path: Path, prompts: list[list[int]], gamma: int = 8) -> dict
     n, t = 0, time.perf_counter()
     while time.perf_counter() - t < 2.0:
         proposal = drafter.propose(64, SamplingConfig(0.0), None)
-        drafter.commit(len(proposal), proposal.tokens.tolist())
+        drafter.commit(Verdict(len(proposal) - 1, proposal.tokens, False), NO_PASS)  # keep every draft
         n += len(proposal)
     out["greedy_tokens_per_second"] = n / (time.perf_counter() - t)
     return out
@@ -137,37 +144,31 @@ def target_probs(model, sequences: list[list[int]]) -> torch.Tensor:
 
 def decode_sweep(target, path: Path, prompts: list[list[int]], new_tokens: int = 48) -> dict:
     """End-to-end speculative decoding with the n-gram drafter against the autoregressive
-    baseline (same loop, same cache handling): summed over the prompts, per (mode, gamma)."""
-    from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+    baseline (same loop, same cache handling), per (mode, gamma): all run interleaved through
+    the comparison harness; the speedup is the harness's measured speedup over the baseline
+    (prefill excluded) with its 95% bootstrap interval over the prompts."""
     from specdec.reference.core.target import TargetScorer
+    from specdec.reference.measure.harness import Decoding, baseline, measure
+    from specdec.reference.measure.speedup import speedup
 
     torch.set_num_threads(1)
     scorer = TargetScorer(target)
     out: dict = {}
     for mode, sampling in (("greedy", SamplingConfig(0.0)), ("t1", SamplingConfig(1.0))):
-        base_time = base_tokens = 0.0
-        for i, prompt in enumerate(prompts):
-            r = autoregressive_decode(scorer, prompt, new_tokens, sampling, torch.Generator().manual_seed(i))
-            base_time += r.stats.time_total - r.stats.time_prefill
-            base_tokens += r.stats.new_tokens
-        out[f"{mode}_baseline_tokens_per_s"] = base_tokens / base_time
-        for gamma in (1, 2, 4):
-            t = n = reached = accepted = 0.0
-            same = True
-            for i, prompt in enumerate(prompts):
-                drafter = NgramDrafter(path, VOCAB)
-                r = speculative_decode(scorer, drafter, prompt, new_tokens, gamma, sampling,
-                                       torch.Generator().manual_seed(i))
-                t += r.stats.time_total - r.stats.time_prefill
-                n += r.stats.new_tokens
-                reached += sum(r.stats.reached)   # counts; alpha is derived below
-                accepted += sum(r.stats.accepted)
-                if mode == "greedy":
-                    base = autoregressive_decode(scorer, prompt, new_tokens, sampling, None)
-                    same &= base.tokens == r.tokens
-            out[f"{mode}_gamma{gamma}"] = {"tokens_per_s": n / t, "speedup": (n / t) / out[f"{mode}_baseline_tokens_per_s"],
-                                           "alpha": accepted / reached if reached else None,
-                                           **({"same_tokens_as_baseline": same} if mode == "greedy" else {})}
+        methods = [baseline()] + [Decoding(f"gamma{g}", NgramDrafter(path, VOCAB), g) for g in GAMMAS]
+        runs = measure(methods, scorer, prompts, new_tokens, sampling, warm_up=4)
+        base = runs["baseline"]
+        out[f"{mode}_baseline_tokens_per_s"] = sum(r.tokens for r in base) / sum(r.seconds for r in base)
+        for g in GAMMAS:
+            mine = runs[f"gamma{g}"]
+            c = speedup(base, mine)
+            accepted = sum(sum(r.stats.accepted) for r in mine)  # counts; alpha is derived here
+            reached = sum(sum(r.stats.reached) for r in mine)
+            same = all(r.output == b.output for r, b in zip(mine, base))
+            out[f"{mode}_gamma{g}"] = {"tokens_per_s": sum(r.tokens for r in mine) / sum(r.seconds for r in mine),
+                                       "speedup": c.speedup, "speedup_ci": list(c.ci),
+                                       "alpha": accepted / reached if reached else None,
+                                       **({"same_tokens_as_baseline": same} if mode == "greedy" else {})}
     return out
 
 
@@ -264,14 +265,15 @@ def markdown(r: dict) -> str:
     lines += ["", f"greedy drafting throughput: {p['greedy_tokens_per_second']:.0f} tokens/s"]
     if "decode" in r:
         d = r["decode"]
-        lines += ["", "| decode | tokens/s | speedup vs baseline | alpha (accepted / reached) | greedy output = baseline |",
-                  "|---|---|---|---|---|"]
+        lines += ["", "| decode | tokens/s | speedup vs baseline [95% CI] | alpha (accepted / reached) | "
+                      "greedy output = baseline |", "|---|---|---|---|---|"]
         for mode in ("greedy", "t1"):
             lines.append(f"| {mode} baseline | {d[f'{mode}_baseline_tokens_per_s']:.1f} | 1 | | |")
-            for g in (1, 2, 4):
+            for g in GAMMAS:
                 e = d[f"{mode}_gamma{g}"]
-                lines.append(f"| {mode} gamma={g} | {e['tokens_per_s']:.1f} | {e['speedup']:.2f} | "
-                             f"{e['alpha'] or 0:.3f} | {e.get('same_tokens_as_baseline', '')} |")
+                lo, hi = e["speedup_ci"]
+                lines.append(f"| {mode} gamma={g} | {e['tokens_per_s']:.1f} | {e['speedup']:.2f} [{lo:.2f}, {hi:.2f}] "
+                             f"| {e['alpha'] or 0:.3f} | {e.get('same_tokens_as_baseline', '')} |")
     return "\n".join(lines)
 
 

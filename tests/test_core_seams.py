@@ -3,7 +3,9 @@ them (reference/core/forward.py), on tiny real Llama and GPT-2 models:
 
 - `forward` without Needs is the plain call (no hidden states); with Needs(hidden=True) its
   hidden states are exactly the output layer's input (the output layer applied to them gives
-  the logits), and Needs(layers=...) stacks the selected `hidden_states`;
+  the logits), whether they come from the decoder-and-output-layer split (hidden only) or from
+  the model's `output_hidden_states` (with Needs(layers=...), which stacks the selected ones);
+  a model whose forward changes its logits beyond the output layer is not split;
 - the scorer returns the hidden states of every position a pass feeds, aligned at the end with
   the logits rows (`Scored.hidden_of`), for the prefill, a chain and a token tree, equal to a
   fresh full pass over the same tokens;
@@ -27,15 +29,56 @@ def test_forward_returns_the_output_layers_input(arch) -> None:
     model = arch(vocab_size=16, seed=0)
     ids = torch.tensor([[1, 5, 2, 9, 3, 7]])
     plain, none, _ = forward(model, ids, 2)
+    split, split_hidden, no_layers = forward(model, ids, 2, Needs(hidden=True))
     logits, hidden, layers = forward(model, ids, 2, Needs(hidden=True, layers=(0, 1)))
-    assert none is None and hidden.shape[:2] == (1, 6) and layers.shape[:3] == (1, 6, 2)
+    assert none is None and no_layers is None and hidden.shape[:2] == (1, 6) and layers.shape[:3] == (1, 6, 2)
     torch.testing.assert_close(logits, plain)
+    torch.testing.assert_close(split, plain, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(split_hidden, hidden, atol=1e-5, rtol=1e-5)
     with torch.inference_mode():
         relogits = model.get_output_embeddings()(hidden[:, -2:])
         embeddings = model.get_input_embeddings()(ids)
     torch.testing.assert_close(relogits, logits, atol=1e-5, rtol=1e-5)
     if arch is tiny_llama:  # Llama's hidden_states[0] is the token embedding itself
         torch.testing.assert_close(layers[:, :, 0], embeddings)
+
+
+class Capped(torch.nn.Module):
+    """A causal LM whose forward soft-caps its logits (as Gemma 2 does): not just output layer(hidden)."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner, self.config = inner, inner.config
+
+    @property
+    def device(self) -> torch.device:
+        return self.inner.device
+
+    def get_decoder(self):
+        return self.inner.get_decoder()
+
+    def get_output_embeddings(self):
+        return self.inner.get_output_embeddings()
+
+    def get_input_embeddings(self):
+        return self.inner.get_input_embeddings()
+
+    def forward(self, **kwargs):
+        out = self.inner(**kwargs)
+        out.logits = 3.0 * torch.tanh(out.logits / 3.0)
+        return out
+
+
+def test_a_model_that_changes_its_logits_is_not_split() -> None:
+    model = Capped(tiny_llama(vocab_size=16, seed=0, sharpness=8.0))
+    ids = torch.tensor([[1, 5, 2, 9]])
+    plain, _, _ = forward(model, ids, 1)
+    logits, hidden, _ = forward(model, ids, 1, Needs(hidden=True))
+    torch.testing.assert_close(logits, plain)  # the capped logits, from the model's own forward
+    assert hidden.shape[:2] == (1, 4)
+    forward(model.inner, ids, 1, Needs(hidden=True))
+    from specdec.reference.core.forward import _SPLITS
+    assert _SPLITS[model] is False and _SPLITS[model.inner] is True  # the check refused the split, for this model only
 
 
 @torch.inference_mode()

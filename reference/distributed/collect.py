@@ -11,6 +11,7 @@ from specdec.errors import SpecdecError
 from specdec.reference.distributed.ranks import Ranks
 
 T = TypeVar("T")
+L = TypeVar("L")
 
 
 class RankFailure(SpecdecError):
@@ -45,3 +46,18 @@ def gather_on_main(ranks: Ranks, work: Callable[[], T]) -> list[T] | None:
     if failed:
         raise RankFailure("; ".join(f"rank {r} of {ranks.world_size} failed: {message}" for r, message in failed))
     return [result for _, result in received]
+
+
+def gather_shares(ranks: Ranks, work: Callable[[], tuple[L, T]]) -> tuple[L, list[T]] | None:
+    """`gather_on_main` for work that returns (local, shared): `local` (what this process loaded,
+    e.g. its models) stays in this process, only `shared` travels; rank 0 gets (its own local,
+    every rank's shared in rank order), the others None."""
+    kept: list[L] = []
+
+    def share() -> T:
+        local, shared = work()
+        kept.append(local)
+        return shared
+
+    shared = gather_on_main(ranks, share)
+    return None if shared is None else (kept[0], shared)

@@ -66,34 +66,33 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
     from specdec.reference.core.models import load_model
     from specdec.reference.core.placement import output_device
     from specdec.reference.data.prompts import load_prompts
-    from specdec.reference.distributed.collect import gather_on_main
+    from specdec.reference.distributed.collect import gather_shares
     from specdec.reference.distributed.ranks import process_group
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.estimate.alpha import alpha_from_scores
     from specdec.reference.estimate.shares import merge, score_chunks
 
     place, ranks = config.placement, config.placement.ranks
-    loaded: dict = {}
 
-    def work():  # this rank's share: load, sample and score its chunks of prompts
+    def work():  # every rank: load (kept here), then sample and score its chunks of the prompts (gathered)
         target = load_model(config.target, place.device, config.dtype, config.backend, place.device_map)
         draft, note = make_drafter(config.drafter, target, place.device, config.dtype, place.draft_device_map)
         prompts, sources = load_prompts(target, math.ceil(config.tokens / config.new_tokens), config.prompt_tokens,
                                         config.prompts_file)
-        loaded.update(target=target, draft=draft, note=note, n_prompts=len(prompts))
         generator = torch.Generator(device=output_device(target.model)).manual_seed(config.seed)
-        return score_chunks(target.model, {config.drafter: draft}, prompts, ranks.share(len(prompts), config.batch_size),
-                            config.new_tokens, config.sampling, config.seed, target.vocab_size, config.lenience,
-                            min(config.batch_size, 8), config.max_gamma, generator=generator, progress=ranks.main,
-                            sources=sources)
+        share = score_chunks(target.model, {config.drafter: draft}, prompts, ranks.share(len(prompts), config.batch_size),
+                             config.new_tokens, config.sampling, config.seed, target.vocab_size, config.lenience,
+                             min(config.batch_size, 8), config.max_gamma, generator=generator, progress=ranks.main,
+                             sources=sources)
+        return (target, draft, note, len(prompts)), share
 
     start = time.perf_counter()
     with process_group(ranks, place.device):
-        parts = gather_on_main(ranks, work)
-    if parts is None:  # not rank 0: its share is with rank 0
+        gathered = gather_shares(ranks, work)
+    if gathered is None:  # not rank 0: its share is with rank 0
         return None
     alpha_seconds = time.perf_counter() - start
-    target, draft, note, n_prompts = loaded["target"], loaded["draft"], loaded["note"], loaded["n_prompts"]
+    (target, draft, note, n_prompts), parts = gathered
     with draft:
         scored = merge(parts, n_prompts)
         est = alpha_from_scores(scored.scores[config.drafter], config.lenience, np.random.default_rng(config.seed),

@@ -1,10 +1,12 @@
 """Percentile bootstrap intervals by resampling groups (prompts, or runs): the one
 implementation every interval of the project uses.
 
-Resamples are multinomial weights over the n groups, so any statistic that is a ratio of
-weighted sums is computed for all resamples at once. scipy.stats.bootstrap gives the same
-percentile intervals but resampled 2-10x slower on these sizes (benchmarks/bench_bootstrap.py,
-benchmarks/RESULTS.md).
+A resample is a vector of weights over the n groups (how often each group is drawn: n draws
+with replacement, counted with one `bincount` over all resamples), so any statistic that is a
+ratio of weighted sums is computed for all resamples at once with a matrix product.
+It draws the resamples scipy.stats.bootstrap (percentile method) draws from the same generator,
+so the two give the same interval to the last digit; this one is 1.3-2.8x faster on 12-1000
+groups (benchmarks/bench_bootstrap.py, benchmarks/RESULTS.md), hence kept.
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ def bootstrap_ci(statistic: Callable[[np.ndarray], np.ndarray], n: int, rng: np.
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)  # [n_boot, n] resampling counts
+    draws = rng.integers(0, n, size=(n_boot, n)) + n * np.arange(n_boot)[:, None]  # [n_boot, n] group per draw
+    weights = np.bincount(draws.ravel(), minlength=n_boot * n).reshape(n_boot, n)  # [n_boot, n] times drawn
     with np.errstate(invalid="ignore", divide="ignore"):
         stats = np.asarray(statistic(weights), dtype=np.float64)
     stats = stats[np.isfinite(stats)]

@@ -42,15 +42,14 @@ def run_validation(job: ValidationJob, progress: bool = True) -> ValidationResul
     from specdec.reference.core.models import load_model
     from specdec.reference.core.progress import phase
     from specdec.reference.data.prompts import load_prompts
-    from specdec.reference.distributed.collect import gather_on_main
+    from specdec.reference.distributed.collect import gather_shares
     from specdec.reference.distributed.ranks import process_group
     from specdec.reference.drafters.factory import make_drafter
 
     config, place = job.config, job.placement
     ranks = place.ranks
-    loaded: dict = {}
 
-    def work():  # every rank: load, then the alpha part for its share of the estimator's prompts
+    def work():  # every rank: load (kept here), then the alpha part for its share of the prompts (gathered)
         target = load_model(job.target, place.device, job.dtype, job.backend, place.device_map)
         built = {}
         for label, spec in job.drafters.items():
@@ -60,19 +59,18 @@ def run_validation(job: ValidationJob, progress: bool = True) -> ValidationResul
             built[label] = drafter
         ids, _ = load_prompts(target, max(config.prompts, config.alpha_prompts), config.prompt_tokens,
                               job.prompts_file)
-        loaded.update(target=target, built=built, ids=ids)
         if not ranks.parallel:
-            return None  # one process: `validate` estimates alpha itself
+            return (target, built, ids), None  # one process: `validate` estimates alpha itself
         alpha_ids = ids[:config.alpha_prompts]
-        return score_alpha_share(target, built, alpha_ids, ranks.share(len(alpha_ids), config.batch_size), config,
-                                 progress=ranks.main)
+        return (target, built, ids), score_alpha_share(target, built, alpha_ids, ranks.share(len(alpha_ids),
+                                                       config.batch_size), config, progress=ranks.main)
 
     start = time.perf_counter()
     with process_group(ranks, place.device):
-        shares = gather_on_main(ranks, work)
-    if shares is None:  # not rank 0: its share is with rank 0, which times, decodes and writes
+        gathered = gather_shares(ranks, work)
+    if gathered is None:  # not rank 0: its share is with rank 0, which times, decodes and writes
         return None
-    target, built, ids = loaded["target"], loaded["built"], loaded["ids"]
+    (target, built, ids), shares = gathered
     alpha_part = None
     if ranks.parallel:
         alphas, samples = summarize_alphas(shares, len(ids[:config.alpha_prompts]), list(built), config)
