@@ -17,7 +17,7 @@ log-likelihood. Writes the trade-off figure and the rows as JSON, prints a Markd
 (the tables of benchmarks/RESULTS.md).
 
     flock /tmp/specdec-cpu.lock .venv/bin/python benchmarks/bench_bild.py \\
-        [--ngram .cache/ngram/aligned-3gram] [--prompts 5] [--max-new-tokens 40] [--threads 1] [--repeats 2]
+        [--ngram .cache/ngram/aligned-3gram] [--prompts 5] [--new-tokens 40] [--threads 1] [--repeats 2]
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def markdown(report: dict) -> str:
              f"- Command: `{report['command']}`",
              f"- Target: {report['target']}; little model: {report['little']}",
              f"- {report['prompts']} held-out prompts of {report['prompt_tokens']} tokens, up to "
-             f"{report['max_new_tokens']} new tokens, greedy, EOS respected; each (method, prompt) run "
+             f"{report['new_tokens']} new tokens, greedy, EOS respected; each (method, prompt) run "
              f"{report['repeats']}x, fastest kept; wall time {report['wall_s']:.0f} s", "",
              "| method | speedup (CPU time) | speedup (wall) [95% CI] | tokens/pass | little share | greedy match | "
              "mean prefix | target-argmax | target loglik |", "|---|---|---|---|---|---|---|---|---|"]
@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--ngram", type=Path, default=REPO / ".cache" / "ngram" / "aligned-3gram")
     parser.add_argument("--prompts", type=int, default=5)
     parser.add_argument("--prompt-tokens", type=int, default=64)
-    parser.add_argument("--max-new-tokens", type=int, default=40)
+    parser.add_argument("--new-tokens", "--max-new-tokens", dest="new_tokens", type=int, default=40)
     parser.add_argument("--fallbacks", default="0.05,0.1,0.2,0.4")
     parser.add_argument("--rollbacks", default="2,4,inf,argmax")
     parser.add_argument("--handovers", default="4")
@@ -147,7 +147,7 @@ def main() -> None:
                             [int(x) for x in args.gammas.split(",")],
                             [int(x) for x in args.handovers.split(",") if x.strip()], args.max_little_steps)
     pass_ms = pass_cost(target.model, prompts[0])
-    rows = run_sweep(TargetScorer(target.model), little, prompts, methods, args.max_new_tokens, SamplingConfig(0.0),
+    rows = run_sweep(TargetScorer(target.model), little, prompts, methods, args.new_tokens, SamplingConfig(0.0),
                      seed=0, eos_id=target.tokenizer.eos_token_id, repeats=args.repeats,
                      progress=progress(t0))
     report = {"date": time.strftime("%Y-%m-%d"),
@@ -156,13 +156,13 @@ def main() -> None:
                          f"{os.getloadavg()[0]:.2f} at end",
               "command": "flock /tmp/specdec-cpu.lock .venv/bin/python benchmarks/bench_bild.py " + " ".join(sys.argv[1:]),
               "target": str(target.path.name), "little": f"ngram:{args.ngram.name}",
-              "prompts": len(prompts), "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,
+              "prompts": len(prompts), "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
               "repeats": args.repeats, "pass_ms": pass_ms,
               "wall_s": time.perf_counter() - t0, "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "RESULTS-bild.json").write_text(to_json(report, indent=1) + "\n")
     bild_tradeoff(rows, args.out, title=f"BiLD vs exact SD: SmolLM2-135M target, n-gram {args.ngram.name} little "
-                                        f"model, {len(prompts)} prompts x {args.max_new_tokens} tokens, 2-core CPU",
+                                        f"model, {len(prompts)} prompts x {args.new_tokens} tokens, 2-core CPU",
                   name="RESULTS-bild.png", x_key="speedup_cpu")
     print(markdown(report))
 

@@ -4,7 +4,8 @@ use scipy's where it is as fast).
 The statistic is the one every interval of the project takes: a ratio of sums over groups
 (sum of beta / number of positions per prompt; seconds / tokens per run), resampled by group.
 For n groups and n_boot resamples, `specdec.reference.measure.bootstrap.bootstrap_ratio_ci`
-(multinomial resampling weights, one matrix product) and `scipy.stats.bootstrap`
+(resampling weights counted from `rng.integers` draws with one `bincount`, one matrix product)
+and `scipy.stats.bootstrap`
 (method="percentile", paired resampling of (sums, counts), a vectorised ratio-of-sums
 statistic) compute the same 95% percentile interval on the same synthetic data. Timing: the
 two alternate within one run (which goes first alternating per repeat, so the machine's drift
@@ -12,6 +13,8 @@ hits both alike), each repeat with its own seed; reported are the median time of
 median of the per-repeat ratios scipy / ours. Agreement: the repeats' intervals are a Monte
 Carlo sample of each method's endpoints; the two means must differ by less than 4 standard
 errors of their difference (and the difference is shown as a share of the interval's width).
+Both draw their resamples with `rng.integers(0, n, (n_boot, n))`, so from the same seed they
+give the same interval (a difference of 0).
 
     .venv/bin/python benchmarks/bench_bootstrap.py [--groups 12 48 200 1000] [--n-boot 2000] [--repeats 60]
 """

@@ -95,13 +95,13 @@ class HFGenerate:
         kwargs = {"prompt_lookup_num_tokens": self.lookup} if self.lookup else {}
         x = torch.tensor([list(prompt)])
         with counting_forward(self.model) as passes:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             out = self.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
                                       do_sample=False, eos_token_id=eos_id, pad_token_id=eos_id, **kwargs)
-            seconds = time.perf_counter() - start
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         tokens = out[0, len(prompt):].tolist()
         stats = DecodeStats(self.lookup, iterations=passes[0], new_tokens=len(tokens), target_passes=passes[0],
-                            time_total=seconds)
+                            time_total=seconds, cpu_total=cpu)
         return DecodeResult(tokens, [False] * len(tokens), stats)
 
 

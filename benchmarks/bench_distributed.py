@@ -62,7 +62,6 @@ def main() -> None:
     print(f"alpha {reference['alpha']:.6f} over {reference['n_positions']} positions; identical in every run: "
           f"{identical}")
     print("processes  threads/proc  wall s (min)  alpha part s (min)  speedup (alpha part, paired medians)")
-    base = sorted(x["alpha_seconds"] for x in runs[counts[0]])
     for n in counts:
         walls = sorted(x["wall_seconds"] for x in runs[n])
         parts = sorted(x["alpha_seconds"] for x in runs[n])

@@ -68,14 +68,6 @@ def check_outputs(runs: dict[str, list[Run]]) -> None:
             assert run.output == base.output, f"prompt {run.prompt}: {name}'s output differs from the baseline's"
 
 
-def merged_stats(runs: list[Run]) -> DecodeStats:
-    """The counts of all runs together."""
-    stats = runs[0].stats
-    for run in runs[1:]:
-        stats = stats.merge(run.stats)
-    return stats
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--drafter", action="append", required=True, help="[NAME=]SPEC, repeatable")
@@ -116,7 +108,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name in drafters:
         c = speedup(runs["baseline"], runs[name])
-        s = merged_stats(runs[name])
+        s = DecodeStats.total([r.stats for r in runs[name]])
         pred = predictions.get(name)
         print(f"| {name} | {s.tokens_per_iteration():.3f} | {s.verified / s.iterations:.2f} | {c.speedup:.3f}x "
               f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}] | " + ("-" if pred is None else f"{pred:.3f}x") + " | "

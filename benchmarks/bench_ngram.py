@@ -103,7 +103,8 @@ def propose_timing(path: Path, prompts: list[list[int]], gamma: int = 8) -> dict
     n, t = 0, time.perf_counter()
     while time.perf_counter() - t < 2.0:
         proposal = drafter.propose(64, SamplingConfig(0.0), None)
-        drafter.commit(Verdict(len(proposal) - 1, proposal.tokens, False), NO_PASS)  # keep every draft
+        tokens = proposal.tokens if len(proposal) else torch.tensor([0])  # (an empty proposal: commit one token)
+        drafter.commit(Verdict(len(tokens) - 1, tokens, False), NO_PASS)  # keep every draft, the last as the target's
         n += len(proposal)
     out["greedy_tokens_per_second"] = n / (time.perf_counter() - t)
     return out

@@ -25,6 +25,7 @@ what it needs, is a SpecdecError naming what is missing.
 from __future__ import annotations
 
 import json
+import math
 import re
 import urllib.error
 import urllib.request
@@ -81,12 +82,24 @@ class EngineCounts:
 
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+MAX_COUNT = 1e15  # larger counts (or rates times counts) are not an engine's: refused as malformed
 PROM_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)(?:\s+\d+)?\s*$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 V1_LINE = re.compile(r"SpecDecoding metrics:(?P<body>.*)")
 V0_LINE = re.compile(r"Speculative metrics:(?P<body>.*)")
 LLAMA_SERVER = re.compile(r"draft acceptance rate = \s*(" + NUMBER + r")\s*\(\s*(\d+) accepted /\s*(\d+) generated\)")
 LLAMA_SUMMARY = re.compile(r"^(?:.*\]\s*|\s*)(n_draft|n_predict|n_drafted|n_accept|accept)\s*=\s*(" + NUMBER + r")%?\s*$")
+
+
+def _count(x, what: str) -> int:
+    """A count from the input (a number, or its text): finite and >= 0, rounded; else one clear error."""
+    try:
+        value = float(x)
+    except (TypeError, ValueError):
+        raise SpecdecError(f"{what} must be a number, got {str(x)[:40]!r}") from None
+    if not math.isfinite(value) or value < 0 or value > MAX_COUNT:
+        raise SpecdecError(f"{what} must be a finite count in [0, {MAX_COUNT:g}], got {str(x)[:40]}")
+    return int(round(value))
 
 
 def _field(body: str, name: str, what: str) -> float:
@@ -111,7 +124,7 @@ def parse_prometheus(text: str) -> EngineCounts:
         if not name.startswith("vllm:spec_decode_num_") or name.endswith("_created"):
             continue
         base = name.removesuffix("_total")
-        value = float(m.group("value"))
+        value = _count(m.group("value"), name)
         labels = dict(LABEL.findall(m.group("labels") or ""))
         if base == "vllm:spec_decode_num_accepted_tokens_per_pos":
             if "position" not in labels or not labels["position"].isdigit():
@@ -126,15 +139,15 @@ def parse_prometheus(text: str) -> EngineCounts:
     k = max(per_pos) + 1
     if sorted(per_pos) != list(range(k)):
         raise SpecdecError(f"per-position counters skip a position: got positions {sorted(per_pos)}")
-    drafts = int(round(totals["vllm:spec_decode_num_drafts"]))
-    accepted, reached = conditional_from_cumulative(drafts, [int(round(per_pos[i])) for i in range(k)])
+    drafts = _count(totals["vllm:spec_decode_num_drafts"], "vllm:spec_decode_num_drafts")
+    accepted, reached = conditional_from_cumulative(drafts, [_count(per_pos[i], f"position {i}") for i in range(k)])
     return EngineCounts("vllm-prometheus", accepted.tolist(), reached.tolist(), drafts,
                         _int(totals.get("vllm:spec_decode_num_draft_tokens")),
                         _int(totals.get("vllm:spec_decode_num_accepted_tokens")), k)
 
 
 def _int(x: float | None) -> int | None:
-    return None if x is None else int(round(x))
+    return None if x is None else _count(x, "a spec_decode counter")
 
 
 def parse_vllm_v1_log(lines: list[str]) -> EngineCounts:
@@ -151,8 +164,8 @@ def parse_vllm_v1_log(lines: list[str]) -> EngineCounts:
             continue
         lines_seen += 1
         body = m.group("body")
-        accepted = int(_field(body, "Accepted", "vLLM SpecDecoding metrics"))
-        drafted = int(_field(body, "Drafted", "vLLM SpecDecoding metrics"))
+        accepted = _count(_field(body, "Accepted", "vLLM SpecDecoding metrics"), "Accepted")
+        drafted = _count(_field(body, "Drafted", "vLLM SpecDecoding metrics"), "Drafted")
         accepted_total += accepted
         drafted_total += drafted
         rates_m = re.search(r"Per-position acceptance rate:\s*((?:" + NUMBER + r"\s*(?:,\s*|$))+)", body)
@@ -160,6 +173,8 @@ def parse_vllm_v1_log(lines: list[str]) -> EngineCounts:
             continue
         with_rates += 1
         rates = np.array([float(x) for x in re.findall(NUMBER, rates_m.group(1))])
+        if not np.all((rates >= 0) & (rates <= 1)):
+            raise SpecdecError(f"per-position acceptance rates must lie in [0, 1]: {rates_m.group(1).strip()[:80]}")
         drafts = drafted / rates.size
         at_least = rates * drafts if at_least is None else _add(at_least, rates * drafts)
         drafts_total += drafts
@@ -170,7 +185,7 @@ def parse_vllm_v1_log(lines: list[str]) -> EngineCounts:
     if with_rates < lines_seen:
         raise SpecdecError(f"{lines_seen - with_rates} of {lines_seen} SpecDecoding metrics lines lack per-position "
                            "rates: mixed log formats")
-    drafts = int(round(drafts_total))
+    drafts = _count(drafts_total, "drafts")
     acc, reached = conditional_from_cumulative(drafts, np.minimum(np.rint(at_least).astype(np.int64), drafts))
     return EngineCounts("vllm-log", acc.tolist(), reached.tolist(), drafts, drafted_total, accepted_total, at_least.size)
 
@@ -190,8 +205,8 @@ def parse_vllm_v0_log(lines: list[str]) -> EngineCounts:
         raise SpecdecError("no 'Speculative metrics' line: not a vLLM V0 log with speculative decoding")
     body = found[-1]
     what = "vLLM Speculative metrics"
-    k = int(_field(body, "Number of speculative tokens", what))
-    draft = int(_field(body, "Number of draft tokens", what))
+    k = _count(_field(body, "Number of speculative tokens", what), "Number of speculative tokens")
+    draft = _count(_field(body, "Number of draft tokens", what), "Number of draft tokens")
     emitted_m = re.search(r"Number of emitted tokens(?: tokens)?:\s*(\d+)", body)
     if emitted_m is None:
         raise SpecdecError(f"{what} line lacks 'Number of emitted tokens': {body.strip()[:120]}")
@@ -219,8 +234,8 @@ def parse_llamacpp(lines: list[str]) -> EngineCounts:
     if missing:
         raise SpecdecError("llama.cpp output lacks " + ", ".join(missing) + " (expected llama-speculative's summary "
                            "or llama-server's 'draft acceptance rate' lines)")
-    return EngineCounts("llamacpp-speculative", draft_tokens=int(summary["n_drafted"]),
-                        accepted_tokens=int(summary["n_accept"]), k=int(summary["n_draft"]))
+    return EngineCounts("llamacpp-speculative", draft_tokens=_count(summary["n_drafted"], "n_drafted"),
+                        accepted_tokens=_count(summary["n_accept"], "n_accept"), k=_count(summary["n_draft"], "n_draft"))
 
 
 def parse_request_metrics(objects: list) -> EngineCounts:
@@ -233,15 +248,17 @@ def parse_request_metrics(objects: list) -> EngineCounts:
         raise SpecdecError("no 'speculative_decoding' metrics block in the JSON")
     by_length: dict[int, np.ndarray] = {}
     for b in blocks:
+        single = b.get("acceptance_histogram")
         hists = b.get("acceptance_histogram_by_draft_length") or (
-            {str(len(b["acceptance_histogram"]) - 1): b["acceptance_histogram"]} if "acceptance_histogram" in b else None)
-        if not hists:
-            raise SpecdecError("a speculative_decoding block lacks acceptance_histogram")
-        for length, hist in hists.items():
-            h = np.asarray(hist, dtype=np.int64)
-            if h.ndim != 1 or h.size != int(length) + 1 or h.min() < 0:
-                raise SpecdecError(f"acceptance histogram for draft length {length} must have {int(length) + 1} counts")
-            by_length[int(length)] = by_length.get(int(length), 0) + h
+            {len(single) - 1: single} if isinstance(single, list) and single else None)
+        if not isinstance(hists, dict) or not hists:
+            raise SpecdecError("a speculative_decoding block lacks acceptance_histogram (a list of counts)")
+        for key, hist in hists.items():
+            length = _count(key, "a draft length")
+            if not isinstance(hist, list) or len(hist) != length + 1:
+                raise SpecdecError(f"acceptance histogram for draft length {length} must be a list of {length + 1} counts")
+            h = np.array([_count(x, "an acceptance histogram count") for x in hist], dtype=np.int64)
+            by_length[length] = by_length.get(length, 0) + h
     k = max(by_length)
     accepted, reached = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
     for length, h in by_length.items():  # positions past a draft's length are not reached by it
@@ -265,15 +282,21 @@ def _find_key(obj, key: str) -> list:
 def parse_specdec_json(data: dict) -> EngineCounts:
     """`specdec decode --json` (stats.reached / stats.accepted per position)."""
     stats = data.get("stats")
-    if isinstance(stats, dict) and "reached" in stats and "accepted" in stats:
-        reached, accepted = list(map(int, stats["reached"])), list(map(int, stats["accepted"]))
+    if isinstance(stats, dict) and isinstance(stats.get("reached"), list) and isinstance(stats.get("accepted"), list) \
+            and "gamma" in stats:
+        reached = [_count(x, "stats.reached") for x in stats["reached"]]
+        accepted = [_count(x, "stats.accepted") for x in stats["accepted"]]
+        if len(reached) != len(accepted):
+            raise SpecdecError("stats.reached and stats.accepted must have one count per draft position each")
         while reached and reached[-1] == 0:  # positions never reached carry no information
             reached, accepted = reached[:-1], accepted[:-1]
         if not reached:
             raise SpecdecError("the decode reached no draft position (no drafts were proposed)")
-        return EngineCounts("specdec-decode", accepted, reached, reached[0], int(stats.get("drafted", 0)) or None,
-                            sum(accepted), int(stats["gamma"]))
-    raise SpecdecError("specdec JSON without stats.reached / stats.accepted (expected `specdec decode --json` output)")
+        return EngineCounts("specdec-decode", accepted, reached, reached[0],
+                            _count(stats.get("drafted", 0), "stats.drafted") or None, sum(accepted),
+                            _count(stats["gamma"], "stats.gamma"))
+    raise SpecdecError("specdec JSON without stats.reached / stats.accepted / stats.gamma (expected `specdec decode "
+                       "--json` output)")
 
 
 def _json_objects(text: str) -> list:
@@ -293,16 +316,8 @@ def _json_objects(text: str) -> list:
 
 
 def read_counts(text: str) -> EngineCounts:
-    """Recognise the format of `text` and parse it; a value that does not parse is a SpecdecError too."""
-    try:
-        return _read_counts(text)
-    except SpecdecError:
-        raise
-    except (ValueError, TypeError, KeyError, OverflowError) as exc:  # a malformed value in a recognised format
-        raise SpecdecError(f"the input holds a value that does not parse: {exc!r}") from None
-
-
-def _read_counts(text: str) -> EngineCounts:
+    """Recognise the format of `text` and parse it; a missing or malformed value is a SpecdecError
+    naming it (each count goes through `_count`)."""
     stripped = text.lstrip()
     if not stripped:
         raise SpecdecError("the input is empty")

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from specdec.figures.canvas import save
-
+from specdec.paths import write_atomic
 from specdec.simulator import (expected_tokens, operation_increase, optimal_gamma, oracle_expected_tokens,
                        positional_optimal_gamma, positional_walltime_improvement,
                        verify_cost_walltime_improvement, walltime_improvement)
@@ -142,7 +142,7 @@ def table1_markdown(out_dir: Path) -> Path:
         lines.append(f"| {alpha} | {gamma} | {ops:.2f}X | {speed:.2f}X | {paper_ops:.2f}X | {paper_speed:.2f}X |")
     path = Path(out_dir) / "table1.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    write_atomic(path, "\n".join(lines) + "\n")
     return path
 
 
@@ -175,7 +175,7 @@ def table4_exp_markdown(out_dir: Path) -> Path:
                       "precision, so the paper most likely computed it from unrounded α and c."]
     path = Path(out_dir) / "table4_exp.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    write_atomic(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -151,12 +151,16 @@ def _check_kind(data: Any, path: Path, accepted: tuple[str, ...], what: str) -> 
 def _check_rows(rows: list, path: Path) -> None:
     """Each row of a study names its method and holds numbers where the tree plan reads them."""
     for i, row in enumerate(rows):
+        options = row.get("options") if isinstance(row, dict) else None
         ok = (isinstance(row, dict) and isinstance(row.get("method"), str)
               and isinstance(row.get("block_efficiency"), (int, float))
-              and all(isinstance(row.get(key), (int, float, type(None))) for key in ("tree_tokens", "choose_ms")))
+              and all(isinstance(row.get(key), (int, float, type(None))) for key in ("tree_tokens", "choose_ms"))
+              and (options is None or (isinstance(options, dict) and isinstance(options.get("p", 1), int)
+                                       and ("rescorer" not in options or isinstance(options.get("w"), (int, float))))))
         if not ok:
-            raise SpecdecError(f"{path}: by_depth row {i} needs a method, a block_efficiency and numbers (or null) "
-                               "for tree_tokens and choose_ms")
+            raise SpecdecError(f"{path}: by_depth row {i} needs a method, a block_efficiency, numbers (or null) "
+                               "for tree_tokens and choose_ms, and options with an integer p and, with a rescorer, "
+                               "its weight w")
 
 
 def _seconds(steps_ms: Any, path: Path) -> dict[int, float]:

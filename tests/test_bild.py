@@ -23,7 +23,8 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from specdec.reference.bild.policy import ARGMAX, BildPolicy, bild_decode, first_rollback
 from specdec.reference.core.stats import DecodeStats
-from specdec.reference.bild.sweep import Method, evaluate, run_sweep, sweep_methods
+from specdec.reference.bild.sweep import Method, run_sweep, summarize, sweep_methods
+from specdec.reference.measure.harness import measure
 from specdec.reference.core.loop import autoregressive_decode
 from specdec.reference.core.seams import NO_PASS, Proposal, Verdict
 from specdec.reference.drafters.protocol import DrafterBase
@@ -147,6 +148,14 @@ def test_matches_algorithm_1(arch, policy: BildPolicy) -> None:
         tokens, src = algorithm1(target, little, prompt, 30, policy)
         assert result.tokens == tokens
         assert result.from_drafter == src
+
+
+def evaluate(method: Method, target: TargetScorer, drafter, prompts, references, max_new_tokens: int,
+             sampling: SamplingConfig):
+    """`method` alone on every prompt through the harness, counted (`summarize`)."""
+    decoding = method.decoding(drafter, sampling)
+    runs = measure([decoding], target, prompts, max_new_tokens, sampling, seeds=lambda r, j: 0)
+    return summarize(method, runs[decoding.name], target.model, prompts, references)
 
 
 @pytest.mark.parametrize("arch", ARCHS, ids=["llama", "gpt2"])

@@ -147,7 +147,7 @@ def test_extrapolation_is_flagged() -> None:
 
 @pytest.mark.parametrize("text, message", [
     ("", "empty"),
-    ('vllm:spec_decode_num_drafts_total{engine="0"} many\n', "does not parse"),
+    ('vllm:spec_decode_num_drafts_total{engine="0"} many\n', "must be a number"),
     ("hello world\n", "unrecognised"),
     ('vllm:spec_decode_num_drafts_total{engine="0"} 10.0\n', "per_pos"),
     ('vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 3.0\n', "num_drafts"),

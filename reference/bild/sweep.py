@@ -41,14 +41,14 @@ class Method:
         """Which curve the method belongs to in the trade-off figure."""
         if self.kind != "bild":
             return {"ar": "autoregressive", "sd": "speculative (exact)"}[self.kind]
-        p = self.policy
-        if p.fallback == 0:
-            return f"BiLD no fallback (RB {p.rollback_label()})"
-        if p.rollback == "argmax":
+        policy = self.policy
+        if policy.fallback == 0:
+            return f"BiLD no fallback (RB {policy.rollback_label()})"
+        if policy.rollback == "argmax":
             return "BiLD RB argmax"
-        if math.isinf(p.rollback):
+        if math.isinf(policy.rollback):
             return "BiLD no rollback"
-        return f"BiLD RB {p.rollback_label()}"
+        return f"BiLD RB {policy.rollback_label()}"
 
     @property
     def label(self) -> str:
@@ -56,8 +56,8 @@ class Method:
             return "autoregressive"
         if self.kind == "sd":
             return f"SD gamma={self.gamma}"
-        p = self.policy
-        return f"BiLD FB={p.fallback:g} RB={p.rollback_label()} max={p.max_little_steps}"
+        policy = self.policy
+        return f"BiLD FB={policy.fallback:g} RB={policy.rollback_label()} max={policy.max_little_steps}"
 
     def decoding(self, drafter: Drafter | None, sampling: SamplingConfig | None = None) -> Decoding:
         """The harness's method: the baseline, Algorithm 1 at gamma, or BiLD's rule (the little
@@ -69,6 +69,8 @@ class Method:
         if self.kind == "sd":
             return Decoding(self.label, drafter, self.gamma, sampling=sampling)
         check_fallback(self.policy, drafter)
+        if drafter.tree:
+            raise SpecdecError(f"{type(drafter).__name__} proposes token trees: BiLD's rule takes one draft a pass")
         return Decoding(self.label, drafter, self.policy.max_little_steps, BildRollback(self.policy), sampling)
 
 
@@ -104,17 +106,6 @@ def summarize(method: Method, runs: Sequence[Run], model, prompts: Sequence[Sequ
         res.agreement += greedy_agreement(run.output, run.output if references is None else references[run.prompt])
         res.fit += target_fit(model, prompt, run.output)
     return res
-
-
-def evaluate(method: Method, target: TargetScorer, drafter: Drafter | None, prompts: Sequence[Sequence[int]],
-             references: Sequence[Sequence[int]] | None, max_new_tokens: int, sampling: SamplingConfig,
-             seed: int = 0, eos_id: int | None = None) -> MethodResult:
-    """Run `method` alone on every prompt (every prompt's generator seeded with `seed`) and
-    count; references=None compares each output with itself (the greedy baseline that
-    produces the references)."""
-    decoding = method.decoding(drafter, sampling)
-    runs = measure([decoding], target, prompts, max_new_tokens, sampling, seeds=lambda r, j: seed, eos_id=eos_id)
-    return summarize(method, runs[decoding.name], target.model, prompts, references)
 
 
 def tradeoff_row(result: MethodResult, baseline: MethodResult) -> dict:

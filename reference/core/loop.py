@@ -100,13 +100,16 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
         raise SpecdecError(f"gamma must be >= 0, got {gamma}")
     if max_new_tokens < 1:
         raise SpecdecError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if drafter.tree and not sampling.greedy:
+        raise SpecdecError(f"{type(drafter).__name__} proposes token trees, which are verified at temperature 0 only")
     stats = DecodeStats(gamma)
     out: list[int] = []
     from_drafter: list[bool] = []
-    clock = StageClock(target.device)
+    clock, cpu_start = StageClock(target.device), time.process_time()
     passes_before = target.forward_passes
     drafter.start(prompt, target.start(prompt, fuse_prefill, drafter.needs))
     stats.time_prefill = clock.lap()
+    stats.cpu_prefill = time.process_time() - cpu_start
     confidence = {"min_confidence": rule.min_confidence} if rule.min_confidence > 0 else {}
     while len(out) < max_new_tokens:
         clock.lap()  # bookkeeping of the previous iteration is in no stage
@@ -130,6 +133,7 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
             break
     del out[max_new_tokens:], from_drafter[max_new_tokens:]
     stats.time_total = clock.now() - clock.start
+    stats.cpu_total = time.process_time() - cpu_start
     stats.new_tokens = len(out)
     stats.target_passes = target.forward_passes - passes_before  # the prefill included
     return DecodeResult(out, from_drafter, stats)

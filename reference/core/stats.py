@@ -11,6 +11,7 @@ BiLD's words an accepted draft is a *kept* little token and a rejection a *rollb
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Sequence
 
 
 @dataclass
@@ -33,6 +34,8 @@ class DecodeStats:
     time_draft: float = 0.0  # drafter: propose and commit
     time_verify: float = 0.0  # target forward pass, acceptance rule, target cache crop
     time_total: float = 0.0
+    cpu_prefill: float = 0.0  # this process's CPU seconds (all threads) in the prefill
+    cpu_total: float = 0.0  # and in the whole decode
 
     def __post_init__(self) -> None:
         self.reached = self.reached or [0] * self.gamma
@@ -55,6 +58,14 @@ class DecodeStats:
             self.reached[i] += 1
         for i in range(n_accepted):
             self.accepted[i] += 1
+
+    @classmethod
+    def total(cls, parts: Sequence["DecodeStats"]) -> "DecodeStats":
+        """The counts of several runs (of one gamma), summed."""
+        out = cls(parts[0].gamma)
+        for part in parts:
+            out = out.merge(part)
+        return out
 
     def merge(self, other: "DecodeStats") -> "DecodeStats":
         """Sum of two runs' counts (same gamma)."""

@@ -24,6 +24,7 @@ class LatticeDrafter(HeadsDrafter):
     with local=True) interpolated with `weight`."""
 
     tree = True
+    fallback = False  # it drafts whole lattices: min_confidence does not stop it
 
     def __init__(self, heads, vocab_size: int, k: int = 4, p: int = 4, rescorer=None, weight: float = 0.0,
                  local: bool = False) -> None:

@@ -130,7 +130,7 @@ def run_batch_timing(config: EstimateConfig) -> dict[str, Any] | None:
                         config.placement.device_map)
     prompts, _ = held_out_prompts(4, config.context + config.batch_max_k + max(config.batch_sizes), config.target)
     return {"kind": KIND_ESTIMATE, "target": str(target.path), "backend": target.backend,
-            "batch_timing": _batch_timing(config, target.model, [t for p in prompts for t in p])}
+            "batch_timing": _batch_timing(config, target.model, [t for prompt in prompts for t in prompt])}
 
 
 def _warnings(config: EstimateConfig, n_prompts: int) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.forward import forward
 from specdec.reference.core.placement import input_device
 from specdec.reference.core.seams import Needs
@@ -80,7 +81,8 @@ def block_inputs(model: torch.nn.Module, prompt: Sequence[int], cont: Sequence[i
     h under x_(t-1) (the state two positions back) and y = x_(t-1). One target pass over
     prompt + cont[:-1]. Returns hidden [n, d] and token int64 [n], n = len(cont)."""
     if len(prompt) < 2:
-        raise ValueError("teacher-forcing heads needs prompts of at least 2 tokens")
+        raise SpecdecError("the heads draft from the hidden state under the token before the last: prompts of at "
+                           "least 2 tokens")
     seq = list(prompt) + list(cont)
     device = input_device(model)
     _, hidden, _ = forward(model, torch.tensor([seq[:-1]], device=device), 1, Needs(hidden=True))

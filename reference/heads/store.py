@@ -82,11 +82,11 @@ def load_heads(path: str | os.PathLike, model: torch.nn.Module, model_dir: str |
     rows = model.get_output_embeddings().weight.shape[0]
     if vocab is None or vocab.ndim != 1 or vocab.numel() == 0 or int(vocab.min()) < 0 or int(vocab.max()) >= rows:
         raise SpecdecError(f"{str(folder / WEIGHTS_NAME)!r} holds no vocabulary of ids below {rows}")
-    heads = heads_on(model, vocab, 1 if weight is None else weight.shape[0])
-    d = heads.hidden_size
-    if weight is None or bias is None or weight.ndim != 3 or weight.shape[1:] != (d, 2 * d) \
+    d = model.get_output_embeddings().weight.shape[1]
+    if weight is None or bias is None or weight.ndim != 3 or weight.shape[0] < 1 or weight.shape[1:] != (d, 2 * d) \
             or bias.shape != (weight.shape[0], d):
         raise SpecdecError(f"{str(folder / WEIGHTS_NAME)!r} does not hold heads for a target of hidden size {d}")
+    heads = heads_on(model, vocab, weight.shape[0])
     with torch.no_grad():
         heads.weight.copy_(weight)
         heads.bias.copy_(bias)

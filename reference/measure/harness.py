@@ -5,7 +5,6 @@ measured speedup. How runs are ordered and checked: docs/validation.md.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
@@ -61,7 +60,8 @@ class Run:
 
     seconds: decode wall time with the separate prefill excluded (a fused prefill is inside);
     prefill_seconds: that separate prefill (0 when fused); cpu_seconds: this process's CPU time
-    of the whole decode; load: cores other processes kept busy meanwhile; attempts: tries made
+    of the decode, the separate prefill excluded likewise; load: cores other processes kept busy
+    meanwhile; attempts: tries made
     (> 1 when disturbed runs were redone); step_seconds: a one-token target pass probed just
     before and after the run (mean), None without a probe.
     """
@@ -131,16 +131,15 @@ def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequenc
             for method in order:
                 before = last_probe if last_probe is not None else (probe() if probe is not None else None)
 
-                def once(method=method, prompt=prompt) -> tuple[DecodeResult, float]:
+                def once(method=method, prompt=prompt) -> DecodeResult:
                     generator = torch.Generator(device=device).manual_seed(seeds(r, j))
-                    cpu = time.process_time()
-                    result = method.decode(scorer, list(prompt), new_tokens, sampling, generator, eos_id, fuse_prefill)
-                    return result, time.process_time() - cpu
+                    return method.decode(scorer, list(prompt), new_tokens, sampling, generator, eos_id, fuse_prefill)
 
-                (result, cpu), load, attempts = run_undisturbed(once, retries, threshold)
+                result, load, attempts = run_undisturbed(once, retries, threshold)
                 last_probe = probe() if probe is not None else None
                 s = result.stats
-                run = Run(method.name, j, r, result, s.time_total - s.time_prefill, s.time_prefill, cpu, load, attempts,
+                run = Run(method.name, j, r, result, s.time_total - s.time_prefill, s.time_prefill,
+                          s.cpu_total - s.cpu_prefill, load, attempts,
                           None if probe is None else 0.5 * (before + last_probe))
                 runs[method.name].append(run)
                 if progress is not None:
@@ -155,7 +154,9 @@ def fastest(runs: Sequence[Run]) -> list[Run]:
     for run in runs:
         kept = best.get(run.prompt)
         if kept is not None and kept.output != run.output:
-            raise ValueError(f"{run.method}: the repeats of prompt {run.prompt} differ, so their times cannot be pooled")
+            raise SpecdecError(f"{run.method}: the repeats of prompt {run.prompt} decoded different tokens (a "
+                               "non-deterministic device?), so the fastest of them is not a time of one decode: "
+                               "use one repeat")
         if kept is None or run.seconds < kept.seconds:
             best[run.prompt] = run
     return [best[j] for j in sorted(best)]

@@ -4,8 +4,10 @@
 
 decode seconds with the separate prefill excluded (reported beside it), summed over paired
 runs (the same prompts and repeats, interleaved by `specdec.reference.measure.harness.measure`);
-its 95% interval by a bootstrap over the run pairs. Every command and benchmark that reports
-a measured speedup calls `speedup` (docs/validation.md).
+its 95% interval by a bootstrap over the run pairs. Repeats are pooled as they come; a caller
+that keeps each prompt's fastest repeat instead (BiLD's sweep: other jobs only ever slow a run
+down) reduces its runs with `harness.fastest` first, and the definition is the same. Every
+command and benchmark that reports a measured speedup calls `speedup` (docs/validation.md).
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Writing a validation's results: validation.json, validation.md and the figures, into a folder,
-all of them or none (each is rendered first, then moved into place)."""
+"""Writing a validation's results into a folder: validation.json, validation.md and the figures.
+Everything is rendered first, into a scratch folder beside the files (`specdec.paths.scratch`),
+and only then renamed into place file by file, so a failure while rendering (a figure, the
+report) leaves the folder as it was, and no file is ever half written."""
 from __future__ import annotations
 
 import os
@@ -7,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from specdec.paths import scratch
 from specdec.reference.validation.report import full_report
 from specdec.reference.validation.rows import ValidationResult
 from specdec.strict_json import to_json
@@ -15,21 +18,19 @@ from specdec.strict_json import to_json
 def write_results(result: ValidationResult, out: Path, figures: bool = True) -> dict[str, Any]:
     """Write the result into `out` (which must exist); returns its JSON report, whose "figures"
     lists the PNGs written."""
-    from specdec.paths import write_atomic
-
     report = result.to_dict()
-    scratch = out / f".validation-{os.getpid()}"
-    scratch.mkdir()
+    work = scratch(out / "validation", "building")
+    work.mkdir()
     try:
         names = []
         if figures:
             from specdec.figures.validation import write_all
-            names = [Path(p).name for p in write_all(result, scratch)]
-        for name in names:
-            os.replace(scratch / name, out / name)
+            names = [Path(p).name for p in write_all(result, work)]
         report["figures"] = [str(out / name) for name in names]
-        write_atomic(out / "validation.md", full_report(result) + "\n")
-        write_atomic(out / "validation.json", to_json(report, indent=1) + "\n")
+        (work / "validation.md").write_text(full_report(result) + "\n", encoding="utf-8")
+        (work / "validation.json").write_text(to_json(report, indent=1) + "\n", encoding="utf-8")
+        for name in [*names, "validation.md", "validation.json"]:
+            os.replace(work / name, out / name)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     return report

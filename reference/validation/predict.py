@@ -15,7 +15,6 @@ from specdec.reference.measure.bootstrap import bootstrap_ratio_ci
 from specdec.reference.measure.harness import Run
 from specdec.reference.measure.speedup import speedup
 from specdec.reference.validation.rows import PlanEntry, ValidationRow
-from specdec.reference.validation.runs import merged_stats
 from specdec.simulator import make_plan, positional_expected_tokens, walltime_improvement
 from specdec.simulator.prediction import budgeted_speedup, effective_cost, mean_iteration_time, survival_acceptance
 
@@ -70,7 +69,7 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
     estimator's alpha over the decoded stretch (`window_alpha`), computed once per drafter and
     temperature so every gamma row shows the same value and interval."""
     rng = rng if rng is not None else np.random.default_rng(0)
-    stats = merged_stats(runs)
+    stats = DecodeStats.total([r.stats for r in runs])
     measured = speedup(baseline, runs, rng)
     seconds = measured.seconds[1]
     new_tokens = measured.tokens[1] // len(runs)  # tokens per run

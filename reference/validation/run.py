@@ -40,7 +40,6 @@ def run_validation(job: ValidationJob, progress: bool = True) -> ValidationResul
     its share of the estimator's prompts, merged on rank 0), then time, decode and compare on
     rank 0. Returns the result on rank 0, None on the other ranks."""
     from specdec.reference.core.models import load_model
-    from specdec.reference.core.progress import phase
     from specdec.reference.data.prompts import load_prompts
     from specdec.reference.distributed.collect import gather_shares
     from specdec.reference.distributed.ranks import process_group
@@ -97,6 +96,10 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
     """
     if not drafters:
         raise SpecdecError("validation needs at least one drafter")
+    trees = [name for name, drafter in drafters.items() if drafter.tree]
+    if trees:
+        raise SpecdecError(f"{trees[0]} proposes token trees: the validation estimates one draft a pass (measure "
+                           "trees with `specdec heads lattice` and `specdec decode --baseline`)")
     model = target.model
     device = output_device(model)
     if alpha_part is None:
@@ -118,7 +121,6 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
     for ti, temperature in enumerate(config.temperatures):
         sampling = config.sampling(temperature)
         samples = samples_at[temperature]
-        deterministic = {name: all(s.proposes_tokens for s in alphas[(name, temperature)].scores) for name in drafters}
         start = time.perf_counter()
         phase(f"timing the target, the loop overhead and the drafters (T={temperature:g})", progress)
         context = samples.sequences()[0]
@@ -158,7 +160,7 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
         for name in drafters:
             alpha, cost = alphas[(name, temperature)], costs[(name, temperature)]
             plans.append(plan_entry(name, temperature, alpha, cost, config.max_k - 1))
-            window = window_alpha(alpha, config.new_tokens, deterministic[name], rng)
+            window = window_alpha(alpha, config.new_tokens, drafters[name].deterministic, rng)
             for g in config.gammas:
                 rows.append(predict_row(name, temperature, g, alpha, cost, runs[(name, g)],
                                         runs[("baseline", 0)], window, rng))

@@ -9,21 +9,12 @@ import torch
 
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.estimate.timing import TargetTiming
 from specdec.reference.measure.harness import Decoding, Run, baseline, measure
 from specdec.reference.measure.interference import DEFAULT_THRESHOLD, run_undisturbed
 
 BASELINE = ("baseline", 0)
-
-
-def merged_stats(runs: Sequence[Run]) -> DecodeStats:
-    """The counts of every run, summed (all of one gamma)."""
-    stats = DecodeStats(runs[0].stats.gamma)
-    for run in runs:
-        stats = stats.merge(run.stats)
-    return stats
 
 
 def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],

@@ -11,35 +11,13 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_GAMMA, NEW_TOKENS_HINT, backend_option, check_context, check_out_dir,
+from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, NEW_TOKENS_HINT, backend_option, check_context, check_out_dir,
                                 drafter_option, json_option, model_options, new_tokens_option, preflight_target,
                                 refuse_tree_drafter, require_drafter, sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
-from specdec.cli.types import POSITIVE, PROBABILITY, Number, NumberList, Renamed, Utf8Text
+from specdec.cli.types import POSITIVE, PROBABILITY, Number, NumberList, Renamed, Rollback, Utf8Text
 from specdec.paths import write_atomic
 from specdec.strict_json import to_json
-
-
-class Rollback(click.ParamType):
-    """alpha_RB: a number of nats, inf (none, off) or argmax (`BildPolicy.parse_rollback`); many:
-    a comma-separated list of them."""
-
-    name = "rollback"
-
-    def __init__(self, many: bool = False) -> None:
-        self.many = many
-
-    def convert(self, value, param, ctx):
-        from specdec.reference.bild.policy import BildPolicy
-
-        if not isinstance(value, str):
-            return value
-        try:
-            if self.many:
-                return tuple(BildPolicy.parse_rollback(r) for r in value.split(",") if r.strip())
-            return BildPolicy.parse_rollback(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 @click.command()
@@ -59,8 +37,8 @@ class Rollback(click.ParamType):
 @click.option("--rollback", default="3", show_default=True, type=Rollback(),
               help="alpha_RB in nats: roll back at the first little token y with -log p_L(y) > alpha_RB; "
                    "'inf' = no rollback; 'argmax' = roll back any token that is not the target's argmax.")
-@click.option("--max-little-steps", type=Number(int, 1, MAX_GAMMA), default=10, show_default=True,
-              help=f"Most little-model tokens per large-model pass, 1 .. {MAX_GAMMA}.")
+@click.option("--max-little-steps", type=Number(int, 1, MAX_DECODE_GAMMA), default=10, show_default=True,
+              help=f"Most little-model tokens per large-model pass, 1 .. {MAX_DECODE_GAMMA}.")
 @sampling_options
 @new_tokens_option
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
@@ -70,7 +48,7 @@ class Rollback(click.ParamType):
               type=NumberList(float, 0, 1, what="fallback thresholds"), help="Sweep: alpha_FB values.")
 @click.option("--rollbacks", default="2,4,inf,argmax", show_default=True, type=Rollback(many=True),
               help="Sweep: alpha_RB values (inf = no-rollback ablation).")
-@click.option("--handovers", default="4", show_default=True, type=NumberList(int, 1, MAX_GAMMA, distinct=True,
+@click.option("--handovers", default="4", show_default=True, type=NumberList(int, 1, MAX_DECODE_GAMMA, distinct=True,
                                                                             empty_ok=True, what="values"),
               help="Sweep: no-fallback ablation, hand over every N little tokens ('' = skip).")
 @click.option("--gammas", default="1,2,4", show_default=True, type=GAMMAS,
@@ -97,6 +75,7 @@ def bild(prompts, n_prompts, prompt_tokens, target_path, device, dtype, device_m
     from specdec.reference.bild.policy import BildPolicy
     from specdec.reference.bild.sweep import Method, run_sweep, sweep_methods
     from specdec.reference.core.models import load_model
+    from specdec.reference.core.progress import progress as progress_bar
     from specdec.reference.core.sampling import SamplingConfig
     from specdec.reference.core.target import TargetScorer
     from specdec.reference.drafters.factory import make_drafter
@@ -119,13 +98,13 @@ def bild(prompts, n_prompts, prompt_tokens, target_path, device, dtype, device_m
         from specdec.reference.data.corpus import eval_prompts
         ids = [list(p.ids) for p in eval_prompts(n_prompts, prompt_tokens, tokenizer_dir=target.path)]
     eos = None if ignore_eos else target.tokenizer.eos_token_id
-    from specdec.reference.core.progress import progress as progress_bar
     bar = progress_bar((len(methods) + 1) * len(ids) * repeats, "decoding", "run", not as_json)
-    rows = run_sweep(TargetScorer(target.model), little, ids, methods, new_tokens, sampling, seed, eos, repeats,
-                     lambda run: bar.update(1))
+    with little:
+        rows = run_sweep(TargetScorer(target.model), little, ids, methods, new_tokens, sampling, seed, eos, repeats,
+                         lambda run: bar.update(1))
     bar.close()
     report = {"drafter": drafter, "note": note, "temperature": temperature, "top_k": top_k, "top_p": top_p,
-              "seed": seed, "max_new_tokens": new_tokens, "prompts": len(ids), "repeats": repeats, "rows": rows}
+              "seed": seed, "new_tokens": new_tokens, "prompts": len(ids), "repeats": repeats, "rows": rows}
     if sweep:
         from specdec.figures.bild import bild_tradeoff
         write_atomic(out_dir / "bild_sweep.json", to_json(report, indent=1) + "\n")

@@ -1,22 +1,24 @@
 """What the commands share: options (one vocabulary across commands), the checks that need more
-than one value or a file, seeded generators, strict JSON and safe writes. Single values are
-checked by their parameter types (`specdec.cli.types`).
+than one value or a file, and the seeded generator. Single values are checked by their
+parameter types (`specdec.cli.types`).
 
 Every check raises `click.BadParameter` naming its option, so bad input is one line and exit
 status 2, before any model loads (see `preflight_target`)."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Callable, Sequence
 
 import click
 
-from specdec.cli.types import (NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, DrafterSpecType, Number, NumberList, Renamed,
-                               Utf8Text)
+from specdec.cli.types import (NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, Device, DrafterSpecType, Number, NumberList,
+                               Renamed, Utf8Text)
+from specdec.errors import SpecdecError
 from specdec.reference.drafters.spec import SPEC_HELP
 
-MAX_GAMMA = 64  # most drafts per iteration a command accepts (a verify pass over 65 tokens)
+MAX_DECODE_GAMMA = 64  # most drafts per iteration a decoding command accepts (a verify pass over 65 tokens)
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit integer
 
 
@@ -38,6 +40,15 @@ def require_drafter(spec: str, why: str) -> None:
         raise click.BadParameter(why, param_hint="--drafter")
 
 
+def check_heads_prompts(spec: str, prompt_tokens: int) -> None:
+    """A usage error when heads (which draft from the state under the prompt's last-but-one
+    token) are estimated on prompts shorter than 2 tokens."""
+    from specdec.reference.drafters.spec import DrafterSpec
+
+    if DrafterSpec.parse(spec).kind == "heads" and prompt_tokens < 2:
+        raise click.BadParameter(f"{spec}: heads need prompts of at least 2 tokens", param_hint="--prompt-tokens")
+
+
 def refuse_tree_drafter(spec: str, why: str | None = None, temperatures: Sequence[float] = ()) -> None:
     """A usage error for a drafter that proposes token trees (several drafts a pass) where the
     command cannot take one (why), or at a temperature above 0 (trees are verified greedily)."""
@@ -53,15 +64,17 @@ def refuse_tree_drafter(spec: str, why: str | None = None, temperatures: Sequenc
 
 
 # ---- options ---------------------------------------------------------------------------
-GAMMAS = NumberList(int, 1, MAX_GAMMA, distinct=True, what="values")  # "1,2,4": distinct draft lengths
+GAMMAS = NumberList(int, 1, MAX_DECODE_GAMMA, distinct=True, what="values")  # "1,2,4": distinct draft lengths
 TEMPERATURES = NumberList(float, 0, distinct=True, what="temperatures")
 LENIENCE = NumberList(float, 0, 1, low_open=True, what="lenience values")
 
+target_option = click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
+                             help="Target model: a local Hugging Face causal LM folder (its tokenizer defines the "
+                                  "token ids). Default: the embedded SmolLM2-135M-Instruct.")
+device_option = click.option("--device", default="cpu", show_default=True, type=Device(), help="cpu, cuda or cuda:N")
 model_options = stack(
-    click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
-                 help="Target model: a local Hugging Face causal LM folder. "
-                      "Default: the embedded SmolLM2-135M-Instruct."),
-    click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N"),
+    target_option,
+    device_option,
     click.option("--dtype", default="float32", show_default=True,
                  type=click.Choice(["float32", "bfloat16", "float16"]),
                  help="Weights' dtype; bfloat16/float16 are different models from the float32 one (alpha must be "
@@ -109,7 +122,7 @@ def preflight_target(target_path: str | None) -> tuple[Path, int | None]:
     try:
         path = check_model_folder(target_path)
         return path, context_limit(path)
-    except (OSError, ValueError) as exc:
+    except (OSError, SpecdecError, json.JSONDecodeError, UnicodeDecodeError) as exc:  # a corrupt config.json too
         raise click.BadParameter(str(exc), param_hint="--target") from None
 
 
@@ -139,6 +152,3 @@ def generator(device, seed: int):
     import torch
 
     return torch.Generator(device=device).manual_seed(seed)
-
-
-# ---- output ----------------------------------------------------------------------------

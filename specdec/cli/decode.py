@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (MAX_GAMMA, NEW_TOKENS_HINT, backend_option, check_context, drafter_option, generator,
-                                json_option, model_options, new_tokens_option, preflight_target, prompt_text_option,
-                                refuse_tree_drafter, sampling_options, seed_option)
+from specdec.cli.common import (MAX_DECODE_GAMMA, NEW_TOKENS_HINT, backend_option, check_context, drafter_option,
+                                generator, json_option, model_options, new_tokens_option, preflight_target,
+                                prompt_text_option, refuse_tree_drafter, sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import UNIT_OPEN_LOW, Number
 from specdec.strict_json import to_json
@@ -17,8 +17,8 @@ from specdec.strict_json import to_json
 @device_map_options
 @backend_option
 @drafter_option
-@click.option("--gamma", type=Number(int, 0, MAX_GAMMA), default=4, show_default=True,
-              help=f"Draft tokens per iteration, 0 .. {MAX_GAMMA} (0 = no drafting).")
+@click.option("--gamma", type=Number(int, 0, MAX_DECODE_GAMMA), default=4, show_default=True,
+              help=f"Draft tokens per iteration, 0 .. {MAX_DECODE_GAMMA} (0 = no drafting).")
 @sampling_options
 @click.option("--lenience", type=UNIT_OPEN_LOW, default=1.0, show_default=True,
               help="App. A.5 lenience l in (0, 1]; l < 1 is NOT exact (output no longer follows p).")
@@ -60,16 +60,20 @@ def decode(prompt, target_path, device, dtype, device_map, draft_device_map, bac
     report = {"drafter": drafter, "gamma": gamma, "temperature": temperature, "top_k": top_k,
               "top_p": top_p, "lenience": lenience, "seed": seed, "note": note}
     if baseline:  # the one comparison harness: interleaved, separate prefill excluded from the speedup
-        comparison, runs = compare(method, scorer, [ids], new_tokens, sampling, seed=seed, eos_id=eos,
-                                   seeds=lambda r, j: seed, warm_up=2)
+        with draft:
+            comparison, runs = compare(method, scorer, [ids], new_tokens, sampling, seed=seed, eos_id=eos,
+                                       seeds=lambda r, j: seed, warm_up=2)
         result, base = runs[drafter][0].result, runs["baseline"][0].result
-        report["baseline"] = {"tokens_per_second": base.stats.tokens_per_second(),
+        (base_tokens, tokens), (base_seconds, seconds) = comparison.tokens, comparison.seconds
+        report["baseline"] = {"tokens_per_second": base_tokens / base_seconds,  # decode time: prefill excluded
                               "time_total": base.stats.time_total, "same_tokens": base.tokens == result.tokens}
+        report["tokens_per_second"] = tokens / seconds
         report["speedup"] = comparison.speedup
         report["comparison"] = comparison.to_dict()
     else:  # the prompt's encoding fused into the first pass, as Hugging Face's generate does
-        result = method.decode(scorer, ids, new_tokens, sampling, generator(output_device(target.model), seed),
-                               eos, fuse_prefill=True)
+        with draft:
+            result = method.decode(scorer, ids, new_tokens, sampling, generator(output_device(target.model), seed),
+                                   eos, fuse_prefill=True)
     report.update({"text": target.tokenizer.decode(result.tokens), "tokens": result.tokens,
                    "stats": result.stats.to_dict()})
     if as_json:
@@ -87,10 +91,11 @@ def decode(prompt, target_path, device, dtype, device_map, draft_device_map, bac
                f"alpha {s.alpha():.3f}  mean accepted {s.mean_accepted():.3f} (bonus not counted)")
     click.echo("alpha per position " + " ".join(f"{a:.2f}" for a in s.alpha_per_position()))
     click.echo("accepted-length histogram " + " ".join(str(h) for h in s.accepted_hist))
-    click.echo(f"time total {s.time_total:.3f}s  draft {s.time_draft:.3f}s  "
-               f"verify {s.time_verify:.3f}s  tokens/s {s.tokens_per_second():.1f}")
+    click.echo(f"time total {s.time_total:.3f}s  draft {s.time_draft:.3f}s  verify {s.time_verify:.3f}s  "
+               + (f"tokens/s {s.tokens_per_second():.1f}" if not baseline else
+                  f"decode tokens/s {report['tokens_per_second']:.1f} (prefill excluded)"))
     if baseline:
         b, c = report["baseline"], report["comparison"]
-        click.echo(f"baseline tokens/s {b['tokens_per_second']:.1f}  speedup {report['speedup']:.2f}x "
-                   f"(decode time per token, prefill excluded: {1000 * c['prefill_seconds'][0]:.1f} ms baseline, "
+        click.echo(f"baseline decode tokens/s {b['tokens_per_second']:.1f}  speedup {report['speedup']:.2f}x "
+                   f"(decode time per token; prefill {1000 * c['prefill_seconds'][0]:.1f} ms baseline, "
                    f"{1000 * c['prefill_seconds'][1]:.1f} ms this method)  identical output: {b['same_tokens']}")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (LENIENCE, MAX_GAMMA, backend_option, check_context, drafter_option, json_option,
-                                model_options, preflight_target, prompts_file_option, refuse_tree_drafter,
-                                require_drafter, sampling_options, seed_option)
+from specdec.cli.common import (LENIENCE, MAX_DECODE_GAMMA, backend_option, check_context, check_heads_prompts,
+                                drafter_option, json_option, model_options, preflight_target, prompts_file_option,
+                                refuse_tree_drafter, require_drafter, sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, Number, NumberList
 from specdec.strict_json import to_json
@@ -42,8 +42,8 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
               help="Bootstrap resamples (over prompts) for the 95% interval.")
 @click.option("--context", type=POSITIVE, default=128, show_default=True,
               help="KV-cache length (tokens) at which the steps are timed.")
-@click.option("--max-k", type=Number(int, 2, MAX_GAMMA + 1), default=16, show_default=True,
-              help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_GAMMA + 1}.")
+@click.option("--max-k", type=Number(int, 2, MAX_DECODE_GAMMA + 1), default=16, show_default=True,
+              help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_DECODE_GAMMA + 1}.")
 @click.option("--timing-repeats", type=POSITIVE, default=7, show_default=True,
               help="Timed runs of each k (the median is kept).")
 @click.option("--no-timing", is_flag=True, help="Skip the timings (alpha only; c, v(k) are null).")
@@ -51,7 +51,7 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
               type=NumberList(int, 1, MAX_BATCH, increasing=True, what="batch sizes"),
               help="Also time t(B, k): one pass over B sequences x k new tokens, k = 1..--batch-max-k, for the "
                    "batch-aware plan (`specdec plan --from ... --batch-cost-file`). With --drafter none: only this.")
-@click.option("--batch-max-k", type=Number(int, 2, MAX_GAMMA + 1), default=8, show_default=True,
+@click.option("--batch-max-k", type=Number(int, 2, MAX_DECODE_GAMMA + 1), default=8, show_default=True,
               help="Largest k of t(B, k).")
 @seed_option
 @json_option
@@ -73,6 +73,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         require_drafter(drafter, "estimating alpha needs a drafter (not 'none'; with --batch-sizes, 'none' times "
                                  "t(B, k) only)")
         refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
+        check_heads_prompts(drafter, prompt_tokens)
         check_context(limit, prompt_tokens + new_tokens, "--prompt-tokens plus --new-tokens", "--new-tokens")
         if not no_timing:
             check_context(limit, context + max_k, "--context plus --max-k", "--context")
@@ -80,9 +81,12 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         check_context(limit, context + batch_max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
     place = resolve_placement(device, device_map, None if batch_only else draft_device_map, backend, path,
                               () if batch_only else (drafter,))
-    config = EstimateConfig(path, drafter, place, dtype, backend, SamplingConfig(temperature, top_k, top_p), tokens,
-                            new_tokens, prompt_tokens, prompts_file, lenience, batch_size, bootstrap, context, max_k,
-                            timing_repeats, not no_timing, batch_sizes, batch_max_k, seed)
+    config = EstimateConfig(target=path, drafter=drafter, placement=place, dtype=dtype, backend=backend,
+                            sampling=SamplingConfig(temperature, top_k, top_p), tokens=tokens, new_tokens=new_tokens,
+                            prompt_tokens=prompt_tokens, prompts_file=prompts_file, lenience=lenience,
+                            batch_size=batch_size, bootstrap=bootstrap, context=context, max_k=max_k,
+                            timing_repeats=timing_repeats, timing=not no_timing, batch_sizes=batch_sizes,
+                            batch_max_k=batch_max_k, seed=seed)
     report = run_batch_timing(config) if batch_only else run_estimate(config)
     if report is None:  # a torchrun rank other than 0: rank 0 prints
         return

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import GAMMAS, MAX_SEED, backend_option, check_context, json_option, preflight_target
+from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, check_context, device_option, json_option,
+                                preflight_target, target_option)
 from specdec.cli.types import POSITIVE, Number
+from specdec.errors import SpecdecError
 from specdec.paths import write_atomic
 from specdec.reference.drafters.spec import split_label
 from specdec.strict_json import to_json
 
-device_option = click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N")
 
 
 @click.group()
@@ -27,8 +28,7 @@ def heads() -> None:
 
 
 @heads.command()
-@click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
-              help="Target model folder. Default: the embedded SmolLM2-135M-Instruct.")
+@target_option
 @click.option("--heads", "n_heads", type=Number(int, 1, 16), default=3, show_default=True,
               help="Draft heads H (the BPD paper's h = H + 1, counting the target's own output layer); "
                    "the heads drafter proposes at most H tokens.")
@@ -43,9 +43,12 @@ def heads() -> None:
               help="Tokens per training window.")
 @click.option("--vocab", "vocab_size", type=POSITIVE, default=8192, show_default=True,
               help="Output ids the heads can propose: the ones with the most target probability in the data.")
-@click.option("--epochs", type=Number(int, 1, 1000), default=4, show_default=True)
-@click.option("--lr", type=Number(float, 0, 1, low_open=True), default=2e-3, show_default=True)
-@click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, show_default=True)
+@click.option("--epochs", type=Number(int, 1, 1000), default=4, show_default=True,
+              help="Passes over the training windows.")
+@click.option("--lr", type=Number(float, 0, 1, low_open=True), default=2e-3, show_default=True,
+              help="Adam learning rate of the heads' residual blocks.")
+@click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, show_default=True,
+              help="Seeds the training: the order of the training positions.")
 @device_option
 @json_option
 def train(target_path, n_heads, out, force, tokens, aligned_tokens, window, vocab_size, epochs, lr, seed, device,
@@ -63,7 +66,7 @@ def train(target_path, n_heads, out, force, tokens, aligned_tokens, window, voca
         raise click.BadParameter(f"{out} already holds files; pass --force to replace them", param_hint="--out")
     try:
         data_config = DataConfig(tokens=tokens, aligned_tokens=min(aligned_tokens, tokens), window=window)
-    except ValueError:
+    except SpecdecError:
         raise click.BadParameter(f"needs at least {window * 17} tokens (16 held-out windows + 1)",
                                  param_hint="--tokens") from None
     train_config = TrainConfig(n_heads=n_heads, vocab=vocab_size, epochs=epochs, lr=lr, seed=seed)
@@ -92,8 +95,7 @@ def train(target_path, n_heads, out, force, tokens, aligned_tokens, window, voca
 
 @heads.command(name="eval")
 @click.argument("heads_path", metavar="PATH", type=click.Path(exists=True))
-@click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
-              help="Target model folder the heads belong to. Default: the embedded SmolLM2-135M-Instruct.")
+@target_option
 @click.option("--windows", "n_windows", type=Number(int, 1, 10_000), default=16, show_default=True,
               help="Held-out corpus windows (the split no drafter trains on).")
 @click.option("--window", type=Number(int, 8, 4096), default=128, show_default=True,
@@ -113,7 +115,7 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
         raise click.BadParameter(f"{window} tokens exceed the target's {limit} positions", param_hint="--window")
     try:
         card = read_card(heads_path)
-    except (OSError, ValueError) as exc:
+    except (OSError, SpecdecError) as exc:
         raise click.BadParameter(str(exc), param_hint="PATH") from None
     if window <= card["n_heads"] + 1:
         raise click.BadParameter(f"must exceed {card['n_heads'] + 1} (the heads + 1)", param_hint="--window")
@@ -145,8 +147,7 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
 @click.option("--lm", "lms", multiple=True, metavar="[NAME=]PATH",
               help="Hugging Face causal LM folder with the target's vocabulary, a local rescorer (Algorithm 2); "
                    "repeat for several.")
-@click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
-              help="Target model folder the heads belong to. Default: the embedded SmolLM2-135M-Instruct.")
+@target_option
 @click.option("--k", "k", type=Number(int, 1, 64), default=16, show_default=True,
               help="Candidates per head in the rescored lattice.")
 @click.option("--p", "ps", default="1,2,4,8,16", show_default=True, type=GAMMAS,
@@ -155,11 +156,14 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
               help="k of the oracle top-k block efficiency.")
 @click.option("--prompts", "n_prompts", type=Number(int, 2, 1000), default=10, show_default=True,
               help="Held-out prompts; the first --tune of them tune the interpolation weights.")
-@click.option("--tune", type=Number(int, 1, 999), default=2, show_default=True)
-@click.option("--prompt-tokens", type=Number(int, 2, 4096), default=64, show_default=True)
+@click.option("--tune", type=Number(int, 1, 999), default=2, show_default=True,
+              help="The first prompts, which tune the rescorers' weights (the rest are measured).")
+@click.option("--prompt-tokens", type=Number(int, 2, 4096), default=64, show_default=True,
+              help="Length of each held-out prompt.")
 @click.option("--new-tokens", type=Number(int, 2, 4096), default=64, show_default=True,
               help="Greedy target tokens after each prompt (the text the drafts are checked against).")
-@click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, show_default=True)
+@click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, show_default=True,
+              help="Seeds the bootstrap intervals.")
 @click.option("--no-timing", is_flag=True, help="Skip the timings and the plan (block efficiencies only).")
 @click.option("--save", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON result to this file (for benchmarks/bench_lattice.py --study).")
@@ -184,7 +188,7 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
                   "--new-tokens")
     try:
         read_card(heads_path)
-    except (OSError, ValueError) as exc:
+    except (OSError, SpecdecError) as exc:
         raise click.BadParameter(str(exc), param_hint="PATH") from None
     labelled = [split_label(spec) for spec in ngrams]
     for _, ngram_path in labelled:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import MAX_SEED, json_option, stack
+from specdec.cli.common import MAX_SEED, json_option, stack, target_option
 from specdec.cli.types import NONNEGATIVE, POSITIVE, Number, Renamed
 from specdec.paths import writing
 from specdec.strict_json import to_json
@@ -50,9 +50,6 @@ aligned_options = stack(
 )
 
 
-target_option = click.option("--target", type=click.Path(file_okay=False), default=None,
-                             help="Target folder (tokenizer and, for aligned, the generator). "
-                                  "Default: the embedded SmolLM2-135M-Instruct.")
 
 
 @click.group()
@@ -63,11 +60,11 @@ def ngram() -> None:
 @ngram.command()
 @target_option
 @json_option
-def corpus(target, as_json):
+def corpus(target_path, as_json):
     """Normalise and tokenize Shakespeare + Austen (cached); print the corpus statistics."""
     from specdec.reference.data.corpus import prepare_corpus
 
-    result = prepare_corpus(_target_dir(target))
+    result = prepare_corpus(_target_dir(target_path))
     report = {"train": str(result.train), "heldout": str(result.heldout), **result.meta}
     _emit(report, as_json)
 
@@ -76,13 +73,13 @@ def corpus(target, as_json):
 @target_option
 @aligned_options
 @json_option
-def aligned(target, tokens, new_tokens, batch_size, temperature, seed, threads, as_json):
+def aligned(target_path, tokens, new_tokens, batch_size, temperature, seed, threads, as_json):
     """Generate (once) the target-aligned corpus: the target's own continuations of
     training-split prompts."""
     from specdec.reference.data.aligned_corpus import generate_aligned
 
     config = _aligned_config(tokens, new_tokens, batch_size, temperature, seed)
-    result = generate_aligned(_target_dir(target), config, progress=not as_json, threads=threads)
+    result = generate_aligned(_target_dir(target_path), config, progress=not as_json, threads=threads)
     _emit({"path": str(result.path), **result.meta}, as_json)
 
 
@@ -110,7 +107,7 @@ def aligned(target, tokens, new_tokens, batch_size, temperature, seed, threads, 
 @aligned_options
 @json_option
 def build(order, corpus_name, text_path, vocab_size, eos_id, out, force, memory, discount_fallback, kenlm_bin,
-          target, tokens, new_tokens, batch_size, temperature, seed, threads, as_json):
+          target_path, tokens, new_tokens, batch_size, temperature, seed, threads, as_json):
     """Estimate an order-N model with lmplz, binarize it, and cache its query tables."""
     from specdec.ngram.build import build_model
     from specdec.reference.data.corpus import prepare_corpus
@@ -127,7 +124,7 @@ def build(order, corpus_name, text_path, vocab_size, eos_id, out, force, memory,
                              discount_fallback=discount_fallback, bin_dir=kenlm_bin,
                              extra={"corpus": "text", "text": str(text_path)}, force=force)
         return _print_build(report, "text", Path(text_path), as_json)
-    target_dir = _target_dir(target)
+    target_dir = _target_dir(target_path)
     plain = prepare_corpus(target_dir)
     extra: dict = {"corpus": corpus_name, "tokenizer": str(target_dir)}
     if corpus_name == "plain":

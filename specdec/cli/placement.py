@@ -9,6 +9,8 @@ from typing import Any, Sequence
 import click
 
 from specdec.cli.common import stack
+from specdec.cli.types import DeviceMap
+from specdec.errors import SpecdecError
 from specdec.reference.drafters.spec import split_label
 
 MAP_HELP = ("auto, balanced, balanced_low_0, sequential, a JSON object {module: GPU index | \"cpu\" | \"disk\"} or a "
@@ -16,21 +18,10 @@ MAP_HELP = ("auto, balanced, balanced_low_0, sequential, a JSON object {module: 
             "Runs the eager backend. Default: the whole model on --device.")
 
 
-def _parse_map(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    from specdec.reference.core.placement import parse_device_map
-
-    if value is None:
-        return None
-    try:
-        return parse_device_map(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-
-
 device_map_options = stack(
-    click.option("--device-map", "device_map", default=None, callback=_parse_map, metavar="MAP",
+    click.option("--device-map", "device_map", default=None, type=DeviceMap(), metavar="MAP",
                  help=f"Target placement: {MAP_HELP}"),
-    click.option("--draft-device-map", "draft_device_map", default=None, callback=_parse_map, metavar="MAP",
+    click.option("--draft-device-map", "draft_device_map", default=None, type=DeviceMap(), metavar="MAP",
                  help="The same for a neural draft (--drafter model:PATH)."),
 )
 
@@ -48,7 +39,7 @@ def resolve_placement(device: str, device_map: Any, draft_device_map: Any, backe
 
     try:
         ranks = Ranks.from_env()
-    except ValueError as exc:
+    except SpecdecError as exc:
         raise click.UsageError(f"torchrun's environment: {exc}") from None
     if one_process and ranks.parallel:
         command = click.get_current_context().command_path
@@ -73,13 +64,13 @@ def resolve_placement(device: str, device_map: Any, draft_device_map: Any, backe
                                  param_hint="--draft-device-map")
     try:
         device = rank_device(device, ranks)
-    except ValueError as exc:
+    except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--device") from None
     for name, value, path in (("--device-map", device_map, target),
                               ("--draft-device-map", draft_device_map, neural[0].arg if neural else None)):
         if value is not None:
             try:
                 check_device_map(value, path)
-            except (OSError, ValueError) as exc:
+            except (OSError, SpecdecError) as exc:
                 raise click.BadParameter(str(exc), param_hint=name) from None
     return Placement(ranks, device, device_map, draft_device_map)

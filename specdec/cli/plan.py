@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import click
 
-from specdec.cli.types import Checked
+from specdec.cli.common import json_option
+from specdec.cli.types import Checked, Number
 from specdec.costfiles import read_batch_times, read_lattice_study, read_tree_steps, read_verify_cost, study_tree_steps
 from specdec.errors import SpecdecError
 from specdec.report import engine_plan_dict, engine_plan_text, plan_dict, plan_text, tree_plan_dict, tree_plan_text
@@ -48,7 +49,6 @@ TREE_COSTS_HELP = ("another machine's costs instead of the study's own verify st
                    "cost.target_step_seconds).")
 DRAFT_MS_HELP = "this many milliseconds for the heads' pass per iteration instead of the study's measured one."
 cost_file_type = click.Path(exists=True, dir_okay=False, path_type=Path)
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 
 
 @click.command()
@@ -99,7 +99,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 @click.option("--trees", "study_path", metavar="STUDY", type=cost_file_type,
               help="Instead: the best parallel-drafts configuration (method, k, p, depth h) of a saved lattice study "
                    "(`specdec heads lattice --save`), with its own verify steps or --verify-cost-file.")
-@click.option("--draft-ms", type=float, default=None, help=f"With --trees: plan with {DRAFT_MS_HELP}")
+@click.option("--draft-ms", type=Number(float, 0, 1e6, high_open=True), default=None,
+              help=f"With --trees: plan with {DRAFT_MS_HELP}")
 @json_option
 def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: float | None, c_hat: float | None,
          gamma: int | None, max_gamma: int, verify_cost: tuple[float, ...] | None, verify_cost_file: Path | None,
@@ -207,8 +208,6 @@ def _tree_plan(study_path: Path, cost_path: Path | None, draft_ms: float | None,
     from specdec.simulator.trees import plan_trees
 
     study = _read(read_lattice_study, study_path, study_hint)
-    if draft_ms is not None and not 0 <= draft_ms < 1e6:
-        raise click.BadParameter(f"must be in [0, 1e6) ms, got {draft_ms}", param_hint="--draft-ms")
     heads_ms = draft_ms if draft_ms is not None else study.get("heads_pass_ms")
     if heads_ms is None:
         raise click.BadParameter("the study was run with --no-timing: give --draft-ms", param_hint="--draft-ms")
@@ -227,10 +226,10 @@ def _tree_plan(study_path: Path, cost_path: Path | None, draft_ms: float | None,
     click.echo(to_json(tree_plan_dict(*args)) if as_json else tree_plan_text(*args))
 
 
-@click.command("plan-trees")
+@click.command("plan-trees", hidden=True)
 @click.argument("study_path", metavar="STUDY", type=cost_file_type)
 @click.option("--verify-cost-file", "verify_cost_file", type=cost_file_type, help=f"Plan with {TREE_COSTS_HELP}")
-@click.option("--draft-ms", type=float, default=None, help=f"Plan with {DRAFT_MS_HELP}")
+@click.option("--draft-ms", type=Number(float, 0, 1e6, high_open=True), default=None, help=f"Plan with {DRAFT_MS_HELP}")
 @json_option
 def plan_trees_command(study_path: Path, verify_cost_file: Path | None, draft_ms: float | None, as_json: bool) -> None:
     """The same as `specdec plan --trees STUDY`: the best parallel-drafts configuration of a saved

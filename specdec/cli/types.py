@@ -137,6 +137,7 @@ class DrafterSpecType(click.ParamType):
         self.labelled = labelled
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from specdec.errors import SpecdecError
         from specdec.reference.drafters.spec import DrafterSpec, split_label
 
         if isinstance(value, tuple):
@@ -146,13 +147,66 @@ class DrafterSpecType(click.ParamType):
             spec = DrafterSpec.parse(text)
             for path in spec.paths:
                 if not Path(path).exists():
-                    raise ValueError(f"{spec.kind}:{spec.arg}: {path}: no such file or folder")
+                    raise SpecdecError(f"{spec.kind}:{spec.arg}: {path}: no such file or folder")
             if spec.kind == "heads":
                 from specdec.reference.heads.files import heads_folder
                 heads_folder(spec.paths[0])
-        except (ValueError, FileNotFoundError) as exc:
+        except (SpecdecError, FileNotFoundError) as exc:
             self.fail(str(exc), param, ctx)
         return (label, text) if self.labelled else text
+
+
+class Device(click.ParamType):
+    """cpu, cuda or cuda:N (whether this machine has that GPU is checked with the placement)."""
+
+    name = "device"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if text not in ("cpu", "cuda") and not (text.startswith("cuda:") and text[5:].isdigit()):
+            self.fail(f"unknown device {text!r}: use cpu, cuda or cuda:N", param, ctx)
+        return text
+
+
+class DeviceMap(click.ParamType):
+    """A device map for accelerate: a strategy name, a JSON object or a .json file holding one
+    (`specdec.reference.core.placement.parse_device_map`)."""
+
+    name = "map"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from specdec.errors import SpecdecError
+        from specdec.reference.core.placement import parse_device_map
+
+        if not isinstance(value, str):
+            return value
+        try:
+            return parse_device_map(value)
+        except SpecdecError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Rollback(click.ParamType):
+    """BiLD's alpha_RB: a number of nats, inf (none, off) or argmax (`BildPolicy.parse_rollback`);
+    many: a comma-separated list of them."""
+
+    name = "rollback"
+
+    def __init__(self, many: bool = False) -> None:
+        self.many = many
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from specdec.errors import SpecdecError
+        from specdec.reference.bild.policy import BildPolicy
+
+        if not isinstance(value, str):
+            return value
+        try:
+            if self.many:
+                return tuple(BildPolicy.parse_rollback(r) for r in value.split(",") if r.strip())
+            return BildPolicy.parse_rollback(value)
+        except SpecdecError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class Renamed(click.Option):

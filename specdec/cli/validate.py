@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_GAMMA, TEMPERATURES, backend_option, check_context, check_out_dir,
-                                json_option, model_options, preflight_target, prompts_file_option, refuse_tree_drafter,
-                                require_drafter, seed_option)
+from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, TEMPERATURES, backend_option, check_context,
+                                check_heads_prompts, check_out_dir, json_option, model_options, preflight_target,
+                                prompts_file_option, refuse_tree_drafter, require_drafter, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, DrafterSpecType, Number
 from specdec.reference.drafters.spec import SPEC_HELP
@@ -39,7 +39,7 @@ from specdec.strict_json import to_json
               help="Held-out prompts to decode per configuration.")
 @click.option("--prompt-tokens", type=POSITIVE, default=64, show_default=True,
               help="Prompt length in tokens (held-out chunks, or cut from --prompts-file).")
-@click.option("--new-tokens", type=POSITIVE, default=16, show_default=True,
+@click.option("--new-tokens", type=Number(int, 2), default=16, show_default=True,
               help="Tokens each decode emits (EOS ignored). Many short runs average out machine drift.")
 @click.option("--repeats", type=POSITIVE, default=1, show_default=True, help="Repeats of every decode (interleaved).")
 @click.option("--alpha-tokens", type=POSITIVE, default=2048, show_default=True,
@@ -50,8 +50,8 @@ from specdec.strict_json import to_json
 @click.option("--batch-size", type=POSITIVE, default=16, show_default=True,
               help="Estimator prompts per batched generation (the unit of work a process takes under torchrun).")
 @prompts_file_option
-@click.option("--max-k", type=Number(int, 2, MAX_GAMMA + 1), default=16, show_default=True,
-              help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_GAMMA + 1}; gammas must be < max_k.")
+@click.option("--max-k", type=Number(int, 2, MAX_DECODE_GAMMA + 1), default=16, show_default=True,
+              help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_DECODE_GAMMA + 1}; gammas must be < max_k.")
 @click.option("--timing-repeats", type=POSITIVE, default=7, show_default=True,
               help="Runs of each k for the up-front verify-cost curve v(1..max_k).")
 @click.option("--sweep-repeats", type=NONNEGATIVE, default=2, show_default=True,
@@ -75,8 +75,6 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
     from specdec.reference.validation.report import full_report
     from specdec.reference.validation.run import run_validation
 
-    if new_tokens < 2:
-        raise click.BadParameter(f"must be >= 2, got {new_tokens}", param_hint="--new-tokens")
     if max(gammas) >= max_k:
         raise click.BadParameter(f"gammas must be < --max-k {max_k}, got {max(gammas)}", param_hint="--gammas")
     for i, (label, spec) in enumerate(drafters):
@@ -85,6 +83,7 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
         require_drafter(spec, "'none' is the baseline, which always runs; give a real drafter")
         refuse_tree_drafter(spec, "the validation estimates one draft a pass; measure a heads lattice with "
                                   "`specdec heads lattice` and `specdec decode --baseline`")
+        check_heads_prompts(spec, prompt_tokens)
     path, limit = preflight_target(target_path)
     check_context(limit, prompt_tokens + new_tokens + max(gammas) + 1, "--prompt-tokens plus --new-tokens",
                   "--new-tokens")
@@ -99,7 +98,8 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
                               timing_repeats=timing_repeats, sweep_repeats=sweep_repeats, retries=retries,
                               probe=probe, seed=seed)
     place = resolve_placement(device, device_map, draft_device_map, backend, path, [spec for _, spec in drafters])
-    result = run_validation(ValidationJob(path, dict(drafters), config, place, dtype, backend, prompts_file))
+    result = run_validation(ValidationJob(target=path, drafters=dict(drafters), config=config, placement=place,
+                                          dtype=dtype, backend=backend, prompts_file=prompts_file))
     if result is None:  # a torchrun rank other than 0: rank 0 writes and prints
         return
     report = write_results(result, out, figures=not no_figures)
