@@ -8,20 +8,23 @@
 #                                              own sampled continuations of training prompts)
 #   3. specdec heads train, if absent          3 blockwise parallel heads on the frozen target,
 #                                              self-distilled from its own passes (~4 min)
-#   4. specdec validate                        heads, n-gram drafters + prompt lookup, temperatures 0
-#                                              and 1: prints the plan, the measured alpha table
-#                                              (the paper's Table 3 layout), the costs and the
-#                                              predicted-vs-measured speedup table; writes
-#                                              validation.json / .md and the figures to --out.
+#   4. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
+#                                              chat template applied), heads, the plain 4-gram and
+#                                              prompt lookup, temperatures 0 and 1: prints the
+#                                              speedup by category (Spec-Bench layout), alpha and
+#                                              costs by category, the plan's decisions and their
+#                                              regret, and every category's tables; writes
+#                                              validation.json / .md and the figure to --out.
 #
 # Usage: bash scripts/main_job.sh [--out DIR]          (default DIR: out)
 # Sizes (chosen so that the whole job, aligned corpus included, fits in 20 minutes on 2 CPU
 # cores; override with environment variables):
 #   MAIN_ALIGNED_TOKENS=16000   target-sampled tokens in the aligned corpus
-#   MAIN_ALPHA_TOKENS=2048      target-sampled positions for the alpha estimator, per temperature
-#   MAIN_PROMPTS=12             held-out prompts decoded per configuration
-#   MAIN_NEW_TOKENS=16          tokens per decode (EOS ignored; many short runs average out the machine's speed drift: README)
-#   MAIN_GAMMAS=1,2,3           draft lengths (the heads draft at most 3)
+#   MAIN_WORKLOADS=code,edit,chat  embedded workloads (docs/workloads.md)
+#   MAIN_ALPHA_TOKENS=512       target-sampled positions for the alpha estimator, per workload and temperature
+#   MAIN_PROMPTS=6              held-out prompts decoded per configuration and workload
+#   MAIN_NEW_TOKENS=24          tokens per decode (EOS ignored; many short runs average out the machine's speed drift: README)
+#   MAIN_GAMMAS=1,3,8           draft lengths (the heads draft at most 3, so they run 1 and 3)
 #   MAIN_HEADS_TOKENS=49152     teacher-forced tokens the heads train on
 #   MAIN_REPEATS=1              repeats of each decode
 # On a machine shared with other heavy jobs, run it under the team lock:
@@ -36,16 +39,17 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="${2:?--out needs a folder}"; shift 2 ;;
     --out=*) OUT="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "main_job.sh: unknown argument $1 (usage: bash scripts/main_job.sh [--out DIR])" >&2; exit 2 ;;
   esac
 done
 
 ALIGNED_TOKENS="${MAIN_ALIGNED_TOKENS:-16000}"
-ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-2048}"
-PROMPTS="${MAIN_PROMPTS:-12}"
-NEW_TOKENS="${MAIN_NEW_TOKENS:-16}"
-GAMMAS="${MAIN_GAMMAS:-1,2,3}"
+WORKLOADS="${MAIN_WORKLOADS:-code,edit,chat}"
+ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-512}"
+PROMPTS="${MAIN_PROMPTS:-6}"
+NEW_TOKENS="${MAIN_NEW_TOKENS:-24}"
+GAMMAS="${MAIN_GAMMAS:-1,3,8}"
 HEADS_TOKENS="${MAIN_HEADS_TOKENS:-49152}"
 REPEATS="${MAIN_REPEATS:-1}"
 
@@ -78,11 +82,10 @@ else
   "$SPECDEC" heads train --heads 3 --tokens "$HEADS_TOKENS" --aligned-tokens "$ALIGNED_TOKENS" --out "$HEADS"
 fi
 
-stamp "4/4 validation: gammas $GAMMAS, temperatures 0,1, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per temperature"
-"$SPECDEC" validate \
+stamp "4/4 validation: workloads $WORKLOADS, gammas $GAMMAS, temperatures 0,1, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per workload and temperature"
+"$SPECDEC" validate --workload "$WORKLOADS" \
   --drafter "heads=heads:$HEADS" \
   --drafter "4-gram=ngram:$NG/plain-4gram" \
-  --drafter "aligned-4-gram=ngram:$NG/aligned-4gram" \
   --drafter "lookup=lookup" \
   --gammas "$GAMMAS" --temperatures 0,1 --prompts "$PROMPTS" --new-tokens "$NEW_TOKENS" \
   --repeats "$REPEATS" --alpha-tokens "$ALPHA_TOKENS" --out "$OUT"

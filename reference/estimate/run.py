@@ -16,8 +16,10 @@ import torch
 
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.costfiles import KIND_ESTIMATE
+from specdec.reference.data.prompts import PromptSource
 from specdec.reference.distributed.ranks import Placement
 
+DEFAULT_CONTEXT = 128  # t(B, k) alone (--drafter none) is timed at this context unless one is given
 FEW_PROMPTS = 10  # below this many prompts the bootstrap interval over prompts is flagged as unreliable
 
 
@@ -26,11 +28,12 @@ class EstimateConfig:
     """One `specdec estimate` job (every value already checked by the caller).
 
     target: the model folder; drafter: a drafter spec (`specdec.reference.drafters.spec`);
-    tokens: target-sampled positions to score (ceil(tokens / new_tokens) prompts of
-    prompt_tokens ids, held out or from prompts_file); batch_size: prompts per generation batch
-    (a torchrun process's unit of work; teacher-forced passes take up to 8); bootstrap:
-    resamples of the interval; context / max_k / timing_repeats: the timing of v(1..max_k);
-    timing False: alpha only; batch_sizes / batch_max_k: also t(B, k).
+    tokens: target-sampled positions to score per prompt category (ceil(tokens / new_tokens)
+    prompts of each category of `source`); batch_size: prompts per generation batch (a torchrun
+    process's unit of work; teacher-forced passes take up to 8); bootstrap: resamples of the
+    interval; context / max_k / timing_repeats: the timing of v(1..max_k), at `context` tokens
+    or, None, at each category's median prompt length + new_tokens / 2 (the context its
+    continuations are scored at); timing False: alpha only; batch_sizes / batch_max_k: also t(B, k).
     """
 
     target: Path
@@ -41,12 +44,11 @@ class EstimateConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     tokens: int = 10_000
     new_tokens: int = 128
-    prompt_tokens: int = 64
-    prompts_file: Path | None = None
+    source: PromptSource = field(default_factory=PromptSource)
     lenience: tuple[float, ...] = (1.0, 0.5, 0.3, 0.1)
     batch_size: int = 16
     bootstrap: int = 2000
-    context: int = 128
+    context: int | None = None
     max_k: int = 16
     timing_repeats: int = 7
     timing: bool = True
@@ -62,29 +64,34 @@ class EstimateConfig:
 
 def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
     """The estimate (see the module doc); None on torchrun ranks other than 0, whose share of
-    the prompts went to rank 0."""
+    the prompts went to rank 0. With several prompt categories: one estimate per category under
+    "categories" (alpha, its interval and the costs at the category's context)."""
     from specdec.reference.core.models import load_model
     from specdec.reference.core.placement import output_device
-    from specdec.reference.data.prompts import load_prompts
+    from specdec.reference.data.prompts import load_prompt_set
     from specdec.reference.distributed.collect import gather_shares
     from specdec.reference.distributed.ranks import process_group
     from specdec.reference.drafters.factory import make_drafter
-    from specdec.reference.estimate.alpha import alpha_from_scores
-    from specdec.reference.estimate.shares import merge, score_chunks
+    from specdec.reference.estimate.shares import score_chunks
 
     place, ranks = config.placement, config.placement.ranks
 
-    def work():  # every rank: load (kept here), then sample and score its chunks of the prompts (gathered)
+    def work():  # every rank: load (kept here), then sample and score its chunks of each category (gathered)
         target = load_model(config.target, place.device, config.dtype, config.backend, place.device_map)
         draft, note = make_drafter(config.drafter, target, place.device, config.dtype, place.draft_device_map)
-        prompts, sources = load_prompts(target, math.ceil(config.tokens / config.new_tokens), config.prompt_tokens,
-                                        config.prompts_file)
+        prompt_set = load_prompt_set(target.tokenizer, target.path, math.ceil(config.tokens / config.new_tokens),
+                                     config.source)
         generator = torch.Generator(device=output_device(target.model)).manual_seed(config.seed)
-        share = score_chunks(target.model, {config.drafter: draft}, prompts, ranks.share(len(prompts), config.batch_size),
-                             config.new_tokens, config.sampling, config.seed, target.vocab_size, config.lenience,
-                             min(config.batch_size, 8), config.max_gamma, generator=generator, progress=ranks.main,
-                             sources=sources)
-        return (target, draft, note, len(prompts)), share
+        shares = {}
+        for category in prompt_set.category_names():
+            ids = prompt_set.of(category)
+            names = [n for n, c in zip(prompt_set.names, prompt_set.categories) if c == category]
+            shares[category] = score_chunks(target.model, {config.drafter: draft}, ids,
+                                            ranks.share(len(ids), config.batch_size), config.new_tokens,
+                                            config.sampling, config.seed, target.vocab_size, config.lenience,
+                                            min(config.batch_size, 8), config.max_gamma, generator=generator,
+                                            progress=ranks.main, sources=names)
+        return (target, draft, note, prompt_set), shares
 
     start = time.perf_counter()
     with process_group(ranks, place.device):
@@ -92,28 +99,50 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
     if gathered is None:  # not rank 0: its share is with rank 0
         return None
     alpha_seconds = time.perf_counter() - start
-    (target, draft, note, n_prompts), parts = gathered
+    (target, draft, note, prompt_set), parts = gathered
     with draft:
-        scored = merge(parts, n_prompts)
-        est = alpha_from_scores(scored.scores[config.drafter], config.lenience, np.random.default_rng(config.seed),
-                                config.bootstrap, max_gamma=config.max_gamma)
-        report = {"kind": KIND_ESTIMATE, "drafter": config.drafter, "target": str(target.path), "backend": target.backend,
-                  "backend_seconds": target.backend_seconds, "note": note, "device": place.device,
-                  "device_map": getattr(target.model, "hf_device_map", None),
-                  "sampling": {"temperature": config.sampling.temperature, "top_k": config.sampling.top_k,
-                               "top_p": config.sampling.top_p},
-                  "prompts": n_prompts, "new_tokens": config.new_tokens, "prompt_tokens": config.prompt_tokens,
-                  "generation_seconds": scored.generation_seconds, "scoring_seconds": scored.scoring_seconds,
-                  "alpha_seconds": alpha_seconds,
-                  "processes": {"count": ranks.world_size, "per_rank": scored.ranks,
-                                "threads_per_process": torch.get_num_threads()},
-                  "seed": config.seed, **est.to_dict()}
-        warnings = _warnings(config, n_prompts)
-        if all(s.match is not None for s in est.scores):
-            report["greedy_replay"] = _greedy_replay(est, config.max_gamma)
-        report.update(_costs(config, target, draft, scored.samples.sequences()[0], warnings))
-        if config.batch_sizes is not None:
-            report["batch_timing"] = _batch_timing(config, target.model, scored.samples.sequences()[0])
+        reports = {category: _category_estimate(config, target, draft, note, [part[category] for part in parts],
+                                                prompt_set, category, alpha_seconds)
+                   for category in prompt_set.category_names()}
+    first = next(iter(reports.values()))
+    if len(reports) == 1:
+        return {**first, "prompt_set": prompt_set.describe()}
+    shared = ("kind", "drafter", "target", "backend", "backend_seconds", "note", "device", "device_map", "sampling",
+              "new_tokens", "processes", "seed")
+    return {**{k: first[k] for k in shared}, "prompt_set": prompt_set.describe(), "categories": reports,
+            "warnings": [f"{c}: {w}" for c, r in reports.items() for w in r["warnings"]]}
+
+
+def _category_estimate(config: EstimateConfig, target, draft, note, parts, prompt_set, category: str,
+                       alpha_seconds: float) -> dict[str, Any]:
+    """One category's estimate: alpha from its merged shares, and the costs at its context."""
+    from specdec.reference.estimate.alpha import alpha_from_scores
+    from specdec.reference.estimate.shares import merge
+
+    place, ranks = config.placement, config.placement.ranks
+    lengths = sorted(prompt_set.lengths[category])
+    n_prompts, median = len(lengths), lengths[len(lengths) // 2]
+    context = config.context or median + config.new_tokens // 2
+    scored = merge(parts, n_prompts)
+    est = alpha_from_scores(scored.scores[config.drafter], config.lenience, np.random.default_rng(config.seed),
+                            config.bootstrap, max_gamma=config.max_gamma)
+    report = {"kind": KIND_ESTIMATE, "drafter": config.drafter, "target": str(target.path), "backend": target.backend,
+              "backend_seconds": target.backend_seconds, "note": note, "device": place.device,
+              "device_map": getattr(target.model, "hf_device_map", None),
+              "sampling": {"temperature": config.sampling.temperature, "top_k": config.sampling.top_k,
+                           "top_p": config.sampling.top_p},
+              "category": category, "prompts": n_prompts, "new_tokens": config.new_tokens, "prompt_tokens": median,
+              "context": context, "generation_seconds": scored.generation_seconds,
+              "scoring_seconds": scored.scoring_seconds, "alpha_seconds": alpha_seconds,
+              "processes": {"count": ranks.world_size, "per_rank": scored.ranks,
+                            "threads_per_process": torch.get_num_threads()},
+              "seed": config.seed, **est.to_dict()}
+    warnings = _warnings(config, n_prompts)
+    if all(s.match is not None for s in est.scores):
+        report["greedy_replay"] = _greedy_replay(est, config.max_gamma)
+    report.update(_costs(config, target, draft, scored.samples.sequences()[0], context, warnings))
+    if config.batch_sizes is not None:
+        report["batch_timing"] = _batch_timing(config, target.model, scored.samples.sequences()[0], context)
     report["warnings"] = warnings
     return report
 
@@ -128,9 +157,10 @@ def run_batch_timing(config: EstimateConfig) -> dict[str, Any] | None:
         return None
     target = load_model(config.target, config.placement.device, config.dtype, config.backend,
                         config.placement.device_map)
-    prompts, _ = held_out_prompts(4, config.context + config.batch_max_k + max(config.batch_sizes), config.target)
+    context = config.context or DEFAULT_CONTEXT
+    prompts, _ = held_out_prompts(4, context + config.batch_max_k + max(config.batch_sizes), config.target)
     return {"kind": KIND_ESTIMATE, "target": str(target.path), "backend": target.backend,
-            "batch_timing": _batch_timing(config, target.model, [t for prompt in prompts for t in prompt])}
+            "batch_timing": _batch_timing(config, target.model, [t for prompt in prompts for t in prompt], context)}
 
 
 def _warnings(config: EstimateConfig, n_prompts: int) -> list[str]:
@@ -158,7 +188,8 @@ def _greedy_replay(est, max_gamma: int) -> dict[str, Any]:
     return out
 
 
-def _costs(config: EstimateConfig, target, draft, context_ids: list[int], warnings: list[str]) -> dict[str, Any]:
+def _costs(config: EstimateConfig, target, draft, context_ids: list[int], context: int, warnings: list[str]
+           ) -> dict[str, Any]:
     """c, c_hat, v(k), the loop overhead and the hardware's floor (or c_hat alone without timing)."""
     from specdec.reference.core.placement import output_device
     from specdec.reference.core.progress import phase
@@ -168,10 +199,10 @@ def _costs(config: EstimateConfig, target, draft, context_ids: list[int], warnin
 
     if not config.timing:
         return {"c": None, "c_hat": c_hat_for(draft, target.model), "verify_cost": None, "cost": None}
-    phase(f"timing the target (t(k), k = 1..{config.max_k}, {config.timing_repeats} runs each at {config.context} "
+    phase(f"timing the target (t(k), k = 1..{config.max_k}, {config.timing_repeats} runs each at {context} "
           "tokens of context), the drafter and the decode loop")
     cost, load, attempts = run_undisturbed(lambda: estimate_cost(
-        target.model, draft, context_ids, config.sampling, config.context, config.max_k, config.timing_repeats,
+        target.model, draft, context_ids, config.sampling, context, config.max_k, config.timing_repeats,
         generator=torch.Generator(device=output_device(target.model)).manual_seed(config.seed)), retries=3)
     if load > DEFAULT_THRESHOLD:
         warnings.append(f"other processes kept {load:.2f} CPU cores busy during the timings (after {attempts} "
@@ -183,10 +214,11 @@ def _costs(config: EstimateConfig, target, draft, context_ids: list[int], warnin
             "c": cost.c, "c_hat": cost.c_hat, "verify_cost": cost.verify_cost, "cost": cost.to_dict()}
 
 
-def _batch_timing(config: EstimateConfig, model: torch.nn.Module, tokens: list[int]) -> dict[str, Any]:
+def _batch_timing(config: EstimateConfig, model: torch.nn.Module, tokens: list[int], context: int
+                  ) -> dict[str, Any]:
     from specdec.reference.core.progress import phase
     from specdec.reference.estimate.batch_timing import time_batched_passes
 
     phase(f"timing t(B, k) for B = {','.join(map(str, config.batch_sizes))}, k = 1..{config.batch_max_k}")
-    return time_batched_passes(model, tokens, config.batch_sizes, config.context, config.batch_max_k,
+    return time_batched_passes(model, tokens, config.batch_sizes, context, config.batch_max_k,
                                config.timing_repeats).to_dict()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.data.prompts import PromptSource
 from specdec.reference.distributed.ranks import Placement
 from specdec.reference.estimate.alpha import DEFAULT_LENIENCE
 from specdec.reference.measure.interference import DEFAULT_THRESHOLD
@@ -95,7 +96,8 @@ class ValidationConfig:
 @dataclass(frozen=True)
 class ValidationJob:
     """What one `specdec validate` runs: the target folder, the drafters (label -> spec), where
-    the models go, the prompts (held out, or one a line from prompts_file) and the sizes."""
+    the models go, the prompts (`PromptSource`: held out, a file or workloads; one validation per
+    category) and the sizes."""
 
     target: Path
     drafters: dict[str, str]
@@ -103,4 +105,4 @@ class ValidationJob:
     placement: Placement = field(default_factory=Placement)
     dtype: str = "float32"
     backend: str = "auto"
-    prompts_file: Path | None = None
+    source: PromptSource = field(default_factory=PromptSource)

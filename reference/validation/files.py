@@ -1,4 +1,5 @@
-"""Writing a validation's results into a folder: validation.json, validation.md and the figures.
+"""Writing a validation's results into a folder: validation.json, validation.md and the figures
+(one category: the plain validation's figures; several: the by-category figure).
 Everything is rendered first, into a scratch folder beside the files (`specdec.paths.scratch`),
 and only then renamed into place file by file, so a failure while rendering (a figure, the
 report) leaves the folder as it was, and no file is ever half written."""
@@ -10,24 +11,28 @@ from pathlib import Path
 from typing import Any
 
 from specdec.paths import scratch
-from specdec.reference.validation.report import full_report
-from specdec.reference.validation.rows import ValidationResult
+from specdec.reference.validation.suite import ValidationSuite
+from specdec.reference.validation.suite_report import suite_report
 from specdec.strict_json import to_json
 
 
-def write_results(result: ValidationResult, out: Path, figures: bool = True) -> dict[str, Any]:
-    """Write the result into `out` (which must exist); returns its JSON report, whose "figures"
+def write_results(suite: ValidationSuite, out: Path, figures: bool = True) -> dict[str, Any]:
+    """Write the suite into `out` (which must exist); returns its JSON report, whose "figures"
     lists the PNGs written."""
-    report = result.to_dict()
+    report = suite.to_dict()
     work = scratch(out / "validation", "building")
     work.mkdir()
     try:
         names = []
         if figures:
-            from specdec.figures.validation import write_all
-            names = [Path(p).name for p in write_all(result, work)]
+            if suite.single is not None:
+                from specdec.figures.validation import write_all
+                names = [Path(p).name for p in write_all(suite.single, work)]
+            else:
+                from specdec.figures.categories import figure_by_category
+                names = [figure_by_category(suite, work).name]
         report["figures"] = [str(out / name) for name in names]
-        (work / "validation.md").write_text(full_report(result) + "\n", encoding="utf-8")
+        (work / "validation.md").write_text(suite_report(suite) + "\n", encoding="utf-8")
         (work / "validation.json").write_text(to_json(report, indent=1) + "\n", encoding="utf-8")
         for name in [*names, "validation.md", "validation.json"]:
             os.replace(work / name, out / name)

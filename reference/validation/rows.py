@@ -161,6 +161,7 @@ class ValidationResult:
     interference: dict[str, dict[str, Any]] = field(default_factory=dict)
     target: str = "target"  # the target's name in the tables
     drafters: dict[str, str] = field(default_factory=dict)  # label -> drafter spec
+    category: str | None = None  # the prompts' category (a workload, or a file's category field)
 
     def interference_summary(self) -> dict[str, Any]:
         """Decode runs redone for foreign load, summed over configurations."""
@@ -191,4 +192,5 @@ class ValidationResult:
             "interference": self.interference_summary(),
             "target": self.target,
             "drafters": self.drafters,
+            "category": self.category,
         }

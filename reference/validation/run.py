@@ -1,11 +1,12 @@
 """Run a validation: estimate alpha and the costs, decode, and compare every configuration with
 the simulator's predictions (docs/validation.md). `run_validation(job)` is the whole of
-`specdec validate` (loading, the alpha part split over torchrun's processes); `validate` the
-experiment on models already loaded."""
+`specdec validate` (loading, the alpha part split over torchrun's processes, one validation
+per prompt category); `validate` the experiment on models already loaded."""
 from __future__ import annotations
 
 import platform
 import time
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -23,7 +24,8 @@ from specdec.reference.validation.alphas import score_alpha_share, summarize_alp
 from specdec.reference.validation.config import ValidationConfig, ValidationJob
 from specdec.reference.validation.predict import plan_entry, predict_row, window_alpha
 from specdec.reference.validation.rows import NOTES, ValidationResult, ValidationRow
-from specdec.reference.validation.runs import measure_decodes
+from specdec.reference.validation.suite import ValidationSuite
+from specdec.reference.validation.runs import drafter_gammas, measure_decodes
 
 
 def machine_info(device: torch.device, backend: str, backend_seconds: float = 0.0) -> dict[str, Any]:
@@ -35,12 +37,13 @@ def machine_info(device: torch.device, backend: str, backend_seconds: float = 0.
     return info
 
 
-def run_validation(job: ValidationJob, progress: bool = True) -> ValidationResult | None:
+def run_validation(job: ValidationJob, progress: bool = True) -> ValidationSuite | None:
     """Load the target and the drafters (notes on stderr), estimate alpha (each torchrun process
     its share of the estimator's prompts, merged on rank 0), then time, decode and compare on
-    rank 0. Returns the result on rank 0, None on the other ranks."""
+    rank 0, category by category of the job's prompts (each timed at its own context length).
+    Returns the suite on rank 0, None on the other ranks."""
     from specdec.reference.core.models import load_model
-    from specdec.reference.data.prompts import load_prompts
+    from specdec.reference.data.prompts import load_prompt_set
     from specdec.reference.distributed.collect import gather_shares
     from specdec.reference.distributed.ranks import process_group
     from specdec.reference.drafters.factory import make_drafter
@@ -48,7 +51,7 @@ def run_validation(job: ValidationJob, progress: bool = True) -> ValidationResul
     config, place = job.config, job.placement
     ranks = place.ranks
 
-    def work():  # every rank: load (kept here), then the alpha part for its share of the prompts (gathered)
+    def work():  # every rank: load (kept here), then the alpha part for its share of each category's prompts
         target = load_model(job.target, place.device, job.dtype, job.backend, place.device_map)
         built = {}
         for label, spec in job.drafters.items():
@@ -56,32 +59,52 @@ def run_validation(job: ValidationJob, progress: bool = True) -> ValidationResul
             if note:
                 phase(f"note ({label}): {note}", ranks.main)
             built[label] = drafter
-        ids, _ = load_prompts(target, max(config.prompts, config.alpha_prompts), config.prompt_tokens,
-                              job.prompts_file)
+        prompt_set = load_prompt_set(target.tokenizer, target.path, max(config.prompts, config.alpha_prompts),
+                                     job.source)
         if not ranks.parallel:
-            return (target, built, ids), None  # one process: `validate` estimates alpha itself
-        alpha_ids = ids[:config.alpha_prompts]
-        return (target, built, ids), score_alpha_share(target, built, alpha_ids, ranks.share(len(alpha_ids),
-                                                       config.batch_size), config, progress=ranks.main)
+            return (target, built, prompt_set), None  # one process: `validate` estimates alpha itself
+        shares = {}
+        for category in prompt_set.category_names():
+            alpha_ids = prompt_set.of(category)[:config.alpha_prompts]
+            shares[category] = score_alpha_share(target, built, alpha_ids, ranks.share(len(alpha_ids),
+                                                 config.batch_size), category_config(config, prompt_set, category),
+                                                 progress=ranks.main)
+        return (target, built, prompt_set), shares
 
     start = time.perf_counter()
     with process_group(ranks, place.device):
         gathered = gather_shares(ranks, work)
     if gathered is None:  # not rank 0: its share is with rank 0, which times, decodes and writes
         return None
-    (target, built, ids), shares = gathered
-    alpha_part = None
-    if ranks.parallel:
-        alphas, samples = summarize_alphas(shares, len(ids[:config.alpha_prompts]), list(built), config)
-        alpha_part = (alphas, samples, time.perf_counter() - start)
+    (target, built, prompt_set), shares = gathered
+    results = {}
     try:
-        result = validate(target, built, ids[:config.prompts], ids[:config.alpha_prompts], config, progress, alpha_part)
+        for category in prompt_set.category_names():
+            ids, cfg = prompt_set.of(category), category_config(config, prompt_set, category)
+            alpha_part = None
+            if ranks.parallel:
+                alphas, samples = summarize_alphas([share[category] for share in shares],
+                                                   len(ids[:config.alpha_prompts]), list(built), cfg)
+                alpha_part = (alphas, samples, time.perf_counter() - start)
+            if len(prompt_set.category_names()) > 1:
+                phase(f"category {category}: {len(ids)} prompts, median {cfg.prompt_tokens} tokens", progress)
+            result = validate(target, built, ids[:config.prompts], ids[:config.alpha_prompts], cfg, progress,
+                              alpha_part)
+            result.machine["processes"] = ranks.world_size
+            result.target, result.drafters, result.category = str(target.path), dict(job.drafters), category
+            results[category] = result
+            start = time.perf_counter()
     finally:
         for drafter in built.values():
             drafter.close()
-    result.machine["processes"] = ranks.world_size
-    result.target, result.drafters = str(target.path), dict(job.drafters)
-    return result
+    return ValidationSuite(results, prompt_set.describe())
+
+
+def category_config(config: ValidationConfig, prompt_set, category: str) -> ValidationConfig:
+    """The config of one category: its prompts' median length stands for prompt_tokens, so the
+    costs are timed at the contexts its decodes run at (`ValidationConfig.sweep_contexts`)."""
+    lengths = sorted(prompt_set.lengths[category])
+    return replace(config, prompt_tokens=lengths[len(lengths) // 2])
 
 
 def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
@@ -161,7 +184,7 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
             alpha, cost = alphas[(name, temperature)], costs[(name, temperature)]
             plans.append(plan_entry(name, temperature, alpha, cost, config.max_k - 1))
             window = window_alpha(alpha, config.new_tokens, drafters[name].deterministic, rng)
-            for g in config.gammas:
+            for g in drafter_gammas(drafters[name], config.gammas):
                 rows.append(predict_row(name, temperature, g, alpha, cost, runs[(name, g)],
                                         runs[("baseline", 0)], window, rng))
     pooled = pool_timings([timing, *all_sweeps]) if timing is not None else None

@@ -17,18 +17,24 @@ from specdec.reference.measure.interference import DEFAULT_THRESHOLD, run_undist
 BASELINE = ("baseline", 0)
 
 
+def drafter_gammas(drafter: Any, gammas: Sequence[int]) -> list[int]:
+    """The gammas a drafter runs: those it can fill (a drafter with `max_draft` H runs gamma <= H
+    only, since gamma > H would decode exactly as gamma = H)."""
+    return [g for g in gammas if drafter.max_draft is None or g <= drafter.max_draft]
+
+
 def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
                     gammas: Sequence[int], sampling: SamplingConfig, new_tokens: int, repeats: int, seed: int,
                     progress: bool = False, sweep: Callable[[], TargetTiming] | None = None, retries: int = 3,
                     threshold: float = DEFAULT_THRESHOLD, probe: Callable[[], float] | None = None
                     ) -> tuple[dict[tuple[str, int], list[Run]], list[TargetTiming]]:
-    """Runs of the baseline (key ("baseline", 0)) and every (drafter, gamma), in (repeat, prompt)
+    """Runs of the baseline (key ("baseline", 0)) and every (drafter, gamma) of `drafter_gammas`, in (repeat, prompt)
     order, EOS ignored (every run emits new_tokens tokens), every run of a (repeat, prompt)
     drawing from the same seed. `sweep` (e.g. a short `time_target_passes`, itself redone when
     disturbed) runs before each block of runs; its timings are returned."""
     methods = [baseline()] + [Decoding(f"{name}/gamma={g}", drafter, g) for name, drafter in drafters.items()
-                              for g in gammas]
-    keys = [BASELINE] + [(name, g) for name in drafters for g in gammas]
+                              for g in drafter_gammas(drafter, gammas)]
+    keys = [BASELINE] + [(name, g) for name, drafter in drafters.items() for g in drafter_gammas(drafter, gammas)]
     bar = progress_bar(repeats * len(prompts) * len(methods), f"decoding (T={sampling.temperature:g})", "run", progress)
     sweeps: list[TargetTiming] = []
     between = None if sweep is None else (lambda: sweeps.append(run_undisturbed(sweep, retries, threshold)[0]))

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import click
 
 from specdec.cli.types import (NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, Device, DrafterSpecType, Number, NumberList,
-                               Renamed, Utf8Text)
+                               Renamed, Utf8Text, Workloads)
 from specdec.errors import SpecdecError
 from specdec.reference.drafters.spec import SPEC_HELP
 
@@ -99,9 +99,26 @@ seed_option = click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, s
                                 "bootstrap) gets a seed derived from it.")
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON object on stdout (progress stays on stderr).")
-prompts_file_option = click.option("--prompts-file", type=click.Path(dir_okay=False), default=None,
-                                   help="UTF-8 text file with one prompt a line, instead of the held-out "
-                                        "corpus prompts.")
+prompts_file_option = click.option(
+    "--prompts-file", type=click.Path(dir_okay=False), default=None,
+    help="Prompts instead of the held-out corpus: JSON lines (MT-bench / Spec-Bench {\"category\", \"turns\": [...]} "
+         "or {\"prompt\", \"category\"}; newlines kept) or plain text, one prompt a line (docs/workloads.md).")
+prompt_source_options = stack(
+    prompts_file_option,
+    click.option("--workload", "workloads", type=Workloads(), default=None, metavar="NAME[,NAME]|all",
+                 help="Embedded workloads (code, summarize, rag, edit, chat, continue; default: continue, the held-out "
+                      "corpus): per-category results."),
+    click.option("--category", "categories", default=None, metavar="NAME[,NAME]",
+                 help="Keep only these categories of the prompts."),
+    click.option("--chat-template", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
+                 help="auto: apply the target tokenizer's chat template to user turns (JSON prompts, instruction "
+                      "workloads) when it has one; none: never."),
+    click.option("--max-prompt-tokens", type=POSITIVE, default=2048, show_default=True,
+                 help="Longest prompt (template included); longer ones are refused, or cut with --truncate left."),
+    click.option("--truncate", type=click.Choice(["refuse", "left"]), default="refuse", show_default=True,
+                 help="left: cut an over-long prompt's user content from its start (the template and the "
+                      "instruction at its end stay)."),
+)
 prompt_text_option = click.option("--prompt", required=True, type=Utf8Text(), help="Prompt text (UTF-8).")
 new_tokens_option = click.option("--new-tokens", "new_tokens", cls=Renamed, old=("--max-new-tokens",),
                                  type=POSITIVE, default=64, show_default=True,
@@ -124,6 +141,44 @@ def preflight_target(target_path: str | None) -> tuple[Path, int | None]:
         return path, context_limit(path)
     except (OSError, SpecdecError, json.JSONDecodeError, UnicodeDecodeError) as exc:  # a corrupt config.json too
         raise click.BadParameter(str(exc), param_hint="--target") from None
+
+
+def prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
+                  prompt_tokens: int = 64):
+    """The `PromptSource` of the prompt options (`prompt_source_options`)."""
+    from specdec.reference.data.prompts import PromptSource
+
+    if prompts_file is not None and workloads:
+        raise click.BadParameter("give --prompts-file or --workload, not both", param_hint="--workload")
+    names = tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None
+    return PromptSource(file=Path(prompts_file) if prompts_file else None, workloads=workloads or (),
+                        categories=names, chat_template=chat_template, prompt_tokens=prompt_tokens,
+                        max_prompt_tokens=max_prompt_tokens, truncate=truncate)
+
+
+def preflight_prompts(path: Path, n: int, source):
+    """The prompts read and encoded with the target's tokenizer alone, before any model loads:
+    a bad file, an unknown category or an over-long prompt is a usage error naming its option."""
+    from specdec.reference.data.corpus import load_tokenizer
+    from specdec.reference.data.prompt_sources import read_prompts_file, select_categories
+    from specdec.reference.data.prompts import encode_prompts
+
+    try:
+        prompts = read_prompts_file(source.file) if source.file is not None else None
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--prompts-file") from None
+    try:
+        if prompts is not None:
+            select_categories(prompts, source.categories)
+        chosen = source.prompts(n, path)
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--category" if source.categories else "--workload") from None
+    except FileNotFoundError as exc:
+        raise click.BadParameter(str(exc), param_hint="--workload") from None
+    try:
+        return encode_prompts(load_tokenizer(path), chosen, source)
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--max-prompt-tokens") from None
 
 
 def check_context(limit: int | None, tokens: int, what: str, option: str) -> None:

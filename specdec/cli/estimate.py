@@ -11,8 +11,9 @@ from __future__ import annotations
 import click
 
 from specdec.cli.common import (LENIENCE, MAX_DECODE_GAMMA, backend_option, check_context, check_heads_prompts,
-                                drafter_option, json_option, model_options, preflight_target, prompts_file_option,
-                                refuse_tree_drafter, require_drafter, sampling_options, seed_option)
+                                drafter_option, json_option, model_options, preflight_prompts, preflight_target,
+                                prompt_source, prompt_source_options, refuse_tree_drafter, require_drafter,
+                                sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, Number, NumberList
 from specdec.strict_json import to_json
@@ -26,12 +27,12 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @backend_option
 @drafter_option
 @click.option("--tokens", type=POSITIVE, default=10_000, show_default=True,
-              help="Target-sampled positions to score: ceil(tokens / new-tokens) prompts.")
+              help="Target-sampled positions to score per prompt category: ceil(tokens / new-tokens) prompts.")
 @click.option("--new-tokens", type=POSITIVE, default=128, show_default=True,
               help="Tokens the target samples after each prompt.")
 @click.option("--prompt-tokens", type=POSITIVE, default=64, show_default=True,
-              help="Prompt length in tokens (held-out Shakespeare/Austen chunks, or cut from --prompts-file).")
-@prompts_file_option
+              help="Length of the held-out corpus prompts (the continue workload), in tokens.")
+@prompt_source_options
 @sampling_options
 @click.option("--lenience", default="1,0.5,0.3,0.1", show_default=True, type=LENIENCE,
               help="Lenience values l in (0, 1] (App. A.5): alpha = E sum min(p/l, q).")
@@ -40,8 +41,9 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
                    "teacher-forced passes take up to 8 of them.")
 @click.option("--bootstrap", type=POSITIVE, default=2000, show_default=True,
               help="Bootstrap resamples (over prompts) for the 95% interval.")
-@click.option("--context", type=POSITIVE, default=128, show_default=True,
-              help="KV-cache length (tokens) at which the steps are timed.")
+@click.option("--context", type=POSITIVE, default=None,
+              help="KV-cache length (tokens) at which the steps are timed [default: each category's median prompt "
+                   "length + half of --new-tokens; 128 for --drafter none].")
 @click.option("--max-k", type=Number(int, 2, MAX_DECODE_GAMMA + 1), default=16, show_default=True,
               help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_DECODE_GAMMA + 1}.")
 @click.option("--timing-repeats", type=POSITIVE, default=7, show_default=True,
@@ -56,7 +58,7 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @seed_option
 @json_option
 def estimate(target_path, device, dtype, device_map, draft_device_map, backend, drafter, tokens, new_tokens,
-             prompt_tokens, prompts_file, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, max_k,
+             prompt_tokens, prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, max_k,
              timing_repeats, no_timing, batch_sizes, batch_max_k, seed, as_json):
     """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k);
     with --batch-sizes also t(B, k) per batch size.
@@ -65,7 +67,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     processes and alpha is the same as one process gives; rank 0 alone times and prints
     (docs/distributed.md)."""
     from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.estimate.run import EstimateConfig, run_batch_timing, run_estimate
+    from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
 
     path, limit = preflight_target(target_path)
     batch_only = batch_sizes is not None and drafter == "none"
@@ -74,16 +76,23 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
                                  "t(B, k) only)")
         refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
         check_heads_prompts(drafter, prompt_tokens)
-        check_context(limit, prompt_tokens + new_tokens, "--prompt-tokens plus --new-tokens", "--new-tokens")
+        source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
+                               prompt_tokens)
+        longest = max(max(v) for v in preflight_prompts(path, -(-tokens // new_tokens), source).lengths.values())
+        check_context(limit, longest + new_tokens, "the longest prompt plus --new-tokens", "--new-tokens")
         if not no_timing:
-            check_context(limit, context + max_k, "--context plus --max-k", "--context")
+            check_context(limit, (context or longest + new_tokens // 2) + max_k, "the timing context plus --max-k",
+                          "--context")
+    else:
+        source, longest = prompt_source(None, None, None, "none", max_prompt_tokens, truncate, prompt_tokens), 0
     if batch_sizes is not None:
-        check_context(limit, context + batch_max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
+        timed_at = context or (DEFAULT_CONTEXT if batch_only else longest + new_tokens // 2)
+        check_context(limit, timed_at + batch_max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
     place = resolve_placement(device, device_map, None if batch_only else draft_device_map, backend, path,
                               () if batch_only else (drafter,))
     config = EstimateConfig(target=path, drafter=drafter, placement=place, dtype=dtype, backend=backend,
                             sampling=SamplingConfig(temperature, top_k, top_p), tokens=tokens, new_tokens=new_tokens,
-                            prompt_tokens=prompt_tokens, prompts_file=prompts_file, lenience=lenience,
+                            source=source, lenience=lenience,
                             batch_size=batch_size, bootstrap=bootstrap, context=context, max_k=max_k,
                             timing_repeats=timing_repeats, timing=not no_timing, batch_sizes=batch_sizes,
                             batch_max_k=batch_max_k, seed=seed)
@@ -94,8 +103,29 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         click.echo(to_json(report))
     elif batch_only:
         _print_batch(report["batch_timing"])
+    elif "categories" in report:
+        _print_categories(report)
     else:
         _print(report, report["note"])
+
+
+def _print_categories(report: dict) -> None:
+    """Per category: alpha with its interval, t(1) and v(2) at the category's context; then each
+    category's full summary."""
+    if report["note"]:
+        click.echo(f"note: {report['note']}", err=True)
+    click.echo("| category | prompts | median prompt tokens | alpha | 95% CI | context | t(1) ms | v(2) | v(max) |")
+    click.echo("|---|---|---|---|---|---|---|---|---|")
+    for category, r in report["categories"].items():
+        low, high = r["alpha_ci"]
+        timed = r["c"] is not None
+        click.echo(f"| {category} | {r['prompts']} | {r['prompt_tokens']} | {_f(r['alpha'], '.4f')} | "
+                   f"[{_f(low, '.4f')}, {_f(high, '.4f')}] | {r['context']} | "
+                   + (f"{1000 * r['cost']['verify_seconds'][0]:.1f} | {r['verify_cost'][1]:.2f} | "
+                      f"{r['verify_cost'][-1]:.2f} |" if timed else "n/a | n/a | n/a |"))
+    for category, r in report["categories"].items():
+        click.echo(f"\n# {category}")
+        _print({**r, "note": None}, None)
 
 
 def _print(r: dict, note: str | None) -> None:

@@ -156,6 +156,23 @@ class DrafterSpecType(click.ParamType):
         return (label, text) if self.labelled else text
 
 
+class Workloads(click.ParamType):
+    """`code,edit` or `all`: embedded workload names (`specdec.reference.data.workloads`)."""
+
+    name = "workloads"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, ...]:
+        from specdec.errors import SpecdecError
+        from specdec.reference.data.workloads import parse_workloads
+
+        if isinstance(value, tuple):
+            return value
+        try:
+            return parse_workloads(str(value))
+        except SpecdecError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 class Device(click.ParamType):
     """cpu, cuda or cuda:N (whether this machine has that GPU is checked with the placement)."""
 

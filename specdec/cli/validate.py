@@ -14,8 +14,9 @@ from pathlib import Path
 import click
 
 from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, TEMPERATURES, backend_option, check_context,
-                                check_heads_prompts, check_out_dir, json_option, model_options, preflight_target,
-                                prompts_file_option, refuse_tree_drafter, require_drafter, seed_option)
+                                check_heads_prompts, check_out_dir, json_option, model_options, preflight_prompts,
+                                preflight_target, prompt_source, prompt_source_options, refuse_tree_drafter,
+                                require_drafter, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, DrafterSpecType, Number
 from specdec.reference.drafters.spec import SPEC_HELP
@@ -36,9 +37,9 @@ from specdec.strict_json import to_json
 @click.option("--top-p", type=UNIT_OPEN_LOW, default=1.0, show_default=True,
               help="For temperatures > 0, in (0, 1]; 1 = off.")
 @click.option("--prompts", "n_prompts", type=POSITIVE, default=12, show_default=True,
-              help="Held-out prompts to decode per configuration.")
+              help="Prompts to decode per configuration (per category).")
 @click.option("--prompt-tokens", type=POSITIVE, default=64, show_default=True,
-              help="Prompt length in tokens (held-out chunks, or cut from --prompts-file).")
+              help="Length of the held-out corpus prompts (the continue workload), in tokens.")
 @click.option("--new-tokens", type=Number(int, 2), default=16, show_default=True,
               help="Tokens each decode emits (EOS ignored). Many short runs average out machine drift.")
 @click.option("--repeats", type=POSITIVE, default=1, show_default=True, help="Repeats of every decode (interleaved).")
@@ -49,7 +50,7 @@ from specdec.strict_json import to_json
                    "(ceil(alpha-tokens / alpha-new-tokens) prompts).")
 @click.option("--batch-size", type=POSITIVE, default=16, show_default=True,
               help="Estimator prompts per batched generation (the unit of work a process takes under torchrun).")
-@prompts_file_option
+@prompt_source_options
 @click.option("--max-k", type=Number(int, 2, MAX_DECODE_GAMMA + 1), default=16, show_default=True,
               help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_DECODE_GAMMA + 1}; gammas must be < max_k.")
 @click.option("--timing-repeats", type=POSITIVE, default=7, show_default=True,
@@ -67,12 +68,12 @@ from specdec.strict_json import to_json
 @json_option
 def validate(target_path, device, dtype, device_map, draft_device_map, backend, drafters, gammas, temperatures, top_k,
              top_p, n_prompts, prompt_tokens, new_tokens, repeats, alpha_tokens, alpha_new_tokens, batch_size,
-             prompts_file, max_k, timing_repeats, sweep_repeats, retries, probe, out_dir, no_figures, seed, as_json):
+             prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate, max_k, timing_repeats, sweep_repeats, retries, probe, out_dir, no_figures, seed, as_json):
     """Run the reference decoder and the baseline, and compare the measured speedups with the
     simulator's predictions (the paper's Theorem 8 and the extended model)."""
     from specdec.reference.validation.config import ValidationConfig, ValidationJob
     from specdec.reference.validation.files import write_results
-    from specdec.reference.validation.report import full_report
+    from specdec.reference.validation.suite_report import suite_report
     from specdec.reference.validation.run import run_validation
 
     if max(gammas) >= max_k:
@@ -85,11 +86,14 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
                                   "`specdec heads lattice` and `specdec decode --baseline`")
         check_heads_prompts(spec, prompt_tokens)
     path, limit = preflight_target(target_path)
-    check_context(limit, prompt_tokens + new_tokens + max(gammas) + 1, "--prompt-tokens plus --new-tokens",
+    source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
+                           prompt_tokens)
+    longest = max(max(v) for v in preflight_prompts(path, max(n_prompts, math.ceil(alpha_tokens / alpha_new_tokens)),
+                                                   source).lengths.values())
+    check_context(limit, longest + new_tokens + max(gammas) + 1, "the longest prompt plus --new-tokens",
                   "--new-tokens")
-    check_context(limit, prompt_tokens + alpha_new_tokens, "--prompt-tokens plus --alpha-new-tokens",
-                  "--alpha-new-tokens")
-    check_context(limit, prompt_tokens + new_tokens + max_k, "the timing context plus --max-k", "--max-k")
+    check_context(limit, longest + alpha_new_tokens, "the longest prompt plus --alpha-new-tokens", "--alpha-new-tokens")
+    check_context(limit, longest + new_tokens + max_k, "the timing context plus --max-k", "--max-k")
     out = check_out_dir(out_dir)
     config = ValidationConfig(gammas=gammas, temperatures=temperatures, top_k=top_k, top_p=top_p,
                               prompts=n_prompts, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
@@ -99,13 +103,13 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
                               probe=probe, seed=seed)
     place = resolve_placement(device, device_map, draft_device_map, backend, path, [spec for _, spec in drafters])
     result = run_validation(ValidationJob(target=path, drafters=dict(drafters), config=config, placement=place,
-                                          dtype=dtype, backend=backend, prompts_file=prompts_file))
+                                          dtype=dtype, backend=backend, source=source))
     if result is None:  # a torchrun rank other than 0: rank 0 writes and prints
         return
     report = write_results(result, out, figures=not no_figures)
     if as_json:
         click.echo(to_json(report))
         return
-    click.echo(full_report(result))
+    click.echo(suite_report(result))
     click.echo(f"\nwrote {out / 'validation.json'}, {out / 'validation.md'}"
                + ("" if no_figures else " and " + ", ".join(Path(p).name for p in report["figures"])))
