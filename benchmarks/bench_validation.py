@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SPECDEC = REPO / ".venv" / "bin" / "specdec"
 NGRAM = REPO / ".cache" / "ngram" / "main"
-MAIN_ALIGNED_TOKENS = 16000  # keep in sync with scripts/main_job.sh
+MAIN_ALIGNED_TOKENS = 16000  # the aligned 4-gram of this n-gram study (target-sampled tokens)
 
 
 def ensure_models() -> dict[str, Path]:

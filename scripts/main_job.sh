@@ -3,11 +3,11 @@
 # default target (SmolLM2-135M-Instruct, CPU) end to end:
 #
 #   1. bash scripts/setup.sh                  (idempotent: venv, KenLM tools, model, corpora)
-#   2. specdec ngram build, if absent          4-gram on Shakespeare + Austen,
-#                                              4-gram on the target-aligned corpus (the target's
-#                                              own sampled continuations of training prompts)
+#   2. specdec ngram build, if absent          4-gram on Shakespeare + Austen
 #   3. specdec heads train, if absent          3 blockwise parallel heads on the frozen target,
-#                                              self-distilled from its own passes (~4 min)
+#                                              self-distilled from its own passes over its own
+#                                              answers to the workloads' training prompts and
+#                                              corpus text (~4 min)
 #   4. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
 #                                              chat template applied), heads, the plain 4-gram and
 #                                              prompt lookup, temperatures 0 and 1: prints the
@@ -17,15 +17,15 @@
 #                                              validation.json / .md and the figure to --out.
 #
 # Usage: bash scripts/main_job.sh [--out DIR]          (default DIR: out)
-# Sizes (chosen so that the whole job, aligned corpus included, fits in 20 minutes on 2 CPU
+# Sizes (chosen so that the whole job, set-up and builds included, fits in 20 minutes on 2 CPU
 # cores; override with environment variables):
-#   MAIN_ALIGNED_TOKENS=16000   target-sampled tokens in the aligned corpus
+#   MAIN_ANSWER_TOKENS=6000     tokens of the target's own answers to training prompts the heads train on
 #   MAIN_WORKLOADS=code,edit,chat  embedded workloads (docs/workloads.md)
-#   MAIN_ALPHA_TOKENS=512       target-sampled positions for the alpha estimator, per workload and temperature
-#   MAIN_PROMPTS=6              held-out prompts decoded per configuration and workload
+#   MAIN_ALPHA_TOKENS=384       target-sampled positions for the alpha estimator, per workload and temperature
+#   MAIN_PROMPTS=5              held-out prompts decoded per configuration and workload
 #   MAIN_NEW_TOKENS=24          tokens per decode (EOS ignored; many short runs average out the machine's speed drift: README)
-#   MAIN_GAMMAS=1,3,8           draft lengths (the heads draft at most 3, so they run 1 and 3)
-#   MAIN_HEADS_TOKENS=49152     teacher-forced tokens the heads train on
+#   MAIN_GAMMAS=2,8             draft lengths (the heads draft at most 3, so they run 2)
+#   MAIN_HEADS_TOKENS=32768     teacher-forced tokens the heads train on (the answers, then corpus text)
 #   MAIN_REPEATS=1              repeats of each decode
 # On a machine shared with other heavy jobs, run it under the team lock:
 #   flock /tmp/specdec-cpu.lock bash scripts/main_job.sh
@@ -39,18 +39,18 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="${2:?--out needs a folder}"; shift 2 ;;
     --out=*) OUT="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "main_job.sh: unknown argument $1 (usage: bash scripts/main_job.sh [--out DIR])" >&2; exit 2 ;;
   esac
 done
 
-ALIGNED_TOKENS="${MAIN_ALIGNED_TOKENS:-16000}"
+ANSWER_TOKENS="${MAIN_ANSWER_TOKENS:-6000}"
 WORKLOADS="${MAIN_WORKLOADS:-code,edit,chat}"
-ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-512}"
-PROMPTS="${MAIN_PROMPTS:-6}"
+ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-384}"
+PROMPTS="${MAIN_PROMPTS:-5}"
 NEW_TOKENS="${MAIN_NEW_TOKENS:-24}"
-GAMMAS="${MAIN_GAMMAS:-1,3,8}"
-HEADS_TOKENS="${MAIN_HEADS_TOKENS:-49152}"
+GAMMAS="${MAIN_GAMMAS:-2,8}"
+HEADS_TOKENS="${MAIN_HEADS_TOKENS:-32768}"
 REPEATS="${MAIN_REPEATS:-1}"
 
 START=$(date +%s)
@@ -70,16 +70,16 @@ build() {  # build NAME ARGS...: specdec ngram build into $NG/NAME unless it is 
     "$SPECDEC" ngram build "$@" --out "$NG/$name"
   fi
 }
-stamp "2/4 n-gram drafters (aligned corpus: $ALIGNED_TOKENS target-sampled tokens)"
+stamp "2/4 n-gram drafter (4-gram on the plain corpus)"
 build plain-4gram --order 4 --corpus plain
-build aligned-4gram --order 4 --corpus aligned --aligned-tokens "$ALIGNED_TOKENS"
 
 HEADS="$ROOT/.cache/heads/main"
 if [ -f "$HEADS/card.json" ]; then
   stamp "3/4 heads: already trained ($HEADS)"
 else
-  stamp "3/4 heads: training 3 heads on $HEADS_TOKENS tokens"
-  "$SPECDEC" heads train --heads 3 --tokens "$HEADS_TOKENS" --aligned-tokens "$ALIGNED_TOKENS" --out "$HEADS"
+  stamp "3/4 heads: training 3 heads on $HEADS_TOKENS tokens ($ANSWER_TOKENS of the target's answers to training prompts)"
+  "$SPECDEC" heads train --heads 3 --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --sampled-from workloads \
+    --out "$HEADS"
 fi
 
 stamp "4/4 validation: workloads $WORKLOADS, gammas $GAMMAS, temperatures 0,1, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per workload and temperature"
@@ -88,5 +88,5 @@ stamp "4/4 validation: workloads $WORKLOADS, gammas $GAMMAS, temperatures 0,1, $
   --drafter "4-gram=ngram:$NG/plain-4gram" \
   --drafter "lookup=lookup" \
   --gammas "$GAMMAS" --temperatures 0,1 --prompts "$PROMPTS" --new-tokens "$NEW_TOKENS" \
-  --repeats "$REPEATS" --alpha-tokens "$ALPHA_TOKENS" --out "$OUT"
+  --repeats "$REPEATS" --alpha-tokens "$ALPHA_TOKENS" --max-k 9 --out "$OUT"
 stamp "done in $(( $(date +%s) - START )) s; results and figures in $OUT/"

@@ -3,7 +3,9 @@
 A file says what it is in a top-level "kind" field:
 
 - `KIND_ESTIMATE` (`specdec estimate --json`): "verify_cost" v(1..K), "cost" with
-  "target_step_seconds", and with `--batch-sizes` a "batch_timing" object (t(B, k)).
+  "target_step_seconds", "context_times" (t(1..K) at several context lengths; per category
+  under "categories" when the estimate has several), and with `--batch-sizes` a
+  "batch_timing" object (t(B, k)).
 - `KIND_TREE_COSTS` (`benchmarks/bench_costs.py`): the same, plus "verify_step_ms" {N: ms},
   verify steps timed on draft trees of N nodes.
 - `KIND_LATTICE_STUDY` (`specdec heads lattice --save`): the lattice study, its rows per
@@ -23,6 +25,7 @@ from typing import Any, Mapping
 from specdec.errors import SpecdecError
 from specdec.simulator.batch import BatchTimes, check_batch_times
 from specdec.simulator.checks import check_verify_cost
+from specdec.simulator.context import ContextTimes, check_context_times, merge_context_times
 from specdec.simulator.trees import steps_from_curve
 
 KIND_ESTIMATE = "specdec.estimate"
@@ -57,6 +60,23 @@ def read_verify_cost(path: Path) -> tuple[float, ...]:
     except SpecdecError as exc:
         raise SpecdecError(f"{path}: {exc}") from None
     return tuple(float(x) for x in curve)
+
+
+def read_context_times(path: Path) -> ContextTimes:
+    """t(1..K) at several context lengths (`plan --context`): the "context_times" of `specdec
+    estimate --json`, every category's merged (the same target on the same machine)."""
+    data = _read_json(path)
+    _check_kind(data, path, (KIND_ESTIMATE,), "an estimate with context times")
+    parts = [data] if isinstance(data, dict) else []
+    if isinstance(data, dict) and isinstance(data.get("categories"), dict):
+        parts = [c for c in data["categories"].values() if isinstance(c, dict)]
+    tables = [part["context_times"] for part in parts if isinstance(part.get("context_times"), dict)]
+    if not tables:
+        raise SpecdecError(f"{path} holds no context_times: write it with `specdec estimate --json` (with timings)")
+    try:
+        return merge_context_times([check_context_times(t.get("contexts"), t.get("seconds")) for t in tables])
+    except SpecdecError as exc:
+        raise SpecdecError(f"{path}: context_times: {exc}") from None
 
 
 def read_batch_times(path: Path) -> BatchTimes:

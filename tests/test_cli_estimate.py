@@ -36,6 +36,20 @@ def test_estimate_json_keys(tiny_pair, temperature: str) -> None:
     assert d["c"] > 0 and d["c_hat"] == pytest.approx(1.0)
     assert set(d["alpha_lenience"]) == {"1", "0.5"}
     assert ("greedy_replay" in d) == (temperature == "0")
+    times = d["context_times"]  # the prompts' shortest, the context of the costs, the longest + new tokens
+    assert d["context"] in times["contexts"] and times["contexts"] == sorted(times["contexts"])
+    assert times["seconds"][times["contexts"].index(d["context"])] == d["cost"]["verify_seconds"]
+
+
+def test_estimate_times_given_contexts_for_the_plan(tiny_pair, tmp_path) -> None:
+    d = _run(_common(tiny_pair) + ["--drafter", "lookup", "--context", "20", "--contexts", "8,40"])
+    assert d["context_times"]["contexts"] == [8, 20, 40] and all(len(s) == 4 for s in d["context_times"]["seconds"])
+    path = tmp_path / "estimate.json"
+    path.write_text(json.dumps(d))
+    result = CliRunner().invoke(cli, ["plan", "--alpha", "0.5", "--c", "0", "--verify-cost-file", str(path),
+                                      "--context", "30", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["context"]["interpolated_between"] == [20, 40]
 
 
 def test_estimate_self_is_one_and_lookup_is_documented(tiny_pair) -> None:
@@ -57,6 +71,8 @@ def test_estimate_human_output(tiny_pair) -> None:
     (["--tokens", "0"], "--tokens"),
     (["--drafter", "bogus"], "unknown drafter"),
     (["--drafter", "none"], "needs a drafter"),
+    (["--drafter", "lookup", "--contexts", "30"], "--contexts times the verify-cost curve"),
+    (["--drafter", "lookup", "--contexts", "30,20"], "--contexts"),
 ])
 def test_bad_input_is_a_one_line_error(tiny_pair, capsys, args, message) -> None:
     with pytest.raises(SystemExit) as exc:

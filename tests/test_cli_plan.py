@@ -193,3 +193,36 @@ def test_figures_command(tmp_path: Path) -> None:
     assert "| 0.9 | 10 | 1.60X | 6.86X | 1.60X | 6.86X |" in (tmp_path / "figs" / "table1.md").read_text()
     table4 = (tmp_path / "figs" / "table4_exp.md").read_text()
     assert "| EnDe | T5-small | 0 | 7 | 0.75 | 0.02 | 3.157 | 3.2 | 3.2 |" in table4
+
+
+def test_plan_at_a_context_length(tmp_path: Path) -> None:
+    """--context interpolates v(k) between the estimate's timed lengths (every category merged),
+    the same plan as the interpolated curve given inline; outside the timed lengths, one line."""
+    t_short, t_long = [0.010, 0.012, 0.013], [0.020, 0.028, 0.031]
+    estimate = tmp_path / "estimate.json"
+    category = {"context_times": {"contexts": [100, 900], "seconds": [t_short, t_long]}}
+    estimate.write_text(json.dumps({"kind": "specdec.estimate", "categories": {
+        "code": category, "chat": {"context_times": {"contexts": [40], "seconds": [[0.009, 0.011, 0.012]]}}}}))
+    at = [(a + b) / 2 for a, b in zip(t_short, t_long)]  # 500 tokens: halfway
+    curve = ",".join(repr(t / at[0]) for t in at)
+    out = plan_json("--alpha", "0.6", "--c", "0", "--verify-cost-file", str(estimate), "--context", "500")
+    assert out["context"]["interpolated_between"] == [100, 900] and out["context"]["timed_contexts"] == [40, 100, 900]
+    assert out["context"]["target_step_seconds"] == pytest.approx(0.015)
+    inline = plan_json("--alpha", "0.6", "--c", "0", "--verify-cost", curve)
+    assert out["gamma"] == inline["gamma"] and out["speedup"] == pytest.approx(inline["speedup"])
+    assert out["verify_cost"] == pytest.approx(inline["verify_cost"])
+    assert [r["speedup"] for r in out["table"]] == pytest.approx([r["speedup"] for r in inline["table"]])
+    text = run("plan", "--alpha", "0.6", "--c", "0", "--verify-cost-file", str(estimate), "--context", "40")
+    assert text.exit_code == 0 and text.output.startswith("context 40 tokens: t(1) 9.00 ms, v(k) timed at 40")
+    for args, message in (
+            (["--context", "901", "--verify-cost-file", str(estimate)],
+             "Invalid value for --context: context 901 is outside the timed contexts 40..900"),
+            (["--context", "500"], "--context needs --verify-cost-file"),
+            (["--context", "0", "--verify-cost-file", str(estimate)], "Invalid value for '--context'"),
+            (["--context", "500", "--verify-cost-file", str(estimate), "--verify-cost", "1,1.1"], "not both")):
+        result = run("plan", "--alpha", "0.6", "--c", "0", *args)
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output
+    no_times = tmp_path / "old.json"
+    no_times.write_text(json.dumps({"kind": "specdec.estimate", "verify_cost": [1, 1.2]}))
+    result = run("plan", "--alpha", "0.6", "--c", "0", "--verify-cost-file", str(no_times), "--context", "100")
+    assert result.exit_code == 2 and "holds no context_times" in result.output

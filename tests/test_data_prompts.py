@@ -186,3 +186,35 @@ def test_prompt_errors_are_usage_errors_before_loading(templated_pair, tmp_path)
     cut = _json(base + ["--prompts-file", str(questions), "--max-prompt-tokens", "8", "--truncate", "left", "--json"])
     assert cut["prompt_set"]["truncated"] == 4  # 2 prompts of each category (20 tokens / 10), all 13 tokens long
     assert all(r["prompt_tokens"] == 8 for r in cut["categories"].values())
+
+
+def test_learned_drafters_train_on_the_targets_answers_to_training_prompts_only(templated_pair, tmp_path) -> None:
+    """The aligned corpus of workload prompts: the target's answers, each line beside the
+    templated prompt it answers, every trained-on workload present, no held-out prompt among them;
+    the heads' windows are the answers' tails after their prompts."""
+    import hashlib
+    from dataclasses import asdict
+
+    from specdec.reference.data.aligned_corpus import AlignedConfig, aligned_dir, generate_aligned
+    from specdec.reference.data.corpus import CORPUS_VERSION
+    from specdec.reference.data.workloads import TRAINED_ON, training_prompts, workload_prompts
+    from specdec.reference.heads.data import tail_windows
+
+    prompts = training_prompts(4)
+    assert [p.category for p in prompts[:5]] == list(TRAINED_ON) and len(prompts) == 20
+    held = {p.name for name in TRAINED_ON for p in workload_prompts(name, 20)}
+    assert not held & {p.name for p in training_prompts(20)}
+    target = templated_pair[0]
+    config = AlignedConfig(tokens=60, max_new_tokens=6, batch_size=10, prompts="workloads")
+    corpus = generate_aligned(target, config, cache_dir=tmp_path)
+    answers = [line.split() for line in corpus.path.read_text().splitlines()]
+    asked = [line.split() for line in corpus.prompts_path.read_text().splitlines()]
+    assert len(answers) == len(asked) == len(corpus.meta["line_categories"]) >= 10
+    assert set(corpus.meta["line_categories"]) == set(TRAINED_ON) and corpus.meta["tokens"] >= 60
+    assert all(p[0] == "59" and p[-1] == str(_templated().convert_tokens_to_ids("w61")) for p in asked)  # templated
+    assert generate_aligned(target, config, cache_dir=tmp_path).meta == corpus.meta  # cached
+    plain = aligned_dir(AlignedConfig(), target, tmp_path)  # the corpus kind keeps the caches made before the field
+    key = json.dumps({"config": {k: v for k, v in asdict(AlignedConfig()).items() if k != "prompts"},
+                      "model": target.name, "corpus": CORPUS_VERSION}, sort_keys=True)
+    assert plain.name == hashlib.sha1(key.encode()).hexdigest()[:12] and plain != corpus.path.parent
+    assert tail_windows([[1, 2, 3, 4, 5], [1, 2]], 3) == [[3, 4, 5]]

@@ -69,12 +69,15 @@ def test_c_hat_counts() -> None:
 
 def test_estimate_cost_end_to_end() -> None:
     target, draft = tiny_llama(TINY_VOCAB, seed=0), tiny_llama(TINY_VOCAB, seed=1)
-    cost = estimate_cost(target, NeuralDrafter(draft, TINY_VOCAB), TOKENS, SamplingConfig(1.0), context_tokens=16,
-                         max_k=5, repeats=2, draft_gamma=2, draft_repeats=3,
-                         generator=torch.Generator().manual_seed(0))
+    cost, timings = estimate_cost(target, NeuralDrafter(draft, TINY_VOCAB), TOKENS, SamplingConfig(1.0),
+                                  context_tokens=16, max_k=5, repeats=2, draft_gamma=2, draft_repeats=3,
+                                  generator=torch.Generator().manual_seed(0), other_contexts=(40, 4, 16))
     d = cost.to_dict()
     assert d["c"] > 0 and d["c_hat"] == pytest.approx(1.0) and len(d["verify_cost"]) == 5
     assert len(d["overhead"]) == 5 and np.isfinite(d["overhead"]).all()
+    # the other contexts are timed with it, in increasing length, the cost's own timing among them
+    assert [t.context_tokens for t in timings] == [4, 16, 40] and timings[1] is cost.target
+    assert all(len(t.seconds) == 5 and len(t.runs[0]) == 2 for t in timings)
 
 
 def test_pooled_timings_use_every_run() -> None:

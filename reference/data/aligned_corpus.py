@@ -1,6 +1,8 @@
 """The target-aligned corpus: the target's own continuations of training-split prompts, as
-token-id lines for lmplz (generated once, batched, cached by its parameters). Why and how:
-docs/ngram.md.
+token-id lines for lmplz (generated once, batched, cached by its parameters) — of the plain
+corpus's prompts, or of the embedded workloads' training prompts in the target's chat template
+(the target's own answers to code, summarize, rag, edit and chat requests; the prompts are kept
+line by line beside them). Why and how: docs/ngram.md, docs/heads.md.
 """
 from __future__ import annotations
 
@@ -17,16 +19,25 @@ from specdec.paths import write_atomic
 from specdec.reference.data.corpus import CORPUS_VERSION, corpus_root, tokenizer_tag, train_prompts
 
 
+PROMPT_KINDS = ("corpus", "workloads")
+# Workload prompts longer than this are skipped: a batch is padded to its longest prompt, and one
+# 3,700-token passage made a batch of 16 take 400 s instead of ~60 s.
+LONGEST_ANSWERED = 1024
+
+
 @dataclass(frozen=True)
 class AlignedConfig:
     """How the aligned corpus is generated.
 
-    tokens: stop once this many continuation tokens are collected (whole batches).
+    tokens: stop once this many continuation tokens are collected (whole batches); with workload
+        prompts, answer enough prompts for about this many (every one asked is answered).
     prompt_tokens: length of each training-split prompt.
     max_new_tokens: longest continuation per prompt.
     batch_size: prompts per `generate` call (2 CPU cores: 16 keeps both busy).
     temperature: 1.0 samples from p; 0 is greedy.
     seed: seeds torch's global generator once before generating.
+    prompts: "corpus" (prompt_tokens-long training chunks, continued as plain text) or "workloads"
+        (the workloads' training prompts, `workloads.training_prompts`, answered in the chat template).
     """
 
     tokens: int = 50_000
@@ -35,8 +46,11 @@ class AlignedConfig:
     batch_size: int = 16
     temperature: float = 1.0
     seed: int = 0
+    prompts: str = "corpus"
 
     def __post_init__(self) -> None:
+        if self.prompts not in PROMPT_KINDS:
+            raise SpecdecError(f"aligned prompts must be one of {', '.join(PROMPT_KINDS)}, got {self.prompts!r}")
         if min(self.tokens, self.prompt_tokens, self.max_new_tokens, self.batch_size) < 1:
             raise SpecdecError(f"aligned corpus sizes must be >= 1: {self}")
         if self.temperature < 0:
@@ -45,16 +59,23 @@ class AlignedConfig:
 
 @dataclass(frozen=True)
 class AlignedCorpus:
-    """The cached corpus: `path` holds one continuation of token ids a line."""
+    """The cached corpus: `path` holds one continuation of token ids a line; with workload
+    prompts, `prompts_path` the prompt each continues, line for line."""
 
     path: Path
     meta: dict
+
+    @property
+    def prompts_path(self) -> Path | None:
+        path = self.path.with_name("prompts.txt")
+        return path if path.is_file() else None
 
 
 def aligned_dir(config: AlignedConfig, model_dir: str | os.PathLike, cache_dir: Path | None = None) -> Path:
     """Cache folder for a config and target: parameters hashed into the name (cache_dir: the
     corpus folder, default `specdec.paths.corpus_dir()`)."""
-    key = json.dumps({"config": asdict(config), "model": Path(model_dir).name, "corpus": CORPUS_VERSION},
+    params = {k: v for k, v in asdict(config).items() if not (k == "prompts" and v == "corpus")}  # keys of old caches
+    key = json.dumps({"config": params, "model": Path(model_dir).name, "corpus": CORPUS_VERSION},
                      sort_keys=True)
     return corpus_root(cache_dir) / "aligned" / tokenizer_tag(model_dir) / hashlib.sha1(key.encode()).hexdigest()[:12]
 
@@ -97,14 +118,15 @@ def generate_aligned(model_dir: str | os.PathLike, config: AlignedConfig = Align
         eos_ids.add(tokenizer.eos_token_id)
     # enough prompts even if every continuation stopped at a quarter of max_new_tokens
     n_prompts = 4 * math.ceil(config.tokens / config.max_new_tokens) + config.batch_size
-    prompts = train_prompts(n_prompts, config.prompt_tokens, tokenizer_dir=model_dir, cache_dir=cache_dir)
+    prompts, categories = _prompts(config, n_prompts, tokenizer, model_dir, cache_dir)
     torch.manual_seed(config.seed)  # HF generate samples from the global generator
     sample = config.temperature > 0
     lines: list[list[int]] = []
+    kept: list[int] = []  # the prompt index of each line
     collected = generated = stopped_at_eos = used = 0
     start = time.perf_counter()
     for b in range(0, len(prompts), config.batch_size):
-        if collected >= config.tokens:
+        if collected >= config.tokens and categories is None:  # workload prompts: all of them (shortest first)
             break
         batch = tokenizer.pad({"input_ids": prompts[b:b + config.batch_size]}, return_tensors="pt")
         with torch.inference_mode():
@@ -115,13 +137,14 @@ def generate_aligned(model_dir: str | os.PathLike, config: AlignedConfig = Align
                 pad_token_id=tokenizer.pad_token_id, eos_token_id=sorted(eos_ids))
         new = out[:, batch["input_ids"].shape[1]:].tolist()
         used += len(new)
-        for row in new:
-            cut = next((i for i, t in enumerate(row) if t in eos_ids), None)
+        for i, row in enumerate(new, b):
+            cut = next((j for j, t in enumerate(row) if t in eos_ids), None)
             stopped_at_eos += cut is not None
             row = row[:cut] if cut is not None else row
             generated += len(row) + (cut is not None)
             if row:
                 lines.append(row)
+                kept.append(i)
                 collected += len(row)
         if progress:
             rate = generated / (time.perf_counter() - start)
@@ -129,10 +152,32 @@ def generate_aligned(model_dir: str | os.PathLike, config: AlignedConfig = Align
     seconds = time.perf_counter() - start
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(path, "".join(" ".join(map(str, row)) + "\n" for row in lines))
+    if config.prompts == "workloads":
+        write_atomic(folder / "prompts.txt", "".join(" ".join(map(str, prompts[i])) + "\n" for i in kept))
     meta = {"config": asdict(config), "model": str(model_dir), "lines": len(lines), "tokens": collected,
+            "line_categories": None if categories is None else [categories[i] for i in kept],
             "generated_tokens": generated, "stopped_at_eos": stopped_at_eos,
             "prompts_used": used, "seconds": round(seconds, 1),
             "tokens_per_second": round(generated / seconds, 1) if seconds else None,
             "torch_threads": torch.get_num_threads(), "eos_ids": sorted(eos_ids)}
     write_atomic(meta_path, json.dumps(meta, indent=2) + "\n")
     return AlignedCorpus(path, meta)
+
+
+def _prompts(config: AlignedConfig, n: int, tokenizer, model_dir: Path, cache_dir: Path | None
+             ) -> tuple[list[list[int]], list[str] | None]:
+    """(prompt ids, their workloads or None): n corpus prompts; or, in the chat template and
+    shortest first (a batch is padded to its longest prompt, so similar lengths batch cheaply),
+    enough workload prompts for config.tokens (every workload's training split, the same count
+    of each; `training_prompts`)."""
+    if config.prompts == "corpus":
+        return train_prompts(n, config.prompt_tokens, tokenizer_dir=model_dir, cache_dir=cache_dir), None
+    from specdec.reference.data.prompts import encode_prompt
+    from specdec.reference.data.workloads import TRAINED_ON, training_prompts
+
+    wanted = math.ceil(1.15 * config.tokens / config.max_new_tokens)  # some answers stop early
+    chosen = training_prompts(math.ceil(wanted / len(TRAINED_ON)))
+    encoded = [(encode_prompt(tokenizer, p, "auto", 1 << 20, "refuse")[0], p.category) for p in chosen]
+    kept = sorted(((ids, category) for ids, category in encoded if len(ids) <= LONGEST_ANSWERED),
+                  key=lambda pair: len(pair[0]))
+    return [ids for ids, _ in kept], [category for _, category in kept]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import gzip
+import itertools
 import json
 import random
 import re
@@ -64,10 +65,7 @@ def workload_prompts(name: str, n: int, heldout: bool = True, prompt_tokens: int
         SpecdecError: unknown workload, or its split has fewer than n prompts.
         FileNotFoundError: the workload's raw data is missing (run scripts/setup.sh).
     """
-    builders: dict[str, Callable[[int, bool], list[Prompt]]] = {
-        "code": _code, "chat": _chat, "continue": lambda k, h: _continue(k, h, prompt_tokens, tokenizer_dir),
-        "summarize": lambda k, h: _passages("summarize", k, h),
-        "rag": lambda k, h: _passages("rag", k, h), "edit": lambda k, h: _passages("edit", k, h)}
+    builders = _builders(prompt_tokens, tokenizer_dir)
     if name not in builders:
         raise SpecdecError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
     prompts = builders[name](n, heldout)
@@ -75,6 +73,23 @@ def workload_prompts(name: str, n: int, heldout: bool = True, prompt_tokens: int
         split = "held-out" if heldout else "training"
         raise SpecdecError(f"workload {name!r} has {len(prompts)} {split} prompts; asked for {n}")
     return prompts[:n]
+
+
+TRAINED_ON = ("code", "summarize", "rag", "edit", "chat")  # continue's training text is the corpus itself
+
+
+def training_prompts(per_workload: int, names: tuple[str, ...] = TRAINED_ON) -> list[Prompt]:
+    """Up to per_workload prompts of each workload's TRAINING split (what a learned drafter may
+    train on; a workload with fewer gives what it has), interleaved: code, summarize, ..., code, ..."""
+    builders = _builders(64, None)
+    groups = [builders[name](per_workload, False) for name in names]
+    return [p for row in itertools.zip_longest(*groups) for p in row if p is not None]
+
+
+def _builders(prompt_tokens: int, tokenizer_dir) -> dict[str, Callable[[int, bool], list[Prompt]]]:
+    return {"code": _code, "chat": _chat, "continue": lambda k, h: _continue(k, h, prompt_tokens, tokenizer_dir),
+            "summarize": lambda k, h: _passages("summarize", k, h),
+            "rag": lambda k, h: _passages("rag", k, h), "edit": lambda k, h: _passages("edit", k, h)}
 
 
 def _in_split(key: str, heldout: bool, modulus: int = 2) -> bool:

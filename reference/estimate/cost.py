@@ -16,7 +16,7 @@ import torch
 from specdec.reference.core.models import flops_per_token
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.estimate.timing import (DraftTiming, TargetTiming, context_of, target_logits,
-                                               time_draft_steps, time_loop_overhead, time_target_passes)
+                                               time_contexts, time_draft_steps, time_loop_overhead)
 
 
 def c_hat_for(drafter, target: torch.nn.Module) -> float:
@@ -76,13 +76,18 @@ def assemble_cost(drafter, target: torch.nn.Module, timing: TargetTiming, draft:
 
 def estimate_cost(target: torch.nn.Module, drafter, tokens: Sequence[int], sampling: SamplingConfig,
                   context_tokens: int = 128, max_k: int = 16, repeats: int = 7, draft_gamma: int = 4,
-                  draft_repeats: int = 20, generator: torch.Generator | None = None) -> CostEstimate:
-    """c (timed), c_hat (counted), v(1..max_k) and loop overheads o(0..max_k-1).
+                  draft_repeats: int = 20, generator: torch.Generator | None = None,
+                  other_contexts: Sequence[int] = ()) -> tuple[CostEstimate, list[TargetTiming]]:
+    """c (timed), c_hat (counted), v(1..max_k) and loop overheads o(0..max_k-1) at context_tokens;
+    and t(1..max_k) at context_tokens and each of other_contexts (timed together, interleaved:
+    `time_contexts`), in increasing length.
 
     tokens: real token ids for the contexts (e.g. a held-out prompt and its continuation).
     """
-    timing = time_target_passes(target, tokens, context_tokens, max_k, repeats)
+    lengths = sorted({context_tokens, *other_contexts})
+    timings = time_contexts(target, tokens, lengths, max_k, repeats)
+    timing = timings[lengths.index(context_tokens)]
     draft = time_draft_steps(drafter, target, tokens, sampling, context_tokens, draft_gamma, draft_repeats,
                              generator=generator)
     overhead = loop_overhead(target, tokens, sampling, timing, max_k, generator)
-    return assemble_cost(drafter, target, timing, draft, overhead)
+    return assemble_cost(drafter, target, timing, draft, overhead), timings

@@ -33,7 +33,9 @@ class EstimateConfig:
     process's unit of work; teacher-forced passes take up to 8); bootstrap: resamples of the
     interval; context / max_k / timing_repeats: the timing of v(1..max_k), at `context` tokens
     or, None, at each category's median prompt length + new_tokens / 2 (the context its
-    continuations are scored at); timing False: alpha only; batch_sizes / batch_max_k: also t(B, k).
+    continuations are scored at); contexts: the other lengths t(1..max_k) is timed at (the
+    table `plan --context` interpolates), None: the category's shortest prompt and its longest
+    prompt + new_tokens; timing False: alpha only; batch_sizes / batch_max_k: also t(B, k).
     """
 
     target: Path
@@ -49,6 +51,7 @@ class EstimateConfig:
     batch_size: int = 16
     bootstrap: int = 2000
     context: int | None = None
+    contexts: tuple[int, ...] | None = None
     max_k: int = 16
     timing_repeats: int = 7
     timing: bool = True
@@ -140,7 +143,8 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
     warnings = _warnings(config, n_prompts)
     if all(s.match is not None for s in est.scores):
         report["greedy_replay"] = _greedy_replay(est, config.max_gamma)
-    report.update(_costs(config, target, draft, scored.samples.sequences()[0], context, warnings))
+    others = config.contexts if config.contexts is not None else _spanned(lengths, config, target.model)
+    report.update(_costs(config, target, draft, scored.samples.sequences()[0], context, others, warnings))
     if config.batch_sizes is not None:
         report["batch_timing"] = _batch_timing(config, target.model, scored.samples.sequences()[0], context)
     report["warnings"] = warnings
@@ -188,9 +192,18 @@ def _greedy_replay(est, max_gamma: int) -> dict[str, Any]:
     return out
 
 
-def _costs(config: EstimateConfig, target, draft, context_ids: list[int], context: int, warnings: list[str]
-           ) -> dict[str, Any]:
-    """c, c_hat, v(k), the loop overhead and the hardware's floor (or c_hat alone without timing)."""
+def _spanned(lengths: list[int], config: EstimateConfig, model: torch.nn.Module) -> tuple[int, ...]:
+    """The lengths a category's decoding spans: its shortest prompt and its longest prompt +
+    new_tokens (at most the model's positions less max_k)."""
+    limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
+    return tuple(sorted({min(lengths[0], limit - config.max_k), min(lengths[-1] + config.new_tokens,
+                                                                     limit - config.max_k)}))
+
+
+def _costs(config: EstimateConfig, target, draft, context_ids: list[int], context: int, others: tuple[int, ...],
+           warnings: list[str]) -> dict[str, Any]:
+    """c, c_hat, v(k), the loop overhead and the hardware's floor (or c_hat alone without timing),
+    and t(1..max_k) at every length of `others` and `context` ("context_times")."""
     from specdec.reference.core.placement import output_device
     from specdec.reference.core.progress import phase
     from specdec.reference.estimate.cost import c_hat_for, estimate_cost
@@ -199,11 +212,13 @@ def _costs(config: EstimateConfig, target, draft, context_ids: list[int], contex
 
     if not config.timing:
         return {"c": None, "c_hat": c_hat_for(draft, target.model), "verify_cost": None, "cost": None}
-    phase(f"timing the target (t(k), k = 1..{config.max_k}, {config.timing_repeats} runs each at {context} "
-          "tokens of context), the drafter and the decode loop")
-    cost, load, attempts = run_undisturbed(lambda: estimate_cost(
+    lengths = sorted({context, *others})
+    phase(f"timing the target (t(k), k = 1..{config.max_k}, {config.timing_repeats} runs each at "
+          f"{', '.join(map(str, lengths))} tokens of context), the drafter and the decode loop")
+    (cost, timings), load, attempts = run_undisturbed(lambda: estimate_cost(
         target.model, draft, context_ids, config.sampling, context, config.max_k, config.timing_repeats,
-        generator=torch.Generator(device=output_device(target.model)).manual_seed(config.seed)), retries=3)
+        generator=torch.Generator(device=output_device(target.model)).manual_seed(config.seed),
+        other_contexts=others), retries=3)
     if load > DEFAULT_THRESHOLD:
         warnings.append(f"other processes kept {load:.2f} CPU cores busy during the timings (after {attempts} "
                         "attempts): c and v(k) are inflated; rerun on a quiet machine")
@@ -211,7 +226,9 @@ def _costs(config: EstimateConfig, target, draft, context_ids: list[int], contex
     return {"timing_interference": {"threshold_cores": DEFAULT_THRESHOLD, "load_cores": load, "attempts": attempts,
                                     "disturbed": load > DEFAULT_THRESHOLD},
             "limits": measure_limits(target.model).to_dict(config.max_k),
-            "c": cost.c, "c_hat": cost.c_hat, "verify_cost": cost.verify_cost, "cost": cost.to_dict()}
+            "c": cost.c, "c_hat": cost.c_hat, "verify_cost": cost.verify_cost, "cost": cost.to_dict(),
+            "context_times": {"contexts": [t.context_tokens for t in timings], "seconds": [t.seconds for t in timings],
+                              "spread": [t.spread for t in timings], "repeats": config.timing_repeats}}
 
 
 def _batch_timing(config: EstimateConfig, model: torch.nn.Module, tokens: list[int], context: int

@@ -63,39 +63,50 @@ class TargetTiming:
         return asdict(self)
 
 
-@torch.inference_mode()
 def time_target_passes(model: torch.nn.Module, tokens: Sequence[int], context_tokens: int = 128, max_k: int = 16,
                        repeats: int = 7, warmup: int = 2) -> TargetTiming:
-    """t(k) and v(k) for k = 1..max_k with the KV cache at context_tokens tokens.
+    """t(k) and v(k) for k = 1..max_k with the KV cache at context_tokens tokens."""
+    return time_contexts(model, tokens, [context_tokens], max_k, repeats, warmup)[0]
 
-    The k's are interleaved within each repeat so slow drifts of the machine hit every k.
+
+@torch.inference_mode()
+def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Sequence[int], max_k: int = 16,
+                  repeats: int = 7, warmup: int = 2) -> list[TargetTiming]:
+    """t(k) and v(k) for k = 1..max_k at each KV-cache length in `contexts` (one timing each, in order).
+
+    Each length keeps its own cache; the lengths and the k's are interleaved within each repeat
+    so slow drifts of the machine hit every (length, k) alike.
     """
     from transformers import DynamicCache
 
-    if context_tokens < 1 or max_k < 1:
-        raise ValueError(f"need context_tokens >= 1 and max_k >= 1, got {context_tokens}, {max_k}")
-    ids = torch.tensor([context_of(tokens, context_tokens + max_k)], dtype=torch.long, device=input_device(model))
+    if not contexts or min(contexts) < 1 or max_k < 1:
+        raise ValueError(f"need context lengths >= 1 and max_k >= 1, got {list(contexts)}, {max_k}")
+    ids = torch.tensor([context_of(tokens, max(contexts) + max_k)], dtype=torch.long, device=input_device(model))
     device = output_device(model)  # the clock waits for the last device's work
-    cache = DynamicCache(config=model.config)
-    model(input_ids=ids[:, :context_tokens], past_key_values=cache, use_cache=True, logits_to_keep=1)
-    runs: dict[int, list[float]] = {k: [] for k in range(1, max_k + 1)}
-    crops: list[float] = []
+    caches = []
+    for n in contexts:
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids[:, :n], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        caches.append(cache)
+    runs = [[[] for _ in range(max_k)] for _ in contexts]
+    crops: list[list[float]] = [[] for _ in contexts]
     for r in range(warmup + repeats):
-        for k in range(1, max_k + 1):
-            x = ids[:, context_tokens:context_tokens + k]
-            sync(device)
-            start = time.perf_counter()
-            model(input_ids=x, past_key_values=cache, use_cache=True, logits_to_keep=k)
-            sync(device)
-            mid = time.perf_counter()
-            cache.crop(-k)  # transformers 5: negative = number of tokens to drop
-            sync(device)
-            end = time.perf_counter()
-            if r >= warmup:
-                runs[k].append(mid - start)
-                crops.append(end - mid)
-    return _timing_from_runs(context_tokens, [runs[k] for k in range(1, max_k + 1)], float(np.median(crops)),
-                             repeats, warmup, str(device))
+        for i, (n, cache) in enumerate(zip(contexts, caches)):
+            for k in range(1, max_k + 1):
+                x = ids[:, n:n + k]
+                sync(device)
+                start = time.perf_counter()
+                model(input_ids=x, past_key_values=cache, use_cache=True, logits_to_keep=k)
+                sync(device)
+                mid = time.perf_counter()
+                cache.crop(-k)  # transformers 5: negative = number of tokens to drop
+                sync(device)
+                end = time.perf_counter()
+                if r >= warmup:
+                    runs[i][k - 1].append(mid - start)
+                    crops[i].append(end - mid)
+    return [_timing_from_runs(n, runs[i], float(np.median(crops[i])), repeats, warmup, str(device))
+            for i, n in enumerate(contexts)]
 
 
 def _timing_from_runs(context_tokens: int, runs: list[list[float]], crop_seconds: float, repeats: int,

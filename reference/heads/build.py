@@ -1,12 +1,15 @@
 """`specdec heads train` end to end: training text -> self-distillation data -> heads -> card.
 
-The text is the target's own sampled continuations (the aligned corpus the n-gram drafters
-share, cached) plus training-split corpus windows the target scores; both are teacher-forced
-once through the target. Held out: whole windows of the target's own text (what decoding
-sees). Choices and what they cost: docs/heads.md.
+The text is the target's own sampled answers to the embedded workloads' training prompts (code,
+summarize, rag, edit, chat, in its chat template: the traffic the heads serve; or, with
+sampled_from="corpus", its plain continuations of corpus prompts, the aligned corpus the n-gram
+drafters share), both generated once and cached, plus training-split corpus windows the target
+scores; all are teacher-forced once through the target. Held out: whole windows of the
+target's own text (what decoding sees). Choices and what they cost: docs/heads.md.
 """
 from __future__ import annotations
 
+import collections
 import platform
 import time
 from dataclasses import asdict, dataclass
@@ -17,8 +20,9 @@ import torch
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.models import LoadedModel
+from specdec.reference.data.aligned_corpus import PROMPT_KINDS
 from specdec.reference.core.progress import phase
-from specdec.reference.heads.data import Distillation, distill, frequent_vocab, windows
+from specdec.reference.heads.data import Distillation, distill, frequent_vocab, tail_windows, windows
 from specdec.reference.heads.store import heads_on, save_heads, weights_fingerprint
 from specdec.reference.heads.train import TrainConfig, evaluate, train_heads
 
@@ -26,19 +30,23 @@ from specdec.reference.heads.train import TrainConfig, evaluate, train_heads
 @dataclass(frozen=True)
 class DataConfig:
     """tokens: teacher-forced tokens in all; aligned_tokens: of them, the target's own samples
-    (0: corpus text only); window: tokens per window; held_out: windows held out."""
+    (0: corpus text only); sampled_from: what the target answered ("workloads": the workloads'
+    training prompts, each window the answer's last `window` tokens with the prompt's tail before
+    it; "corpus": corpus prompts, windows cut from the continuations); window: tokens per window;
+    held_out: windows held out."""
 
     tokens: int = 49_152
     aligned_tokens: int = 16_000
+    sampled_from: str = "workloads"
     window: int = 128
     held_out: int = 16
     top_k: int = 16
 
     def __post_init__(self) -> None:
         if self.window < 8 or self.tokens < self.window * (self.held_out + 1) or self.aligned_tokens < 0 \
-                or self.held_out < 1 or self.top_k < 1:
+                or self.held_out < 1 or self.top_k < 1 or self.sampled_from not in PROMPT_KINDS:
             raise SpecdecError(f"need window >= 8, tokens >= window * (held_out + 1), aligned_tokens >= 0, "
-                             f"held_out >= 1, top_k >= 1: {self}")
+                             f"held_out >= 1, top_k >= 1, sampled_from in {PROMPT_KINDS}: {self}")
 
 
 def training_windows(target: LoadedModel, config: DataConfig, progress: bool
@@ -50,14 +58,25 @@ def training_windows(target: LoadedModel, config: DataConfig, progress: bool
     sampled: list[list[int]] = []
     meta: dict[str, Any] = {}
     if config.aligned_tokens > 0:
-        corpus = generate_aligned(target.path, AlignedConfig(tokens=config.aligned_tokens), progress=progress)
-        lines = [[int(t) for t in line.split()] for line in corpus.path.read_text().splitlines()]
-        sampled = windows(lines, config.window)[: config.aligned_tokens // config.window]
+        corpus = generate_aligned(target.path, AlignedConfig(tokens=config.aligned_tokens,
+                                                             prompts=config.sampled_from), progress=progress)
+        lines = _id_lines(corpus.path)
+        if corpus.prompts_path is None:
+            sampled = windows(lines, config.window)[: config.aligned_tokens // config.window]
+        else:  # each answer after its prompt, so the window's hidden states see the request
+            full = [p + a for p, a in zip(_id_lines(corpus.prompts_path), lines)]
+            sampled = tail_windows(full, config.window)
+            meta["sampled_by_workload"] = dict(collections.Counter(
+                c for c, seq in zip(corpus.meta["line_categories"], full) if len(seq) >= config.window))
         meta["aligned_corpus"] = str(corpus.path)
     n_corpus = max(0, config.tokens // config.window - len(sampled))
     scored = train_prompts(n_corpus, config.window, tokenizer_dir=target.path) if n_corpus else []
     meta.update(sampled_windows=len(sampled), corpus_windows=len(scored), window=config.window)
     return sampled, scored, meta
+
+
+def _id_lines(path: Path) -> list[list[int]]:
+    return [[int(t) for t in line.split()] for line in path.read_text().splitlines()]
 
 
 def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = DataConfig(),

@@ -56,6 +56,14 @@ def windows(sequences: Sequence[Sequence[int]], length: int) -> list[list[int]]:
     return [list(s[i:i + length]) for s in sequences for i in range(0, len(s) - length + 1, length)]
 
 
+def tail_windows(sequences: Sequence[Sequence[int]], length: int) -> list[list[int]]:
+    """The last `length` ids of each sequence at least that long (a prompt's tail and the answer
+    after it; shorter sequences are dropped)."""
+    if length < 2:
+        raise SpecdecError(f"window length must be >= 2, got {length}")
+    return [list(s[len(s) - length:]) for s in sequences if len(s) >= length]
+
+
 @torch.inference_mode()
 def distill(model: torch.nn.Module, token_windows: Sequence[Sequence[int]], top_k: int = 16, batch_size: int = 8,
             progress: bool = False) -> Distillation:

@@ -44,6 +44,11 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @click.option("--context", type=POSITIVE, default=None,
               help="KV-cache length (tokens) at which the steps are timed [default: each category's median prompt "
                    "length + half of --new-tokens; 128 for --drafter none].")
+@click.option("--contexts", type=NumberList(int, 1, 1 << 20, increasing=True, what="context lengths"), default=None,
+              metavar="L1,L2,...",
+              help="Also time t(1..max-k) at these KV-cache lengths, for `specdec plan --context` (interpolated "
+                   "between timed lengths) [default: each category's shortest prompt and longest prompt + "
+                   "--new-tokens].")
 @click.option("--max-k", type=Number(int, 2, MAX_DECODE_GAMMA + 1), default=16, show_default=True,
               help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_DECODE_GAMMA + 1}.")
 @click.option("--timing-repeats", type=POSITIVE, default=7, show_default=True,
@@ -58,7 +63,7 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @seed_option
 @json_option
 def estimate(target_path, device, dtype, device_map, draft_device_map, backend, drafter, tokens, new_tokens,
-             prompt_tokens, prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, max_k,
+             prompt_tokens, prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, contexts, max_k,
              timing_repeats, no_timing, batch_sizes, batch_max_k, seed, as_json):
     """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k);
     with --batch-sizes also t(B, k) per batch size.
@@ -71,6 +76,9 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
 
     path, limit = preflight_target(target_path)
     batch_only = batch_sizes is not None and drafter == "none"
+    if contexts and (no_timing or batch_only):
+        raise click.UsageError("--contexts times the verify-cost curve: it needs the timings (not --no-timing, "
+                               "not --drafter none)")
     if not batch_only:
         require_drafter(drafter, "estimating alpha needs a drafter (not 'none'; with --batch-sizes, 'none' times "
                                  "t(B, k) only)")
@@ -83,6 +91,8 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         if not no_timing:
             check_context(limit, (context or longest + new_tokens // 2) + max_k, "the timing context plus --max-k",
                           "--context")
+            if contexts:
+                check_context(limit, contexts[-1] + max_k, "the longest of --contexts plus --max-k", "--contexts")
     else:
         source, longest = prompt_source(None, None, None, "none", max_prompt_tokens, truncate, prompt_tokens), 0
     if batch_sizes is not None:
@@ -93,7 +103,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     config = EstimateConfig(target=path, drafter=drafter, placement=place, dtype=dtype, backend=backend,
                             sampling=SamplingConfig(temperature, top_k, top_p), tokens=tokens, new_tokens=new_tokens,
                             source=source, lenience=lenience,
-                            batch_size=batch_size, bootstrap=bootstrap, context=context, max_k=max_k,
+                            batch_size=batch_size, bootstrap=bootstrap, context=context, contexts=contexts, max_k=max_k,
                             timing_repeats=timing_repeats, timing=not no_timing, batch_sizes=batch_sizes,
                             batch_max_k=batch_max_k, seed=seed)
     report = run_batch_timing(config) if batch_only else run_estimate(config)
@@ -179,6 +189,12 @@ def _print(r: dict, note: str | None) -> None:
                    f"(STREAM triad), {limits['matrix_flops_per_token'] / 1e6:.0f} MFLOP per token at "
                    f"{limits['flops'] / 1e9:.0f} GFLOP/s; t(1) is {cost['verify_seconds'][0] / limits['min_seconds'][0]:.1f}x "
                    "the floor")
+        if r.get("context_times"):
+            ct = r["context_times"]
+            click.echo("t(k) ms by context (for `specdec plan --context L --verify-cost-file` this JSON):")
+            click.echo("    L \\ k " + " ".join(f"{k:>6d}" for k in range(1, len(ct["seconds"][0]) + 1)))
+            for n, row in zip(ct["contexts"], ct["seconds"]):
+                click.echo(f"{n:>9d} " + " ".join(f"{1000 * t:6.1f}" for t in row))
         o = cost["overhead"]
         click.echo(f"loop overhead o(0) {_f(o[0], '.4f')}  o(4) {_f(o[min(4, len(o) - 1)], '.4f')} target steps")
     if r.get("batch_timing"):

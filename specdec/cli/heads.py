@@ -38,7 +38,10 @@ def heads() -> None:
 @click.option("--tokens", type=POSITIVE, default=49_152, show_default=True,
               help="Teacher-forced training tokens in all (target samples + corpus windows).")
 @click.option("--aligned-tokens", type=Number(int, 0), default=16_000, show_default=True,
-              help="Of them, the target's own sampled continuations (the cached aligned corpus; 0: corpus only).")
+              help="Of them, about this many tokens the target sampled itself (generated once, cached; 0: corpus only).")
+@click.option("--sampled-from", type=click.Choice(["workloads", "corpus"]), default="workloads", show_default=True,
+              help="What the target answers for those: the embedded workloads' training prompts in its chat template "
+                   "(code, summarize, rag, edit, chat; never a held-out prompt), or plain corpus prompts.")
 @click.option("--window", type=Number(int, 8, 4096), default=128, show_default=True,
               help="Tokens per training window.")
 @click.option("--vocab", "vocab_size", type=POSITIVE, default=8192, show_default=True,
@@ -51,7 +54,7 @@ def heads() -> None:
               help="Seeds the training: the order of the training positions.")
 @device_option
 @json_option
-def train(target_path, n_heads, out, force, tokens, aligned_tokens, window, vocab_size, epochs, lr, seed, device,
+def train(target_path, n_heads, out, force, tokens, aligned_tokens, sampled_from, window, vocab_size, epochs, lr, seed, device,
           as_json):
     """Train H heads on the frozen target by self-distillation and save them with a card naming
     the target (a hash of its weights), the data, the seed and the held-out quality per head."""
@@ -65,7 +68,8 @@ def train(target_path, n_heads, out, force, tokens, aligned_tokens, window, voca
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise click.BadParameter(f"{out} already holds files; pass --force to replace them", param_hint="--out")
     try:
-        data_config = DataConfig(tokens=tokens, aligned_tokens=min(aligned_tokens, tokens), window=window)
+        data_config = DataConfig(tokens=tokens, aligned_tokens=min(aligned_tokens, tokens),
+                                 sampled_from=sampled_from, window=window)
     except SpecdecError:
         raise click.BadParameter(f"needs at least {window * 17} tokens (16 held-out windows + 1)",
                                  param_hint="--tokens") from None

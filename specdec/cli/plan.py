@@ -20,7 +20,8 @@ import click
 
 from specdec.cli.common import json_option
 from specdec.cli.types import Checked, Number
-from specdec.costfiles import read_batch_times, read_lattice_study, read_tree_steps, read_verify_cost, study_tree_steps
+from specdec.costfiles import (read_batch_times, read_context_times, read_lattice_study, read_tree_steps,
+                               read_verify_cost, study_tree_steps)
 from specdec.errors import SpecdecError
 from specdec.report import engine_plan_dict, engine_plan_text, plan_dict, plan_text, tree_plan_dict, tree_plan_text
 from specdec.simulator.checks import (MAX_GAMMA, check_alpha, check_cost_ratio, check_gamma, check_max_gamma,
@@ -77,6 +78,9 @@ cost_file_type = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--verify-cost-file", "verify_cost_file", type=cost_file_type,
               help='A verify-cost curve from a JSON file: [1, 1.1, ...] or {"verify_cost": [...]} (`specdec estimate '
                    f"--json`). With --trees: {TREE_COSTS_HELP}")
+@click.option("--context", "context", type=Number(int, 1, 1 << 20), default=None, metavar="TOKENS",
+              help="Plan at this many tokens of context: v(k) interpolated from the times at several context lengths "
+                   "in --verify-cost-file (`specdec estimate --json`: context_times; never extrapolated).")
 @click.option("--from", "source", metavar="FILE|-|URL",
               help="Acceptance counts an engine reported instead of --alpha: vLLM /metrics text (file or "
                    "http(s) URL), vLLM or llama.cpp logs, vLLM per-request metrics JSON, or `specdec decode --json` "
@@ -104,7 +108,7 @@ cost_file_type = click.Path(exists=True, dir_okay=False, path_type=Path)
 @json_option
 def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: float | None, c_hat: float | None,
          gamma: int | None, max_gamma: int, verify_cost: tuple[float, ...] | None, verify_cost_file: Path | None,
-         source: str | None, draft_length: int | None, extrapolate: bool, batch_cost_file: Path | None,
+         context: int | None, source: str | None, draft_length: int | None, extrapolate: bool, batch_cost_file: Path | None,
          engine: str | None, method: str, figure: Path | None, study_path: Path | None, draft_ms: float | None,
          as_json: bool) -> None:
     """Expected speedup, operations and memory traffic of speculative decoding, and the best gamma.
@@ -121,6 +125,7 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
       specdec plan --alpha 0.8 --c 0.05
       specdec plan --alpha 0.75 --gamma 7 --c 0.02 --json
       specdec plan --alpha-per-position 0.9,0.8,0.7 --c 0.05 --verify-cost 1,1.5,1.6,1.7,1.8
+      specdec plan --alpha 0.6 --c 0 --verify-cost-file estimate.json --context 900
       specdec plan --from metrics.txt --c 0 --batch-cost-file costs.json --engine vllm
       specdec plan --trees study.json --verify-cost-file gpu-costs.json --draft-ms 0.3
     """
@@ -128,6 +133,7 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
         given = [name for name, value in (("--alpha", alpha), ("--alpha-per-position", alpha_per_position), ("--c", c),
                                           ("--c-hat", c_hat), ("--gamma", gamma), ("--verify-cost", verify_cost),
                                           ("--from", source), ("--draft-length", draft_length),
+                                          ("--context", context),
                                           ("--batch-cost-file", batch_cost_file), ("--engine", engine),
                                           ("--figure", figure)) if value is not None]
         given += ["--extrapolate"] * extrapolate + ["--max-gamma"] * (max_gamma != DEFAULT_MAX_GAMMA)
@@ -137,7 +143,7 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
         return
     if draft_ms is not None:
         raise click.UsageError("--draft-ms needs --trees (a lattice study)")
-    curve_file = None if verify_cost_file is None else _read(read_verify_cost, verify_cost_file, "--verify-cost-file")
+    curve_file, at_context = _curve_file(verify_cost_file, context)
     if c is None:
         ctx = click.get_current_context()
         raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == "c"))
@@ -148,7 +154,7 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
             raise click.UsageError("give either --verify-cost or --verify-cost-file, not both")
         _engine_plan(source, c, draft_length, max_gamma if max_gamma != DEFAULT_MAX_GAMMA else None, extrapolate,
                      verify_cost if verify_cost is not None else curve_file, batch_cost_file, engine, method, figure,
-                     as_json)
+                     as_json, at_context)
         return
     for name, value in (("--engine", engine), ("--batch-cost-file", batch_cost_file), ("--figure", figure),
                         ("--draft-length", draft_length)):
@@ -170,12 +176,43 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
     except SpecdecError as exc:  # a combination of options the simulator refuses
         raise click.UsageError(f"{exc} (options --alpha/--alpha-per-position, --c, --gamma, --max-gamma, "
                                "--verify-cost)") from None
-    click.echo(to_json(plan_dict(result), indent=2) if as_json else plan_text(result))
+    _echo(plan_dict(result), plan_text(result), at_context, as_json)
+
+
+def _curve_file(path: Path | None, context: int | None) -> tuple[tuple[float, ...] | None, dict | None]:
+    """The verify-cost curve of --verify-cost-file, at --context tokens when given (with where
+    it was interpolated from)."""
+    if context is None:
+        return (None if path is None else _read(read_verify_cost, path, "--verify-cost-file")), None
+    if path is None:
+        raise click.UsageError("--context needs --verify-cost-file: an estimate with times at several context "
+                               "lengths (`specdec estimate --json`)")
+    times = _read(read_context_times, path, "--verify-cost-file")
+    try:
+        low, high = times.bracket(context)
+    except SpecdecError as exc:
+        raise click.BadParameter(f"{exc} ({path})", param_hint="--context") from None
+    return times.verify_cost_at(context), {"tokens": context, "interpolated_between": [low, high],
+                                           "timed_contexts": list(times.contexts), "file": str(path),
+                                           "target_step_seconds": times.at(context)[0]}
+
+
+def _echo(as_dict: dict, text: str, at_context: dict | None, as_json: bool) -> None:
+    """The plan as JSON or text, with the context its verify costs were taken at."""
+    if as_json:
+        click.echo(to_json(as_dict if at_context is None else {**as_dict, "context": at_context}, indent=2))
+        return
+    if at_context is not None:
+        low, high = at_context["interpolated_between"]
+        where = f"timed at {low}" if low == high else f"interpolated between the timed {low} and {high}"
+        text = (f"context {at_context['tokens']} tokens: t(1) {1000 * at_context['target_step_seconds']:.2f} ms, "
+                f"v(k) {where} ({at_context['file']})\n" + text)
+    click.echo(text)
 
 
 def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int | None, extrapolate: bool,
                  verify_cost: tuple[float, ...] | None, batch_cost_file: Path | None, engine: str | None,
-                 method: str, figure: Path | None, as_json: bool) -> None:
+                 method: str, figure: Path | None, as_json: bool, at_context: dict | None = None) -> None:
     """`plan --from`: the engine's counts -> alpha_i -> the plan -> the engine's configuration."""
     from specdec.engines.acceptance import acceptance_from_counts
     from specdec.engines.configs import engine_config
@@ -197,8 +234,7 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
     if figure is not None:
         from specdec.figures.batch import batch_figure
         drawn = str(batch_figure(result, figure))
-    click.echo(to_json(engine_plan_dict(result, config, drawn), indent=2) if as_json else
-               engine_plan_text(result, config, drawn))
+    _echo(engine_plan_dict(result, config, drawn), engine_plan_text(result, config, drawn), at_context, as_json)
 
 
 def _tree_plan(study_path: Path, cost_path: Path | None, draft_ms: float | None, as_json: bool,
