@@ -70,6 +70,18 @@ class AlignedCorpus:
         path = self.path.with_name("prompts.txt")
         return path if path.is_file() else None
 
+    def lines(self) -> list[list[int]]:
+        """The continuations, one list of token ids each."""
+        return _id_lines(self.path)
+
+    def prompt_lines(self) -> list[list[int]] | None:
+        """The prompt of each continuation (workload prompts), or None (corpus prompts: not kept)."""
+        return None if self.prompts_path is None else _id_lines(self.prompts_path)
+
+
+def _id_lines(path: Path) -> list[list[int]]:
+    return [[int(t) for t in line.split()] for line in path.read_text().splitlines()]
+
 
 def aligned_dir(config: AlignedConfig, model_dir: str | os.PathLike, cache_dir: Path | None = None) -> Path:
     """Cache folder for a config and target: parameters hashed into the name (cache_dir: the

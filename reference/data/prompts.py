@@ -6,7 +6,7 @@ prompt's category, so estimate and validate can report per category. docs/worklo
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -75,11 +75,23 @@ class PromptSet:
     categories: list[str]
     chat_template: bool = False
     truncated: int = 0
-    lengths: dict[str, list[int]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
+    @property
+    def lengths(self) -> dict[str, list[int]]:
+        """Prompt lengths in tokens by category, categories in first-seen order."""
+        out: dict[str, list[int]] = {}
         for ids, category in zip(self.ids, self.categories):
-            self.lengths.setdefault(category, []).append(len(ids))
+            out.setdefault(category, []).append(len(ids))
+        return out
+
+    @property
+    def longest(self) -> int:
+        return max(len(ids) for ids in self.ids)
+
+    def median_length(self, category: str) -> int:
+        """The category's median prompt length (the upper one of an even count)."""
+        lengths = sorted(self.lengths[category])
+        return lengths[len(lengths) // 2]
 
     def category_names(self) -> list[str]:
         """Categories in first-seen order."""
@@ -91,7 +103,7 @@ class PromptSet:
     def describe(self) -> dict:
         """What the report records about the prompts."""
         return {"count": len(self.ids), "chat_template": self.chat_template, "truncated": self.truncated,
-                "categories": {c: {"prompts": len(v), "median_tokens": sorted(v)[len(v) // 2], "max_tokens": max(v)}
+                "categories": {c: {"prompts": len(v), "median_tokens": self.median_length(c), "max_tokens": max(v)}
                                for c, v in self.lengths.items()}}
 
 
@@ -153,14 +165,6 @@ def encode_prompts(tokenizer, prompts: Sequence[Prompt], source: PromptSource) -
 def load_prompt_set(tokenizer, tokenizer_dir: str | os.PathLike | None, n: int, source: PromptSource) -> PromptSet:
     """n prompts per category of `source`, encoded (see `PromptSource` and `encode_prompt`)."""
     return encode_prompts(tokenizer, source.prompts(n, tokenizer_dir), source)
-
-
-def check_prompt_source(target_path: str | os.PathLike, n: int, source: PromptSource) -> PromptSet:
-    """The prompts encoded with the target's tokenizer alone (before any model loads): bad files,
-    unknown categories and over-long prompts raise SpecdecError here."""
-    from specdec.reference.data.corpus import load_tokenizer
-
-    return load_prompt_set(load_tokenizer(target_path), target_path, n, source)
 
 
 def held_out_prompts(n: int, prompt_tokens: int, target_path: str | os.PathLike | None = None

@@ -124,7 +124,7 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
 
     place, ranks = config.placement, config.placement.ranks
     lengths = sorted(prompt_set.lengths[category])
-    n_prompts, median = len(lengths), lengths[len(lengths) // 2]
+    n_prompts, median = len(lengths), prompt_set.median_length(category)
     context = config.context or median + config.new_tokens // 2
     scored = merge(parts, n_prompts)
     est = alpha_from_scores(scored.scores[config.drafter], config.lenience, np.random.default_rng(config.seed),

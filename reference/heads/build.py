@@ -60,11 +60,11 @@ def training_windows(target: LoadedModel, config: DataConfig, progress: bool
     if config.aligned_tokens > 0:
         corpus = generate_aligned(target.path, AlignedConfig(tokens=config.aligned_tokens,
                                                              prompts=config.sampled_from), progress=progress)
-        lines = _id_lines(corpus.path)
-        if corpus.prompts_path is None:
+        lines, prompts = corpus.lines(), corpus.prompt_lines()
+        if prompts is None:
             sampled = windows(lines, config.window)[: config.aligned_tokens // config.window]
         else:  # each answer after its prompt, so the window's hidden states see the request
-            full = [p + a for p, a in zip(_id_lines(corpus.prompts_path), lines)]
+            full = [p + a for p, a in zip(prompts, lines)]
             sampled = tail_windows(full, config.window)
             meta["sampled_by_workload"] = dict(collections.Counter(
                 c for c, seq in zip(corpus.meta["line_categories"], full) if len(seq) >= config.window))
@@ -73,10 +73,6 @@ def training_windows(target: LoadedModel, config: DataConfig, progress: bool
     scored = train_prompts(n_corpus, config.window, tokenizer_dir=target.path) if n_corpus else []
     meta.update(sampled_windows=len(sampled), corpus_windows=len(scored), window=config.window)
     return sampled, scored, meta
-
-
-def _id_lines(path: Path) -> list[list[int]]:
-    return [[int(t) for t in line.split()] for line in path.read_text().splitlines()]
 
 
 def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = DataConfig(),

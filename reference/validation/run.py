@@ -103,8 +103,7 @@ def run_validation(job: ValidationJob, progress: bool = True) -> ValidationSuite
 def category_config(config: ValidationConfig, prompt_set, category: str) -> ValidationConfig:
     """The config of one category: its prompts' median length stands for prompt_tokens, so the
     costs are timed at the contexts its decodes run at (`ValidationConfig.sweep_contexts`)."""
-    lengths = sorted(prompt_set.lengths[category])
-    return replace(config, prompt_tokens=lengths[len(lengths) // 2])
+    return replace(config, prompt_tokens=prompt_set.median_length(category))
 
 
 def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],

@@ -86,7 +86,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         check_heads_prompts(drafter, prompt_tokens)
         source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
                                prompt_tokens)
-        longest = max(max(v) for v in preflight_prompts(path, -(-tokens // new_tokens), source).lengths.values())
+        longest = preflight_prompts(path, -(-tokens // new_tokens), source).longest
         check_context(limit, longest + new_tokens, "the longest prompt plus --new-tokens", "--new-tokens")
         if not no_timing:
             check_context(limit, (context or longest + new_tokens // 2) + max_k, "the timing context plus --max-k",

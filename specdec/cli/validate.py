@@ -88,8 +88,7 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
     path, limit = preflight_target(target_path)
     source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
                            prompt_tokens)
-    longest = max(max(v) for v in preflight_prompts(path, max(n_prompts, math.ceil(alpha_tokens / alpha_new_tokens)),
-                                                   source).lengths.values())
+    longest = preflight_prompts(path, max(n_prompts, math.ceil(alpha_tokens / alpha_new_tokens)), source).longest
     check_context(limit, longest + new_tokens + max(gammas) + 1, "the longest prompt plus --new-tokens",
                   "--new-tokens")
     check_context(limit, longest + alpha_new_tokens, "the longest prompt plus --alpha-new-tokens", "--alpha-new-tokens")
