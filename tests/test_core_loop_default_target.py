@@ -63,3 +63,52 @@ def test_fast_backend_equals_eager_on_the_default_target(target) -> None:
     for gamma in (1, 3, 5):
         spec = speculative_decode(TargetScorer(fast.model), PromptLookupDrafter(3), ids, 40, gamma, GREEDY, None)
         assert spec.tokens == reference, gamma
+
+
+def test_ragged_batch_rows_equal_their_prompts_decoded_alone(target) -> None:
+    """Six prompts of different lengths decoded four at a time (continuous batching, prompt lookup
+    gamma 3: the rows accept different counts in the same pass), greedy: each equals its decode alone."""
+    from specdec.reference.core.batch_loop import decode_batch
+    from specdec.reference.core.batch_scorer import BatchScorer
+
+    tok = target.tokenizer
+    texts = ["The cat sits on the mat. The cat sits on the mat and watches",
+             "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n", "Once upon a time",
+             "It is a truth universally acknowledged, that a single man in possession of a good fortune",
+             "1, 2, 3, 4, 5, 6,", "Summarize: the meeting moved to Tuesday. Summary:"]
+    prompts = [tok(t)["input_ids"] for t in texts]
+    alone = [autoregressive_decode(TargetScorer(target.model), p, 24, GREEDY, None).tokens for p in prompts]
+    for layout in ("padded", "packed"):
+        run = decode_batch(BatchScorer(target.model, 4, 64, layout), PromptLookupDrafter(3), prompts, 24, 3, GREEDY,
+                           None)
+        assert dict(run.outputs) == dict(enumerate(alone)), layout
+        assert (run.joint.sum(axis=0) > 0).sum() > 1  # ragged: different accepted counts
+
+
+def test_ragged_batch_sampling_follows_the_target(target) -> None:
+    """Sampled rows (temperature 1, top-k 3) in a batch of 8 with prompt lookup: the joint of the
+    first two tokens over 800 requests against the exact joint from the target's own logits
+    (9 cells), Pearson chi-square at significance 1e-3, fixed seed."""
+    import numpy as np
+
+    from specdec.reference.core.batch_loop import decode_batch
+    from specdec.reference.core.batch_scorer import BatchScorer
+    from tests.stats_helpers import chi_square_pvalue
+
+    sampling = SamplingConfig(1.0, top_k=3)
+    prompt = target.tokenizer("one two three one two three one two three one two")["input_ids"]
+    with torch.inference_mode():
+        p1 = sampling.probs(target.model(input_ids=torch.tensor([prompt])).logits[0, -1]).double()
+        first = p1.nonzero()[:, 0].tolist()
+        seconds = {x: sampling.probs(target.model(input_ids=torch.tensor([prompt + [x]])).logits[0, -1]).double()
+                   for x in first}
+    cells = {(a, b): float(p1[a] * seconds[a][b]) for a in first for b in seconds[a].nonzero()[:, 0].tolist()}
+    run = decode_batch(BatchScorer(target.model, 8, len(prompt) + 8), PromptLookupDrafter(3), [prompt] * 800, 2, 1,
+                       sampling, torch.Generator().manual_seed(7))
+    assert run.stats.kept() > 100  # drafts were accepted: the rows really were ragged
+    counts = {cell: 0 for cell in cells}
+    for _, tokens in run.outputs:
+        counts[tuple(tokens)] = counts.get(tuple(tokens), 0) + 1
+    assert set(counts) == set(cells)  # nothing outside the target's support
+    keys = sorted(cells)
+    assert chi_square_pvalue(np.array([counts[c] for c in keys]), np.array([cells[c] for c in keys])) > 1e-3

@@ -32,7 +32,7 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, n_logits: int, need
     hidden states [B, T, L, d] (None unless needs.layers)."""
     if not needs:
         return model(input_ids=input_ids, logits_to_keep=n_logits, **kwargs).logits, None, None
-    if not needs.layers and _split_is_exact(model):
+    if not needs.layers and split_is_exact(model):
         hidden = model.get_decoder()(input_ids=input_ids, **kwargs).last_hidden_state  # [B, T, d]
         logits = model.get_output_embeddings()(hidden[:, -n_logits:] if n_logits else hidden)
         return logits.to(output_device(model)), hidden, None
@@ -43,7 +43,7 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, n_logits: int, need
     return out.logits, states[-1] if needs.hidden else None, layers
 
 
-def _split_is_exact(model: torch.nn.Module) -> bool:
+def split_is_exact(model: torch.nn.Module) -> bool:
     """Whether the model's logits are its output layer applied to its decoder's last hidden state
     (checked once, on two tokens, against the plain call)."""
     if model not in _SPLITS:

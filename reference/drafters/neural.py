@@ -38,6 +38,10 @@ class NeuralDrafter(DrafterBase):
         self.vocab_size = vocab_size
         self._committed = 0
 
+    def fork(self) -> "NeuralDrafter":
+        """The same draft model with a KV session of its own."""
+        return NeuralDrafter(self.session.model, self.vocab_size)
+
     def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         self.session.start(prompt)
         self._committed = len(prompt)

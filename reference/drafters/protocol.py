@@ -14,6 +14,7 @@ Adding a drafter: docs/architecture.md.
 """
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 import torch
@@ -67,6 +68,10 @@ class Drafter(Protocol):
                               generator: torch.Generator | None) -> "DraftScorer":
         """The estimator's scorer of this drafter on the target's own sequences."""
 
+    def fork(self) -> "Drafter":
+        """A drafter over the same model(s) with its own per-sequence state: one per slot of a
+        ragged batch (`specdec.reference.core.batch_loop`)."""
+
     def close(self) -> None:
         """Release what the drafter holds (nothing for most)."""
 
@@ -88,6 +93,10 @@ class DrafterBase:
                               generator: torch.Generator | None) -> "DraftScorer":
         from specdec.reference.estimate.teacher_forced import ProtocolScorer
         return ProtocolScorer(self, max_gamma, generator)
+
+    def fork(self) -> "DrafterBase":
+        """A shallow copy: the model is shared, and `start` rebinds every per-sequence attribute."""
+        return copy.copy(self)
 
     def close(self) -> None:
         pass

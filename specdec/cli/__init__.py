@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "validate": "specdec.cli.validate:validate",
     "bild": "specdec.cli.bild:bild",
     "heads": "specdec.cli.heads:heads",
+    "serve-bench": "specdec.cli.serve:serve_bench",
 }
 
 # Bad input, shown as one line: the project's own error, and the file errors of paths the user named.

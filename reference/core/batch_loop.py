@@ -1,0 +1,192 @@
+"""The decode loop for a ragged batch with continuous batching.
+
+B slots decode B requests at once: each iteration every busy slot's drafter proposes (up to
+gamma tokens, its own count), one target pass scores every slot's pending token and drafts
+(`BatchScorer.score`), and each slot's acceptance rule, commit and drafter commit run on its
+own verdict, so slots accept different counts. A slot whose request is done (its token
+budget or eos) takes the next prompt from the queue at once: with `token_budget` the queue
+cycles through the prompts and the run stops at the first iteration that reaches the budget,
+so every iteration has all B slots busy (steady state, no tail of idle rows). Without it each
+prompt is decoded once and the run ends when the queue and the slots are empty.
+
+The clock excludes the prompts' encodings (a slot's prefill is timed apart, as the batch-1
+loop's `time_prefill`): the decode throughput of a serving engine whose prefills run
+elsewhere. The per-iteration seconds and each slot's emitted count are kept, so per-token
+latency (an iteration's seconds / the tokens a slot emitted in it) and each request's time
+per output token come from the same run. Each slot decodes with its own `drafter.fork()`
+(the same model, its own per-sequence state); every slot's drafter drafts in turn, so a
+neural draft model's cost grows with B here (an engine batches the draft passes too).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from specdec.errors import SpecdecError
+from specdec.reference.core.batch_scorer import BatchScorer
+from specdec.reference.core.loop import AcceptanceRule, DecodeResult, SpeculativeSampling, StageClock
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.seams import Proposal
+from specdec.reference.core.stats import DecodeStats
+from specdec.reference.drafters.protocol import Drafter
+
+
+@dataclass
+class BatchResult(DecodeResult):
+    """A batch run. tokens: the finished requests' outputs, concatenated in finishing order;
+    outputs[j]: (queue position, tokens) of each finished request; stats: counts summed over
+    slots (stats.iterations = slot-iterations; passes = target passes), time_total and
+    time_prefill as in the batch-1 loop (the slots' prefills summed, excluded from decode).
+
+    iteration_seconds[i]: decode seconds of pass i (drafting, the pass, verdicts); pass_seconds[i]:
+    the target pass alone;
+    emitted[i][s]: tokens slot s emitted in pass i (0: idle); joint[k, n]: slot-iterations that
+    proposed k drafts and accepted n; request_seconds / request_tokens: per finished request."""
+
+    outputs: list[tuple[int, list[int]]] = field(default_factory=list)
+    passes: int = 0
+    batch: int = 1
+    iteration_seconds: list[float] = field(default_factory=list)
+    pass_seconds: list[float] = field(default_factory=list)
+    emitted: list[list[int]] = field(default_factory=list)
+    joint: np.ndarray = field(default_factory=lambda: np.zeros((1, 1), dtype=np.int64))
+    request_seconds: list[float] = field(default_factory=list)
+    request_tokens: list[int] = field(default_factory=list)
+
+    def throughput(self) -> float:
+        """Tokens per second over the batch (decode seconds)."""
+        seconds = self.stats.time_total - self.stats.time_prefill
+        return self.stats.new_tokens / seconds if seconds > 0 else float("nan")
+
+    def row_overhead(self) -> float:
+        """Seconds of drafting and verdicts per busy slot per pass (everything but the target pass)."""
+        busy = int(np.count_nonzero(self.emitted))
+        return (sum(self.iteration_seconds) - sum(self.pass_seconds)) / busy if busy else float("nan")
+
+    def token_latencies(self) -> tuple[np.ndarray, np.ndarray]:
+        """(seconds per token, tokens) over slot-iterations: a slot that emitted m tokens in a
+        pass of s seconds gives m tokens of s / m each."""
+        t = np.repeat(np.asarray(self.iteration_seconds), self.batch)
+        m = np.asarray(self.emitted, dtype=np.int64).reshape(-1)
+        busy = m > 0
+        return t[busy] / m[busy], m[busy]
+
+
+def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                 gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                 rule: AcceptanceRule = SpeculativeSampling(), eos_id: int | None = None,
+                 token_budget: int | None = None, start_at: int = 0) -> BatchResult:
+    """Decode the queue `prompts` (from position start_at, cycling when token_budget is set)
+    with scorer.rows slots; every request gets up to max_new_tokens tokens."""
+    if gamma < 0 or max_new_tokens < 1 or not prompts:
+        raise SpecdecError(f"need gamma >= 0, max_new_tokens >= 1 and prompts, got {gamma}, {max_new_tokens}, "
+                           f"{len(prompts)} prompts")
+    if drafter.tree:
+        raise SpecdecError(f"{type(drafter).__name__} proposes token trees: a ragged batch verifies chains")
+    if token_budget is not None and token_budget < 1:
+        raise SpecdecError(f"token_budget must be >= 1, got {token_budget}")
+    b = scorer.rows
+    drafters = [drafter.fork() for _ in range(b)]
+    stats = DecodeStats(gamma)
+    result = BatchResult([], [], stats, batch=b, joint=np.zeros((gamma + 1, gamma + 1), dtype=np.int64))
+    queue = iter(_queue(len(prompts), start_at, cycle=token_budget is not None))
+    request = [-1] * b  # queue position each slot decodes, -1 idle
+    out: list[list[int]] = [[] for _ in range(b)]
+    spent = [0.0] * b
+    clock, passes_before = StageClock(scorer.output_device), scorer.forward_passes
+    cpu_start = time.process_time()
+    confidence = {"min_confidence": rule.min_confidence} if rule.min_confidence > 0 else {}
+
+    def refill(slot: int) -> None:
+        nxt = next(queue, None)
+        request[slot] = -1 if nxt is None else nxt
+        if nxt is not None:
+            before, cpu = clock.now(), time.process_time()
+            prompt = list(prompts[nxt])
+            drafters[slot].start(prompt, scorer.start(slot, prompt, drafter.needs))
+            stats.time_prefill += clock.now() - before
+            stats.cpu_prefill += time.process_time() - cpu
+            out[slot], spent[slot] = [], 0.0
+
+    for slot in range(b):
+        refill(slot)
+    while any(r >= 0 for r in request) and (token_budget is None or stats.new_tokens < token_budget):
+        clock.lap()
+        proposals: list[Proposal | None] = []
+        rooms = []
+        for slot in range(b):
+            room = min(gamma, max_new_tokens - len(out[slot]) - 1)
+            rooms.append(room)
+            busy = request[slot] >= 0
+            proposals.append(None if not busy else drafters[slot].propose(room, sampling, generator, **confidence)
+                             if room > 0 else Proposal.empty())
+        seconds = clock.lap()
+        stats.time_draft += seconds
+        scored = scorer.score(proposals, drafter.needs)
+        lap = clock.lap()
+        result.pass_seconds.append(lap)
+        stats.time_verify += lap
+        seconds += lap
+        emitted = [0] * b
+        done = []
+        verdicts = []
+        for slot, (proposal, s) in enumerate(zip(proposals, scored)):
+            if proposal is None:
+                verdicts.append(None)
+                continue
+            verdict = rule(s.logits, proposal, sampling, generator)
+            scorer.commit(slot, verdict)
+            verdicts.append(verdict)
+        lap = clock.lap()
+        stats.time_verify += lap
+        seconds += lap
+        for slot, (proposal, verdict) in enumerate(zip(proposals, verdicts)):
+            if verdict is None:
+                continue
+            drafters[slot].commit(verdict, scored[slot])
+            new = verdict.tokens.tolist()
+            k = len(proposal)
+            stats.record(k, verdict.n_accepted, verdict.bonus and k > 0, allowed=rooms[slot], verified=k)
+            result.joint[k, verdict.n_accepted] += 1
+            before = len(out[slot])
+            out[slot].extend(new)
+            finished = len(out[slot]) >= max_new_tokens
+            if eos_id is not None and eos_id in new:
+                del out[slot][before + new.index(eos_id) + 1:]
+                finished = True
+            del out[slot][max_new_tokens:]
+            emitted[slot] = len(out[slot]) - before
+            if finished:
+                done.append(slot)
+        lap = clock.lap()
+        stats.time_draft += lap
+        seconds += lap
+        result.iteration_seconds.append(seconds)
+        result.emitted.append(emitted)
+        stats.new_tokens += sum(emitted)
+        for slot in range(b):
+            spent[slot] += seconds if request[slot] >= 0 else 0.0
+        for slot in done:
+            result.outputs.append((request[slot], out[slot]))
+            result.tokens.extend(out[slot])
+            result.request_seconds.append(spent[slot])
+            result.request_tokens.append(len(out[slot]))
+            refill(slot)
+    stats.time_total = stats.time_prefill + sum(result.iteration_seconds)
+    stats.cpu_total = time.process_time() - cpu_start
+    stats.target_passes = scorer.forward_passes - passes_before
+    result.passes = len(result.iteration_seconds)
+    result.from_drafter = [False] * len(result.tokens)  # not tracked per token in a batch
+    return result
+
+
+def _queue(n: int, start: int, cycle: bool):
+    """Queue positions start, start + 1, ... (mod n): once round, or forever."""
+    i = 0
+    while cycle or i < n:
+        yield (start + i) % n
+        i += 1

@@ -1,0 +1,133 @@
+"""The target scorer for a ragged batch: B sequences, one target pass per iteration.
+
+The batch form of `specdec.reference.core.target.TargetScorer` (SEAMS: the same seams with a
+leading batch dimension and per-row verdicts). Every slot follows its own committed
+sequence with its last token pending; `score` feeds every slot's pending token and drafts in
+one pass over the `RaggedCache` and returns one `Scored` per slot (its k + 1 logits rows,
+and hidden states when a drafter needs them); `commit(slot, verdict)` keeps that slot's
+accepted drafts and nothing of the others'. Prompts are encoded alone (a batch-1 pass,
+bit-for-bit the single-sequence prefill) and copied into their slot; a prompt seen before
+is copied from the prefix store instead of encoded again (vLLM's automatic prefix caching).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from specdec.errors import SpecdecError
+from specdec.reference.core.forward import forward, split_is_exact
+from specdec.reference.core.placement import input_device, output_device
+from specdec.reference.core.ragged_cache import RaggedCache
+from specdec.reference.core.seams import NOTHING, Needs, Proposal, Scored, Verdict
+
+
+class BatchScorer:
+    """`rows` slots of the target model, each holding up to `capacity` tokens."""
+
+    def __init__(self, model: torch.nn.Module, rows: int, capacity: int, layout: str = "padded",
+                 prefixes: dict | None = None) -> None:
+        self.model = model
+        self.device, self.output_device = input_device(model), output_device(model)
+        self.dtype = next(model.parameters()).dtype
+        self.cache = RaggedCache(model.config.num_hidden_layers, rows, capacity, layout)
+        self.tokens: list[list[int]] = [[] for _ in range(rows)]
+        self.committed = [0] * rows
+        self.forward_passes = 0
+        # prompt (but its last token) -> (per-layer keys and values, the pass); share one between
+        # scorers of the same model to encode each prompt once
+        self._prefixes: dict[tuple[int, ...], tuple[list, Scored]] = {} if prefixes is None else prefixes
+
+    @property
+    def rows(self) -> int:
+        return self.cache.rows
+
+    @torch.inference_mode()
+    def start(self, slot: int, prompt: Sequence[int], needs: Needs = NOTHING) -> Scored | None:
+        """Slot `slot` begins `prompt`: everything but its last token is encoded (or copied from
+        the prefix store) into the slot; returns that pass, as `TargetScorer.start` does."""
+        prompt = [int(t) for t in prompt]
+        if not prompt:
+            raise SpecdecError("the prompt must contain at least one token")
+        if needs.layers:
+            raise SpecdecError("a ragged batch passes the final hidden states only, not intermediate layers")
+        if len(prompt) + 1 > self.cache.capacity:
+            raise SpecdecError(f"a {len(prompt)}-token prompt does not fit a slot of {self.cache.capacity} tokens")
+        self.tokens[slot], self.committed[slot] = prompt, len(prompt)
+        head = tuple(prompt[:-1])
+        if not head:
+            self.cache.set_length(slot, 0)
+            return None
+        kept = self._prefixes.get(head)
+        if kept is None or (needs.hidden and kept[1].hidden is None):
+            cache = DynamicCache(config=self.model.config)
+            logits, hidden, _ = forward(self.model, torch.tensor([head], device=self.device), 1, needs,
+                                        past_key_values=cache, use_cache=True)
+            self.forward_passes += 1
+            kept = ([(layer.keys[0], layer.values[0]) for layer in cache.layers],
+                    Scored(logits[0], None if hidden is None else hidden[0]))
+            self._prefixes[head] = kept
+        self.cache.store(slot, kept[0])
+        return kept[1]
+
+    @torch.inference_mode()
+    def score(self, proposals: Sequence[Proposal | None], needs: Needs = NOTHING) -> list[Scored | None]:
+        """One pass: slot i feeds its pending token(s) and proposals[i]'s drafts (None: the slot
+        sits this pass out). Returns per slot Scored(logits [k + 1, vocab], hidden of its fed
+        positions when needs.hidden), None for a slot that sat out."""
+        if len(proposals) != self.rows:
+            raise ValueError(f"one proposal per slot: got {len(proposals)} for {self.rows}")
+        feeds: list[list[int]] = []
+        for slot, proposal in enumerate(proposals):
+            if proposal is None:
+                feeds.append([])
+                continue
+            if proposal.parents is not None:
+                raise SpecdecError("a ragged batch verifies chains of drafts, not token trees")
+            self.tokens[slot].extend(proposal.tokens.tolist())
+            feeds.append(self.tokens[slot][self.cache.lengths[slot]:])
+        plan = self.cache.layout_pass(feeds, self.dtype, self.device)
+        rows = [(r, c + j) for r, c, n in plan.places for j in range(n)]  # every fed position, slot by slot
+        index = torch.tensor(rows, device=self.device)
+        kwargs = dict(position_ids=plan.position_ids, attention_mask=plan.mask, past_key_values=self.cache,
+                      use_cache=True)
+        if split_is_exact(self.model):  # the output layer on the fed positions only (not the padding)
+            hidden = self.model.get_decoder()(input_ids=plan.input_ids, **kwargs).last_hidden_state
+            fed = hidden[index[:, 0], index[:, 1]]  # [sum n, d]
+            logits = self.model.get_output_embeddings()(fed).to(self.output_device)
+        else:
+            logits_all, hidden_all, _ = forward(self.model, plan.input_ids, 0, needs, **kwargs)
+            logits = logits_all[index[:, 0], index[:, 1]]
+            fed = None if hidden_all is None else hidden_all[index[:, 0], index[:, 1]]
+        self.forward_passes += 1
+        out: list[Scored | None] = []
+        at = 0
+        for slot, (proposal, (_, _, n)) in enumerate(zip(proposals, plan.places)):
+            if proposal is None:
+                out.append(None)
+                continue
+            k = len(proposal)
+            out.append(Scored(logits[at + n - k - 1:at + n], fed[at:at + n] if needs.hidden else None))
+            self.cache.set_length(slot, self.cache.lengths[slot] + n)
+            at += n
+        return out
+
+    def rewind(self, slot: int, length: int) -> None:
+        """Slot `slot` keeps the first `length` tokens of its sequence, the last one pending (the
+        cost timing drops each timed pass's tokens so)."""
+        if not 1 <= length <= self.committed[slot]:
+            raise ValueError(f"cannot rewind a {self.committed[slot]}-token sequence to {length}")
+        del self.tokens[slot][length:]
+        self.committed[slot] = length
+        self.cache.set_length(slot, length - 1)
+
+    def commit(self, slot: int, verdict: Verdict) -> None:
+        """Keep slot `slot`'s first n_accepted drafts, then append the verdict's last token (pending)."""
+        tokens = verdict.tokens.tolist()
+        n = verdict.n_accepted
+        keep = self.committed[slot] + n
+        del self.tokens[slot][keep:]
+        self.cache.set_length(slot, min(self.cache.lengths[slot], keep))
+        self.tokens[slot].extend(tokens[n:])
+        self.committed[slot] += len(tokens)

@@ -1,0 +1,159 @@
+"""Serving-scale measurement: ragged batches of B requests, every method timed by the one harness.
+
+For each context length (held-out prompts of that many tokens) and batch size B, plain batched
+decoding and each drafter at each gamma run as methods of `specdec.reference.measure.harness`
+(interleaved, rotated, in `blocks` blocks): a method decodes the prompt queue with B slots and
+continuous batching until `max(B, prompts) x new_tokens` tokens are out (every pass has all B
+slots busy), greedy. Measured per method: throughput (tokens/s over the batch, decode seconds:
+the prompts' encodings are excluded), the speedup over plain batched decoding (the harness's
+speedup: the ratio of seconds per token, with its 95% interval over blocks), per-token latency
+p50/p99, goodput (throughput counting only requests whose time per output token met the bound).
+
+Predicted per method with `specdec.simulator.ragged`: its (proposed, accepted) law and its
+per-row drafting/verdict seconds from its own B = 1 run, t(B, k, L) timed in the same session
+through the same scorer at L = prompt + new_tokens / 2 (so B > 1 is predicted from batch-1
+quantities and the pass-time table only). The crossover: the smallest measured B at which a
+method's speedup falls below 1, measured and predicted. Method and numbers: docs/batching.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from specdec.reference.core.batch_loop import BatchResult, decode_batch
+from specdec.reference.core.batch_scorer import BatchScorer
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.stats import DecodeStats
+from specdec.reference.drafters.protocol import Drafter, NoDrafter
+from specdec.reference.estimate.batch_timing import time_batched_passes
+from specdec.reference.measure.harness import Run, measure
+from specdec.reference.measure.speedup import speedup
+from specdec.simulator.ragged import predict_ragged, weighted_quantile
+
+GREEDY = SamplingConfig(0.0)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    contexts: tuple[int, ...] = (128, 1024)  # prompt tokens
+    gammas: tuple[int, ...] = (2, 4)
+    new_tokens: int = 24
+    prompts: int = 8
+    blocks: int = 2
+    timing_repeats: int = 3
+    layout: str = "padded"
+    slo_ms: float = 150.0  # the time-per-output-token bound of goodput
+
+
+@dataclass(frozen=True, eq=False)
+class Batched:
+    """A harness method: the prompt queue decoded with `scorer.rows` slots (gamma 0 with the
+    NoDrafter: plain batched decoding). The harness's prompt is [block]: where the queue starts."""
+
+    name: str
+    scorer: BatchScorer
+    queue: list[list[int]]
+    budget: int
+    drafter: Drafter = field(default_factory=NoDrafter)
+    gamma: int = 0
+
+    def decode(self, scorer, prompt, new_tokens, sampling, generator, eos_id, fuse_prefill) -> BatchResult:
+        return decode_batch(self.scorer, self.drafter, self.queue, new_tokens, self.gamma, sampling, generator,
+                            eos_id=eos_id, token_budget=self.budget, start_at=int(prompt[0]) % len(self.queue))
+
+
+def summarize(runs: Sequence[Run], slo_seconds: float) -> dict[str, Any]:
+    """A method's runs at one batch size, pooled: throughput, latency, goodput, its law and overhead."""
+    results: list[BatchResult] = [r.result for r in runs]
+    seconds = sum(r.seconds for r in runs)
+    tokens = sum(r.tokens for r in runs)
+    lat = [x.token_latencies() for x in results]
+    values, weights = np.concatenate([v for v, _ in lat]), np.concatenate([w for _, w in lat])
+    req_s = np.concatenate([x.request_seconds for x in results])
+    req_t = np.concatenate([x.request_tokens for x in results])
+    met = req_t[req_s / np.maximum(req_t, 1) <= slo_seconds].sum() / req_t.sum() if req_t.sum() else 0.0
+    busy = sum(int(np.count_nonzero(x.emitted)) for x in results)
+    overhead = sum(sum(x.iteration_seconds) - sum(x.pass_seconds) for x in results) / busy
+    joint = sum(x.joint for x in results)
+    return {"throughput": tokens / seconds, "tokens": tokens, "seconds": seconds,
+            "passes": sum(x.passes for x in results),
+            "latency_p50": weighted_quantile(values, weights, 0.5), "latency_p99": weighted_quantile(values, weights, 0.99),
+            "tpot_met": float(met), "goodput": float(met) * tokens / seconds, "row_overhead": overhead,
+            "joint": joint.tolist(), "alpha": DecodeStats.total([x.stats for x in results]).alpha()}
+
+
+def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
+                drafters: dict[str, Drafter], config: ServeConfig,
+                progress: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+    """The module doc's measurement over prompt_sets[context] (held-out prompts of `context` tokens)
+    and drafters[name]; returns the tables as plain values (strict-JSON ready)."""
+    max_gamma = max(config.gammas)
+    out: dict[str, Any] = {"config": config.__dict__ | {"batch_sizes": list(config.batch_sizes),
+                                                         "contexts": list(config.contexts),
+                                                         "gammas": list(config.gammas)},
+                           "contexts": []}
+    for context, prompts in prompt_sets.items():
+        timed_at = context + config.new_tokens // 2
+        progress(f"context {context}: timing t(B, k) for B = {list(config.batch_sizes)}, k = 1..{max_gamma + 1}")
+        timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_gamma + 1,
+                                     config.timing_repeats, layout=config.layout)
+        prefixes: dict = {}
+        measured: dict[str, dict[int, dict[str, Any]]] = {}
+        for b in config.batch_sizes:
+            scorer = BatchScorer(model, b, context + config.new_tokens + max_gamma + 2, config.layout, prefixes)
+            budget = max(b, len(prompts)) * config.new_tokens
+            methods = [Batched("baseline", scorer, prompts, budget)] + [
+                Batched(f"{name} gamma={g}", scorer, prompts, budget, drafter, g)
+                for name, drafter in drafters.items() for g in config.gammas]
+            for m in methods:  # warm-up: first-call allocations count against no method
+                decode_batch(scorer, m.drafter, prompts, 2, m.gamma, GREEDY, None, token_budget=b)
+            runs = measure(methods, _Clock(scorer.output_device), [[j] for j in range(config.blocks)],
+                           config.new_tokens, GREEDY)
+            for m in methods:
+                row = summarize(runs[m.name], config.slo_ms / 1000)
+                comparison = speedup(runs["baseline"], runs[m.name])
+                row.update(speedup=comparison.speedup, ci=list(comparison.ci))
+                measured.setdefault(m.name, {})[b] = row
+                progress(f"context {context} B={b} {m.name}: {row['throughput']:.1f} tokens/s, speedup "
+                         f"{comparison.speedup:.3f} [{comparison.ci[0]:.3f}, {comparison.ci[1]:.3f}]")
+            del scorer
+        out["contexts"].append({"context": context, "timed_at": timed_at, "timing": timing.to_dict(),
+                                "methods": _with_predictions(measured, timing, config)})
+    return out
+
+
+def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, config: ServeConfig
+                      ) -> list[dict[str, Any]]:
+    sizes = list(config.batch_sizes)
+    table = dict(zip(timing.batch_sizes, timing.seconds))
+    base1 = measured["baseline"][sizes[0]]
+    rows = []
+    for name, by_b in measured.items():
+        first = by_b[sizes[0]]
+        points = []
+        for b in sizes:
+            pred = predict_ragged(first["joint"], b, table[b], first["row_overhead"], base1["row_overhead"])
+            m = by_b[b]
+            points.append(m | {"batch": b, "predicted_speedup": pred.speedup, "predicted_throughput": pred.throughput,
+                               "predicted_p50": pred.latency_quantile(0.5), "predicted_p99": pred.latency_quantile(0.99),
+                               "error": pred.speedup / m["speedup"] - 1})
+        rows.append({"method": name, "points": points,
+                     "crossover": _crossover(sizes, [p["speedup"] for p in points]),
+                     "predicted_crossover": _crossover(sizes, [p["predicted_speedup"] for p in points])})
+    return rows
+
+
+def _crossover(sizes: list[int], speedups: list[float]) -> int | None:
+    """The smallest batch size at which speculation stops paying (speedup < 1), None if never."""
+    return next((b for b, s in zip(sizes, speedups) if s < 1.0), None)
+
+
+class _Clock:
+    """The harness asks its scorer for a device only; the methods hold their batch scorer."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device

@@ -1,0 +1,37 @@
+"""serve.md: the tables of `specdec serve-bench` (`specdec.reference.measure.serving`) in Markdown."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def serve_markdown(result: Mapping[str, Any]) -> str:
+    """t(B, k, L) per context, then per method and batch size the measured and predicted
+    throughput speedup, throughput, latency and goodput, and the crossovers."""
+    c = result["config"]
+    lines = [f"# Ragged batched decoding: {c['layout']} layout, greedy, {c['new_tokens']} tokens a request, "
+             f"{c['prompts']} prompts per context, {c['blocks']} blocks, goodput bound {c['slo_ms']:g} ms per token", ""]
+    for ctx in result["contexts"]:
+        t = ctx["timing"]
+        lines += [f"## Context {ctx['context']} tokens (t(B, k) timed at {ctx['timed_at']})", "",
+                  "| B | " + " | ".join(f"t(B,{k}) ms" for k in range(1, len(t["seconds"][0]) + 1)) + " |",
+                  "|---|" + "---|" * len(t["seconds"][0])]
+        lines += [f"| {b} | " + " | ".join(f"{1000 * s:.1f}" for s in row) + " |"
+                  for b, row in zip(t["batch_sizes"], t["seconds"])]
+        lines += ["", "| method | B | measured speedup [95% CI] | predicted | error | tokens/s | predicted tokens/s | "
+                  "p50 ms (pred) | p99 ms (pred) | goodput tokens/s |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for m in ctx["methods"]:
+            for p in m["points"]:
+                lines.append(
+                    f"| {m['method']} | {p['batch']} | {p['speedup']:.3f} [{p['ci'][0]:.3f}, {p['ci'][1]:.3f}] | "
+                    f"{p['predicted_speedup']:.3f} | {100 * p['error']:+.1f}% | {p['throughput']:.1f} | "
+                    f"{p['predicted_throughput']:.1f} | {1000 * p['latency_p50']:.0f} ({1000 * p['predicted_p50']:.0f}) | "
+                    f"{1000 * p['latency_p99']:.0f} ({1000 * p['predicted_p99']:.0f}) | {p['goodput']:.1f} |")
+        lines += ["", "| method | speculation stops paying at B (measured) | (predicted) |", "|---|---|---|"]
+        lines += [f"| {m['method']} | {_b(m['crossover'])} | {_b(m['predicted_crossover'])} |"
+                  for m in ctx["methods"] if m["method"] != "baseline"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _b(b: int | None) -> str:
+    return "never (in the sizes run)" if b is None else str(b)

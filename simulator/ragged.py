@@ -1,0 +1,126 @@
+"""A ragged batch: B rows verified in one pass, each proposing and accepting its own count.
+
+Each slot-iteration proposes K drafts and accepts N of them with the joint distribution
+pi(k, n) (measured: `BatchResult.joint`; or from per-position acceptances with K = gamma:
+`joint_from_alphas`). Rows are independent. A pass feeds every row its pending token and its
+drafts, padded to the longest row, so it costs t(B, M + 1) with M = max of the B rows' K, and
+every row's drafting and verdict add o seconds:
+
+    P(M <= m)       = F(m)^B,  F the distribution function of K,
+    E[iteration]    = sum_m P(M = m) t(B, m + 1) + B o,
+    throughput(B)   = B E[N + 1] / E[iteration]                      tokens/s (renewal-reward),
+    speedup(B)      = throughput(B) / (B / (t(B, 1) + B o_0))         against plain batched decoding.
+
+Per-token latency: a row that emits N + 1 tokens in a pass of s seconds gives each of them
+s / (N + 1); over tokens, the row's own (K, N) weighted by N + 1, and the pass's M the larger
+of its K and the other B - 1 rows' maximum, so the p50/p99 come from that discrete law
+(`latency_quantiles`). With a fixed proposal length and o = gamma c t(B, 1) / B this is the
+lockstep plan of `specdec.simulator.batch`. Checked against `simulate_ragged` (Monte Carlo) in
+the tests and against the ragged decoder's measurements by `specdec serve-bench`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from specdec.errors import SpecdecError
+from specdec.simulator.checks import check_per_position
+
+
+@dataclass(frozen=True)
+class RaggedPrediction:
+    """One batch size: expected pass seconds, tokens/s over the batch, speedup over plain
+    batched decoding, and the token-weighted per-token latency law (values, weights)."""
+
+    batch: int
+    iteration_seconds: float
+    throughput: float
+    speedup: float
+    latency_values: np.ndarray
+    latency_weights: np.ndarray
+
+    def latency_quantile(self, q: float) -> float:
+        return weighted_quantile(self.latency_values, self.latency_weights, q)
+
+
+def check_joint(joint: npt.ArrayLike) -> np.ndarray:
+    """pi(k, n) [K + 1, K + 1] from counts or probabilities: nonnegative, finite, n <= k only."""
+    p = np.asarray(joint, dtype=np.float64)
+    if p.ndim != 2 or p.shape[0] != p.shape[1] or p.size == 0:
+        raise SpecdecError(f"the (proposed, accepted) table must be square, got shape {p.shape}")
+    if not np.all(np.isfinite(p)) or p.min() < 0 or p.sum() <= 0:
+        raise SpecdecError("the (proposed, accepted) table must be nonnegative, finite and not all zero")
+    if np.any(np.triu(p, 1) > 0):
+        raise SpecdecError("a row cannot accept more drafts than it proposed (entries above the diagonal)")
+    return p / p.sum()
+
+
+def joint_from_alphas(alphas: npt.ArrayLike, gamma: int) -> np.ndarray:
+    """pi(k, n) of a drafter that always proposes gamma tokens accepted with per-position rates
+    alpha_1..alpha_K (gamma > K reuses alpha_K): P(N >= i) = alpha_1 ... alpha_i."""
+    a = check_per_position(alphas)
+    if gamma < 0:
+        raise SpecdecError(f"gamma must be >= 0, got {gamma}")
+    a = np.concatenate([a, np.repeat(a[-1:], max(0, gamma - a.size))])[:gamma]
+    reach = np.concatenate([[1.0], np.cumprod(a)])  # P(N >= n), n = 0..gamma
+    out = np.zeros((gamma + 1, gamma + 1))
+    out[gamma] = reach - np.append(reach[1:], 0.0)
+    return out
+
+
+def predict_ragged(joint: npt.ArrayLike, batch: int, seconds: npt.ArrayLike, overhead: float,
+                   base_overhead: float = 0.0) -> RaggedPrediction:
+    """The module doc's prediction at batch size `batch`.
+
+    seconds: t(batch, k) for k = 1..K' (K' >= the largest proposal + 1); overhead: o, seconds of
+    drafting and verdicts per row per pass; base_overhead: o_0, the same for plain decoding."""
+    p = check_joint(joint)
+    t = np.asarray(seconds, dtype=np.float64)
+    if batch < 1:
+        raise SpecdecError(f"batch size must be >= 1, got {batch}")
+    if t.ndim != 1 or t.size < p.shape[0] or not np.all(np.isfinite(t)) or t.min() <= 0:
+        raise SpecdecError(f"t(B, k) must be positive for k = 1..{p.shape[0]} (proposals up to {p.shape[0] - 1})")
+    if not (np.isfinite(overhead) and overhead >= 0 and np.isfinite(base_overhead) and base_overhead >= 0):
+        raise SpecdecError("the per-row overheads must be finite seconds >= 0")
+    pk = p.sum(axis=1)  # P(K = k)
+    cdf = np.cumsum(pk)
+    p_max = np.diff(np.concatenate([[0.0], cdf ** batch]))  # P(M = m)
+    pass_seconds = t[:p.shape[0]]  # t(B, m + 1), m = 0..K
+    iteration = float(p_max @ pass_seconds) + batch * overhead
+    tokens = float(p.sum(axis=0) @ (np.arange(p.shape[0]) + 1))  # E[N + 1]
+    throughput = batch * tokens / iteration
+    base = batch / (t[0] + batch * base_overhead)
+    # latency law: own (k, n), others' max m' (B - 1 rows); the pass's M = max(k, m')
+    others = np.diff(np.concatenate([[0.0], cdf ** (batch - 1)])) if batch > 1 else np.eye(1, p.shape[0])[0]
+    k_idx, n_idx, m_idx = np.meshgrid(*(np.arange(p.shape[0]),) * 3, indexing="ij")
+    weight = p[:, :, None] * others[None, None, :] * (n_idx + 1) / tokens
+    value = (pass_seconds[np.maximum(k_idx, m_idx)] + batch * overhead) / (n_idx + 1)
+    keep = weight > 0
+    return RaggedPrediction(batch, iteration, throughput, throughput / base, value[keep], weight[keep])
+
+
+def weighted_quantile(values: npt.ArrayLike, weights: npt.ArrayLike, q: float) -> float:
+    """The q-quantile (0 < q < 1) of a discrete law or a weighted sample: the smallest value whose
+    cumulative weight reaches q."""
+    v, w = np.asarray(values, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    if v.size == 0 or v.shape != w.shape or not 0 < q < 1:
+        raise SpecdecError("a quantile needs values with matching weights and 0 < q < 1")
+    order = np.argsort(v, kind="stable")
+    cum = np.cumsum(w[order]) / w.sum()
+    return float(v[order][min(int(np.searchsorted(cum, q - 1e-12)), v.size - 1)])
+
+
+def simulate_ragged(joint: npt.ArrayLike, batch: int, seconds: npt.ArrayLike, overhead: float, passes: int,
+                    rng: np.random.Generator) -> tuple[float, np.ndarray, np.ndarray]:
+    """Monte Carlo of `passes` passes: each row draws its (K, N) from pi independently.
+    Returns (throughput, per-token latencies, their token counts) as the decoder records them."""
+    p = check_joint(joint)
+    t = np.asarray(seconds, dtype=np.float64)
+    flat = rng.choice(p.size, size=(passes, batch), p=p.reshape(-1))
+    k, n = np.divmod(flat, p.shape[1])
+    pass_seconds = t[k.max(axis=1)] + batch * overhead  # [passes]
+    tokens = n + 1
+    throughput = float(tokens.sum() / pass_seconds.sum())
+    return throughput, (pass_seconds[:, None] / tokens).reshape(-1), tokens.reshape(-1)

@@ -1,0 +1,44 @@
+"""`specdec serve-bench` end to end on the saved tiny pair (fast), and its refusals before any
+model loads (one line naming the option, exit 2)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_helpers import run_main, strict_json
+
+
+def test_serve_bench_writes_tables_json_and_figure(tiny_pair, tmp_path, capsys) -> None:
+    out = tmp_path / "serve"
+    code, stdout, err = run_main(capsys, ["serve-bench", "--target", str(tiny_pair.target), "--drafter", "lookup:2",
+                                          "--drafter", f"tiny=model:{tiny_pair.draft}", "--gammas", "1,3",
+                                          "--batch-sizes", "1,3", "--contexts", "8,24", "--new-tokens", "6",
+                                          "--prompts", "3", "--timing-repeats", "1", "--out", str(out), "--json"])
+    assert code == 0, err
+    d = strict_json(stdout)
+    assert strict_json((out / "serve.json").read_text()) == d
+    assert (out / "serve.png").stat().st_size > 0 and "speculation stops paying" in (out / "serve.md").read_text()
+    assert [c["context"] for c in d["contexts"]] == [8, 24]
+    for ctx in d["contexts"]:
+        assert ctx["timing"]["batch_sizes"] == [1, 3] and len(ctx["timing"]["seconds"][0]) == 4
+        names = [m["method"] for m in ctx["methods"]]
+        assert names == ["baseline", "lookup:2 gamma=1", "lookup:2 gamma=3", "tiny gamma=1", "tiny gamma=3"]
+        for m in ctx["methods"]:
+            for p in m["points"]:
+                assert p["throughput"] > 0 and p["latency_p50"] <= p["latency_p99"]
+                assert p["tokens"] >= max(p["batch"], 3) * 6 * 2  # two blocks, every slot busy to the budget
+            if m["method"] == "baseline":
+                assert all(p["speedup"] == 1.0 and p["predicted_speedup"] == 1.0 for p in m["points"])
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--drafter", "none"], "--drafter"),
+    (["--drafter", "lookup", "--batch-sizes", "4,2"], "--batch-sizes"),
+    (["--drafter", "lookup", "--contexts", "100000"], "--contexts"),
+    (["--drafter", "lookup", "--blocks", "1"], "--blocks"),
+    (["--drafter", "lookup", "--layout", "diagonal"], "--layout"),
+    (["--drafter", "lookup", "--slo-ms", "0"], "--slo-ms"),
+    (["--drafter", "a=lookup", "--drafter", "a=lookup:2"], "--drafter"),
+])
+def test_refusals_name_the_option(capsys, args, option) -> None:
+    code, _, err = run_main(capsys, ["serve-bench", *args])
+    assert code == 2 and option in err and len(err.strip().splitlines()) <= 3, err
