@@ -1,5 +1,6 @@
-"""Speedup vs batch size for `specdec serve-bench`: one panel per method, one colour per context
-length; measured points (95% intervals) over the ragged batch model's predicted lines. No torch."""
+"""Speedup vs batch size for `specdec serve-bench`: one panel per drafter, one line per draft
+length gamma (colour) and context length (line style): measured points with their 95%
+intervals over the ragged batch model's predicted lines. No torch."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,28 +10,34 @@ from matplotlib.figure import Figure
 
 from specdec.figures.canvas import save
 
+STYLES = ("-", "--", ":", "-.")
+
 
 def serving_figure(result: Mapping[str, Any], path: Path) -> Path:
     contexts = result["contexts"]
-    names = [m["method"] for m in contexts[0]["methods"] if m["method"] != "baseline"]
-    fig = Figure(figsize=(4.2 * max(1, len(names)), 4.2), layout="constrained")
-    axes = fig.subplots(1, max(1, len(names)), squeeze=False)[0]
-    for ax, name in zip(axes, names):
+    methods = [m["method"] for m in contexts[0]["methods"] if m["method"] != "baseline"]
+    drafters = list(dict.fromkeys(name.rsplit(" gamma=", 1)[0] for name in methods))
+    gammas = list(dict.fromkeys(int(name.rsplit(" gamma=", 1)[1]) for name in methods))
+    fig = Figure(figsize=(5.2 * max(1, len(drafters)), 4.4), layout="constrained")
+    axes = fig.subplots(1, max(1, len(drafters)), squeeze=False)[0]
+    for ax, drafter in zip(axes, drafters):
         for i, ctx in enumerate(contexts):
-            m = next(x for x in ctx["methods"] if x["method"] == name)
-            sizes = [p["batch"] for p in m["points"]]
-            colour = f"C{i}"
-            ax.plot(sizes, [p["predicted_speedup"] for p in m["points"]], "-", color=colour,
-                    label=f"context {ctx['context']}: predicted")
-            ax.errorbar(sizes, [p["speedup"] for p in m["points"]],
-                        yerr=[[p["speedup"] - p["ci"][0] for p in m["points"]],
-                              [p["ci"][1] - p["speedup"] for p in m["points"]]],
-                        fmt="o", color=colour, ms=4, capsize=2, label=f"context {ctx['context']}: measured")
+            for j, gamma in enumerate(gammas):
+                m = next(x for x in ctx["methods"] if x["method"] == f"{drafter} gamma={gamma}")
+                points = m["points"]
+                sizes = [p["batch"] for p in points]
+                colour, style = f"C{j}", STYLES[i % len(STYLES)]
+                ax.plot(sizes, [p["predicted_speedup"] for p in points], style, color=colour, lw=1.2,
+                        label=f"gamma {gamma}, context {ctx['context']}")
+                ax.errorbar(sizes, [p["speedup"] for p in points],
+                            yerr=[[p["speedup"] - p["ci"][0] for p in points], [p["ci"][1] - p["speedup"] for p in points]],
+                            fmt="o" if i == 0 else "s", color=colour, ms=4, capsize=2, mfc="white" if i else colour)
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(b) for b in sizes])
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel("batch size B")
+        ax.set_title(drafter if len(drafter) <= 40 else "..." + drafter[-37:], fontsize=10)
+        ax.set_xlabel("batch size B (requests decoded at once)")
         ax.set_ylabel("throughput speedup over plain batched decoding")
         ax.legend(fontsize=7)
+    fig.suptitle("markers: measured (95% intervals; filled: the first context); lines: predicted", fontsize=10)
     return save(fig, path)

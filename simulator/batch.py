@@ -18,6 +18,7 @@ Pure numpy; measured t(B, k) come from `specdec estimate --batch-sizes`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -96,6 +97,24 @@ def interpolate_batches(batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, targ
     if x.min() < b[0] or x.max() > b[-1]:
         raise SpecdecError(f"batch sizes {x.min():g}..{x.max():g} lie outside the measured {b[0]}..{b[-1]}")
     return np.stack([np.interp(x, b, t[:, k]) for k in range(t.shape[1])], axis=1)
+
+
+def batch_times_at(tables: Sequence[BatchTimes], context: int) -> BatchTimes:
+    """t(B, k) at `context` tokens from tables timed at several context lengths (the same batch
+    sizes and k's): linear in the context between the two timed lengths around it, never
+    extrapolated (a pass reads the weights once whatever L, and L cached keys and values)."""
+    ordered = sorted(tables, key=lambda t: t.context_tokens or 0)
+    lengths = [t.context_tokens for t in ordered]
+    if any(n is None for n in lengths) or len(set(lengths)) != len(lengths):
+        raise SpecdecError("tables at several contexts need distinct context lengths")
+    if any(t.batch_sizes != ordered[0].batch_sizes or len(t.seconds[0]) != len(ordered[0].seconds[0]) for t in ordered):
+        raise SpecdecError("tables at several contexts must time the same batch sizes and k's")
+    if not lengths[0] <= context <= lengths[-1]:
+        raise SpecdecError(f"context {context} is outside the timed contexts {lengths[0]}..{lengths[-1]} "
+                           "(never extrapolated)")
+    cube = np.array([t.seconds for t in ordered])  # [contexts, nB, K]
+    table = np.apply_along_axis(lambda cell: np.interp(context, lengths, cell), 0, cube)
+    return BatchTimes(ordered[0].batch_sizes, tuple(tuple(row) for row in table.tolist()), ordered[0].device, context)
 
 
 def gamma_ranges(alphas: npt.ArrayLike, batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, c: float = 0.0,

@@ -32,6 +32,8 @@ class EnginePlan:
     batch: BatchPlan | None  # speedup [nB, G_B + 1] per timed batch size and gamma, when batch times are given
     gamma_ranges: tuple[tuple[int, int, int], ...] | None  # (first B, last B, best gamma), smallest to largest timed B
     range_tolerance: float  # relative margin a longer draft needs to take a batch size
+    # (context, its gamma ranges) for every context the batch cost file timed, when it timed several
+    context_ranges: tuple[tuple[int, tuple[tuple[int, int, int], ...]], ...] = ()
 
     @property
     def positions_observed(self) -> int:
@@ -50,7 +52,7 @@ class EnginePlan:
 
 def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | None = None,
                 extrapolate: bool = False, verify_cost: Sequence[float] | None = None,
-                batch_times: BatchTimes | None = None) -> EnginePlan:
+                batch_times: BatchTimes | None = None, context_tables: Sequence[BatchTimes] = ()) -> EnginePlan:
     """Plan from measured acceptance.
 
     Args:
@@ -62,6 +64,8 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
         verify_cost: v(1..K) with v(1) = 1; it caps the search at K - 1. Without it, batch times
             that start at B = 1 give v(k) = t(1, k) / t(1, 1), floored at 1 (timing noise).
         batch_times: measured t(B, k): adds the batch table and the best gamma per batch-size range.
+        context_tables: t(B, k) timed at several context lengths: adds the best gamma per
+            batch-size range at each of them (batch_times is then the one at the stated context).
     """
     curve_note = None
     if verify_cost is None and batch_times is not None and batch_times.batch_sizes[0] == 1:
@@ -81,4 +85,7 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
         batch_top = min(top, len(seconds[0]) - 1)
         batch = batch_plan(acceptance.alphas, sizes, seconds, c, batch_top)
         ranges = tuple(gamma_ranges(acceptance.alphas, sizes, seconds, c, batch_top, RANGE_TOLERANCE))
-    return EnginePlan(source, acceptance, plan, curve_note, batch_times, batch, ranges, RANGE_TOLERANCE)
+    by_context = tuple((t.context_tokens, tuple(gamma_ranges(acceptance.alphas, t.batch_sizes, t.seconds, c,
+                                                             min(top, len(t.seconds[0]) - 1), RANGE_TOLERANCE)))
+                       for t in context_tables)
+    return EnginePlan(source, acceptance, plan, curve_note, batch_times, batch, ranges, RANGE_TOLERANCE, by_context)

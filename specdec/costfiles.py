@@ -10,6 +10,8 @@ A file says what it is in a top-level "kind" field:
   verify steps timed on draft trees of N nodes.
 - `KIND_LATTICE_STUDY` (`specdec heads lattice --save`): the lattice study, its rows per
   (method, depth) and, unless run with --no-timing, its own verify steps and heads pass.
+- `KIND_SERVE` (`specdec serve-bench`, serve.json): per context length its "timing" t(B, k)
+  through the ragged decoder's scorer, and the measured and predicted serving tables.
 
 Files written before the field are read by their shape, as they always were. Anything
 unreadable, of another kind or lacking a field is one SpecdecError line naming the file and
@@ -31,7 +33,8 @@ from specdec.simulator.trees import steps_from_curve
 KIND_ESTIMATE = "specdec.estimate"
 KIND_TREE_COSTS = "specdec.tree-costs"
 KIND_LATTICE_STUDY = "specdec.lattice-study"
-KINDS = (KIND_ESTIMATE, KIND_TREE_COSTS, KIND_LATTICE_STUDY)
+KIND_SERVE = "specdec.serve-bench"
+KINDS = (KIND_ESTIMATE, KIND_TREE_COSTS, KIND_LATTICE_STUDY, KIND_SERVE)
 COST_KINDS = (KIND_ESTIMATE, KIND_TREE_COSTS)  # the kinds that hold target pass costs
 
 # What a lattice study must hold to be planned (`specdec plan --trees`) and to be drawn (`specdec figures --lattice`).
@@ -79,21 +82,31 @@ def read_context_times(path: Path) -> ContextTimes:
         raise SpecdecError(f"{path}: context_times: {exc}") from None
 
 
-def read_batch_times(path: Path) -> BatchTimes:
-    """t(B, k) (`plan --batch-cost-file`): the "batch_timing" object of `specdec estimate
-    --batch-sizes ... --json` or of benchmarks/bench_costs.py, checked."""
+def read_batch_times(path: Path) -> list[BatchTimes]:
+    """t(B, k) (`plan --batch-cost-file`), one table per context length timed, checked: the
+    "batch_timing" object of `specdec estimate --batch-sizes ... --json` (one context) or of
+    benchmarks/bench_costs.py, or every context's "timing" of `specdec serve-bench` (serve.json)."""
     data = _read_json(path)
-    _check_kind(data, path, COST_KINDS, "a batch cost file")
-    timing = data.get("batch_timing") if isinstance(data, dict) else None
-    if not (isinstance(timing, dict) and {"batch_sizes", "seconds"} <= set(timing)):
+    kind = _check_kind(data, path, COST_KINDS + (KIND_SERVE,), "a batch cost file")
+    if kind == KIND_SERVE:
+        contexts = data.get("contexts")
+        timings = [c.get("timing") for c in contexts] if isinstance(contexts, list) and all(
+            isinstance(c, dict) for c in contexts) else []
+    else:
+        timings = [data.get("batch_timing") if isinstance(data, dict) else None]
+    if not timings or not all(isinstance(t, dict) and {"batch_sizes", "seconds"} <= set(t) for t in timings):
         raise SpecdecError(f"{path} holds no batch_timing (batch_sizes, seconds): write it with "
-                           "`specdec estimate --batch-sizes ... --json`")
-    try:
-        sizes, seconds = check_batch_times(timing["batch_sizes"], timing["seconds"])
-    except (ValueError, TypeError) as exc:  # SpecdecError, or numbers numpy cannot read
-        raise SpecdecError(f"{path}: batch_timing: {exc}") from None
-    return BatchTimes(tuple(sizes.tolist()), tuple(tuple(row) for row in seconds.tolist()), timing.get("device"),
-                      timing.get("context_tokens"))
+                           "`specdec estimate --batch-sizes ... --json` or `specdec serve-bench`")
+    tables = []
+    for timing in timings:
+        try:
+            sizes, seconds = check_batch_times(timing["batch_sizes"], timing["seconds"])
+        except (ValueError, TypeError) as exc:  # SpecdecError, or numbers numpy cannot read
+            raise SpecdecError(f"{path}: batch_timing: {exc}") from None
+        context = timing.get("context_tokens")
+        tables.append(BatchTimes(tuple(sizes.tolist()), tuple(tuple(row) for row in seconds.tolist()),
+                                 timing.get("device"), context if isinstance(context, int) else None))
+    return tables
 
 
 def read_tree_steps(path: Path) -> TreeSteps:

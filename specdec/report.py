@@ -122,7 +122,9 @@ def engine_plan_dict(engine_plan: EnginePlan, config: Mapping[str, Any] | None =
                            "latency": batch.latency.tolist(), "best_gamma": engine_plan.best_batch_gamma(),
                            "tolerance": engine_plan.range_tolerance,
                            "ranges": [list(r) for r in engine_plan.gamma_ranges or ()], "device": times.device,
-                           "context_tokens": times.context_tokens}
+                           "context_tokens": times.context_tokens,
+                           "ranges_by_context": [{"context": n, "ranges": [list(r) for r in ranges]}
+                                                 for n, ranges in engine_plan.context_ranges]}
     if config is not None:
         result["engine_config"] = dict(config)
     if figure is not None:
@@ -167,6 +169,8 @@ def _batch_lines(b: Mapping[str, Any]) -> list[str]:
     lines.append(f"best draft length per batch-size range (a longer draft must win by {100 * b['tolerance']:.0f}%): "
                  + ", ".join(f"{a}-{e}: {g}" for a, e, g in b["ranges"])
                  + f" (batch sizes above {b['batch_sizes'][-1]} were not timed)")
+    for row in b.get("ranges_by_context", []):
+        lines.append(f"  at {row['context']} tokens of context: " + ", ".join(f"{a}-{e}: {g}" for a, e, g in row["ranges"]))
     return lines
 
 

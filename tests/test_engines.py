@@ -213,3 +213,28 @@ def test_default_target_decode_to_engine_plan(capsys, tmp_path) -> None:
     assert code == 0
     r = strict_json(out)
     assert r["source"] == "specdec-decode" and r["batch"]["batch_sizes"] == [1, 2]
+
+
+def test_cli_batch_plan_per_context_from_a_serve_bench_file(capsys, tmp_path) -> None:
+    """serve.json times t(B, k) at two contexts: the plan gives the best gamma per batch-size range at
+    each, and vLLM's per-batch-size draft lengths at the stated --context (interpolated between them)."""
+    path = FIXTURES / "vllm_metrics.txt"
+    short = [[0.010, 0.011, 0.012, 0.013], [0.012, 0.013, 0.014, 0.015], [0.016, 0.017, 0.018, 0.019]]
+    long = [[0.020, 0.021, 0.022, 0.023], [0.030, 0.045, 0.060, 0.075], [0.060, 0.120, 0.180, 0.240]]
+    serve = tmp_path / "serve.json"
+    serve.write_text(json.dumps({"kind": "specdec.serve-bench", "contexts": [
+        {"context": n, "timing": {"batch_sizes": [1, 4, 16], "seconds": t, "context_tokens": n, "device": "cpu"}}
+        for n, t in ((128, short), (1024, long))]}))
+    argv = ["plan", "--from", str(path), "--c", "0", "--batch-cost-file", str(serve), "--engine", "vllm", "--json"]
+    code, out, err = run_main(capsys, argv + ["--context", "576"])
+    assert code == 0, err
+    b = strict_json(out)["batch"]
+    assert b["context_tokens"] == 576
+    assert b["speedup"][0][0] == 1.0 and [r["context"] for r in b["ranges_by_context"]] == [128, 1024]
+    at = {r["context"]: r["ranges"] for r in b["ranges_by_context"]}
+    assert at[128][-1][2] > 0 and at[1024][-1][2] == 0  # long contexts stop paying at B = 16, short ones do not
+    config = strict_json(out)["engine_config"]["speculative_config"]["num_speculative_tokens_per_batch_size"]
+    assert config == [list(r) for r in b["ranges"]]
+    for extra, option in ((["--context", "4096"], "--context"), ([], "--context")):
+        code, _, err = run_main(capsys, argv + extra)
+        assert code == 2 and option in err and len(err.strip().splitlines()) == 1, err

@@ -84,6 +84,8 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    from specdec.reference.core.allocator import keep_large_blocks
+
     if path is None:
         from specdec.reference.data.default_model import default_target_path
         path = default_target_path()
@@ -91,6 +93,7 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
     if dtype not in DTYPES:
         raise SpecdecError(f"unknown dtype {dtype!r}: choose one of {sorted(set(DTYPES))}")
     dev = resolve_device(device)
+    keep_large_blocks()  # batched passes over long contexts reuse their big temporaries (allocator.py)
     hf_logging.disable_progress_bar()  # no "Loading weights" bar: commands print their own progress
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)

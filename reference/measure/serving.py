@@ -8,12 +8,12 @@ slots busy), greedy. Measured per method: throughput (tokens/s over the batch, d
 the prompts' encodings are excluded), the speedup over plain batched decoding (the harness's
 speedup: the ratio of seconds per token, with its 95% interval over blocks), per-token latency
 p50/p99, goodput (throughput counting only requests whose time per output token met the bound).
+The crossover: the smallest B from which on every speedup is below 1.
 
 Predicted per method with `specdec.simulator.ragged`: its (proposed, accepted) law and its
 per-row drafting/verdict seconds from its own B = 1 run, t(B, k, L) timed in the same session
 through the same scorer at L = prompt + new_tokens / 2 (so B > 1 is predicted from batch-1
-quantities and the pass-time table only). The crossover: the smallest measured B at which a
-method's speedup falls below 1, measured and predicted. Method and numbers: docs/batching.md.
+quantities and the pass-time table only). Method and numbers: docs/batching.md.
 """
 from __future__ import annotations
 
@@ -148,8 +148,9 @@ def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, co
 
 
 def _crossover(sizes: list[int], speedups: list[float]) -> int | None:
-    """The smallest batch size at which speculation stops paying (speedup < 1), None if never."""
-    return next((b for b, s in zip(sizes, speedups) if s < 1.0), None)
+    """Where speculation stops paying: the smallest batch size from which on every speedup is
+    below 1 (the first size when it never pays); None when the largest size still pays."""
+    return next((b for i, b in enumerate(sizes) if all(s < 1.0 for s in speedups[i:])), None)
 
 
 class _Clock:

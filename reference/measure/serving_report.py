@@ -26,7 +26,7 @@ def serve_markdown(result: Mapping[str, Any]) -> str:
                     f"{p['predicted_speedup']:.3f} | {100 * p['error']:+.1f}% | {p['throughput']:.1f} | "
                     f"{p['predicted_throughput']:.1f} | {1000 * p['latency_p50']:.0f} ({1000 * p['predicted_p50']:.0f}) | "
                     f"{1000 * p['latency_p99']:.0f} ({1000 * p['predicted_p99']:.0f}) | {p['goodput']:.1f} |")
-        lines += ["", "| method | speculation stops paying at B (measured) | (predicted) |", "|---|---|---|"]
+        lines += ["", "| method | speculation stops paying from B on (measured) | (predicted) |", "|---|---|---|"]
         lines += [f"| {m['method']} | {_b(m['crossover'])} | {_b(m['predicted_crossover'])} |"
                   for m in ctx["methods"] if m["method"] != "baseline"]
         lines.append("")
@@ -34,4 +34,4 @@ def serve_markdown(result: Mapping[str, Any]) -> str:
 
 
 def _b(b: int | None) -> str:
-    return "never (in the sizes run)" if b is None else str(b)
+    return "still pays at the largest B run" if b is None else str(b)

@@ -80,7 +80,8 @@ cost_file_type = click.Path(exists=True, dir_okay=False, path_type=Path)
                    f"--json`). With --trees: {TREE_COSTS_HELP}")
 @click.option("--context", "context", type=Number(int, 1, 1 << 20), default=None, metavar="TOKENS",
               help="Plan at this many tokens of context: v(k) interpolated from the times at several context lengths "
-                   "in --verify-cost-file (`specdec estimate --json`: context_times; never extrapolated).")
+                   "in --verify-cost-file (`specdec estimate --json`: context_times), and t(B, k) from those in "
+                   "--batch-cost-file (`specdec serve-bench`: serve.json); never extrapolated.")
 @click.option("--from", "source", metavar="FILE|-|URL",
               help="Acceptance counts an engine reported instead of --alpha: vLLM /metrics text (file or "
                    "http(s) URL), vLLM or llama.cpp logs, vLLM per-request metrics JSON, or `specdec decode --json` "
@@ -143,7 +144,8 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
         return
     if draft_ms is not None:
         raise click.UsageError("--draft-ms needs --trees (a lattice study)")
-    curve_file, at_context = _curve_file(verify_cost_file, context)
+    curve_file, at_context = _curve_file(verify_cost_file, None if verify_cost_file is None and batch_cost_file
+                                         is not None else context)
     if c is None:
         ctx = click.get_current_context()
         raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == "c"))
@@ -154,7 +156,7 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
             raise click.UsageError("give either --verify-cost or --verify-cost-file, not both")
         _engine_plan(source, c, draft_length, max_gamma if max_gamma != DEFAULT_MAX_GAMMA else None, extrapolate,
                      verify_cost if verify_cost is not None else curve_file, batch_cost_file, engine, method, figure,
-                     as_json, at_context)
+                     as_json, at_context, context)
         return
     for name, value in (("--engine", engine), ("--batch-cost-file", batch_cost_file), ("--figure", figure),
                         ("--draft-length", draft_length)):
@@ -212,21 +214,23 @@ def _echo(as_dict: dict, text: str, at_context: dict | None, as_json: bool) -> N
 
 def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int | None, extrapolate: bool,
                  verify_cost: tuple[float, ...] | None, batch_cost_file: Path | None, engine: str | None,
-                 method: str, figure: Path | None, as_json: bool, at_context: dict | None = None) -> None:
+                 method: str, figure: Path | None, as_json: bool, at_context: dict | None = None,
+                 context: int | None = None) -> None:
     """`plan --from`: the engine's counts -> alpha_i -> the plan -> the engine's configuration."""
     from specdec.engines.acceptance import acceptance_from_counts
     from specdec.engines.configs import engine_config
     from specdec.engines.metrics import read_counts, read_source
     from specdec.simulator.engine_plan import engine_plan
 
-    batch_times = None if batch_cost_file is None else _read(read_batch_times, batch_cost_file, "--batch-cost-file")
+    tables = [] if batch_cost_file is None else _read(read_batch_times, batch_cost_file, "--batch-cost-file")
+    batch_times = _batch_at(tables, context, batch_cost_file)
     if figure is not None and batch_times is None:
         raise click.UsageError("--figure draws the batch plan: give --batch-cost-file")
     text = _read(read_source, source, "--from", sys.stdin.read() if source == "-" else None)
     try:
         counts = read_counts(text)
         result = engine_plan(acceptance_from_counts(counts, draft_length), c, counts.source, max_gamma, extrapolate,
-                             verify_cost, batch_times)
+                             verify_cost, batch_times, tables if len(tables) > 1 else ())
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
     config = None if engine is None else engine_config(result, engine, method)
@@ -235,6 +239,25 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
         from specdec.figures.batch import batch_figure
         drawn = str(batch_figure(result, figure))
     _echo(engine_plan_dict(result, config, drawn), engine_plan_text(result, config, drawn), at_context, as_json)
+
+
+def _batch_at(tables: list, context: int | None, path: Path | None):
+    """The batch table to plan with: the file's one table, or at --context tokens between the
+    contexts it timed (`specdec.simulator.batch.batch_times_at`)."""
+    from specdec.simulator.batch import batch_times_at
+
+    if not tables:
+        return None
+    if context is None:
+        if len(tables) > 1:
+            raise click.BadParameter(f"{path} times t(B, k) at contexts "
+                                     f"{', '.join(str(t.context_tokens) for t in tables)}: give --context",
+                                     param_hint="--context")
+        return tables[0]
+    try:
+        return batch_times_at(tables, context)
+    except SpecdecError as exc:
+        raise click.BadParameter(f"{exc} ({path})", param_hint="--context") from None
 
 
 def _tree_plan(study_path: Path, cost_path: Path | None, draft_ms: float | None, as_json: bool,

@@ -50,6 +50,7 @@ def serve_bench(target_path, device, dtype, backend, drafters, gammas, batch_siz
     every batch size and context length: throughput, per-token latency p50/p99 and goodput of
     plain batched decoding and each drafter, the measured speedups against those the ragged batch
     model predicts from the batch-1 runs and t(B, k, L), and where speculation stops paying."""
+    from specdec.costfiles import KIND_SERVE
     from specdec.paths import write_atomic
     from specdec.reference.core.models import load_model
     from specdec.reference.data.prompts import held_out_prompts
@@ -74,7 +75,8 @@ def serve_bench(target_path, device, dtype, backend, drafters, gammas, batch_siz
     built = {label: make_drafter(spec, target, device, dtype)[0] for label, spec in drafters}
     prompt_sets = {n: held_out_prompts(n_prompts, n, path)[0] for n in contexts}
     result = run(target.model, prompt_sets, built, config, progress=lambda line: click.echo(line, err=True))
-    result.update(target=str(path), drafters=dict(drafters), device=str(device), backend=target.backend)
+    result = {"kind": KIND_SERVE, **result, "target": str(path), "drafters": dict(drafters), "device": str(device),
+              "backend": target.backend}
     markdown = serve_markdown(result)
     write_atomic(out / "serve.json", to_json(result))
     write_atomic(out / "serve.md", markdown)
