@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.costfiles import (KIND_ESTIMATE, KIND_LATTICE_STUDY, KIND_TREE_COSTS, STUDY_FOR_FIGURES,
+from specdec.costfiles import (KIND_ESTIMATE, KIND_LATTICE_STUDY, KIND_SERVE, KIND_TREE_COSTS, STUDY_FOR_FIGURES,
                                read_batch_times, read_lattice_study, read_tree_steps, read_verify_cost,
                                study_tree_steps)
 from specdec.errors import SpecdecError
@@ -36,9 +36,17 @@ def test_verify_cost_from_every_kind_and_shape(tmp_path, data) -> None:
 
 @pytest.mark.parametrize("data", [ESTIMATE, ESTIMATE | {"kind": KIND_ESTIMATE}, TREE_COSTS | {"kind": KIND_TREE_COSTS}])
 def test_batch_times_from_every_kind_and_shape(tmp_path, data) -> None:
-    times = read_batch_times(write(tmp_path, data))
+    [times] = read_batch_times(write(tmp_path, data))
     assert times.batch_sizes == (1, 4) and times.seconds == ((0.01, 0.011, 0.012), (0.012, 0.02, 0.03))
     assert (times.device, times.context_tokens) == ("cpu", 128)
+
+
+def test_batch_times_per_context_from_a_serve_bench_file(tmp_path) -> None:
+    contexts = [{"context": n, "timing": BATCH | {"context_tokens": n + 12}} for n in (128, 1024)]
+    tables = read_batch_times(write(tmp_path, {"kind": KIND_SERVE, "contexts": contexts}))
+    assert [t.context_tokens for t in tables] == [140, 1036] and all(t.batch_sizes == (1, 4) for t in tables)
+    with pytest.raises(SpecdecError, match="holds no batch_timing"):
+        read_batch_times(write(tmp_path, {"kind": KIND_SERVE, "contexts": [{"context": 128}]}))
 
 
 def test_tree_steps_timed_on_trees_or_from_a_curve(tmp_path) -> None:
