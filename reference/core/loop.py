@@ -20,7 +20,7 @@ from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal, Verdict
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.target import Scorer
-from specdec.reference.core.tree import greedy_tree_verdict
+from specdec.reference.core.tree import greedy_tree_verdict, sampled_tree_verdict
 from specdec.reference.core.verifier import verify
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 
@@ -55,11 +55,15 @@ class SpeculativeSampling:
 
     def __call__(self, logits: torch.Tensor, proposal: Proposal, sampling: SamplingConfig,
                  generator: torch.Generator | None) -> Verdict:
-        if proposal.parents is not None:  # several drafts as a tree: greedy only
-            if not sampling.greedy or self.lenience != 1.0:
-                raise SpecdecError("several drafts verified together (a draft tree) need temperature 0 and lenience 1")
+        if proposal.parents is not None:  # several drafts as a tree
+            if self.lenience != 1.0 or not (sampling.greedy or proposal.q is None):
+                raise SpecdecError("several drafts verified together (a draft tree) need lenience 1, and at "
+                                   "temperature > 0 deterministic drafts")
             tokens = proposal.tokens.tolist()
-            nodes, nxt = greedy_tree_verdict(logits, tokens, proposal.parents)
+            if sampling.greedy:
+                nodes, nxt = greedy_tree_verdict(logits, tokens, proposal.parents)
+            else:
+                nodes, nxt = sampled_tree_verdict(sampling.probs(logits), tokens, proposal.parents, generator)
             leaf = bool(nodes) and nodes[-1] not in proposal.parents  # a whole draft accepted
             return Verdict(len(nodes), torch.tensor([tokens[i] for i in nodes] + [nxt]), leaf, nodes)
         p = sampling.probs(logits)  # float32 [k + 1, vocab]
@@ -100,8 +104,9 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
         raise SpecdecError(f"gamma must be >= 0, got {gamma}")
     if max_new_tokens < 1:
         raise SpecdecError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    if drafter.tree and not sampling.greedy:
-        raise SpecdecError(f"{type(drafter).__name__} proposes token trees, which are verified at temperature 0 only")
+    if drafter.tree and not sampling.greedy and not drafter.deterministic:
+        raise SpecdecError(f"{type(drafter).__name__} proposes token trees of sampled drafts, which are verified at "
+                           "temperature 0 only (deterministic trees at any temperature)")
     stats = DecodeStats(gamma)
     out: list[int] = []
     from_drafter: list[bool] = []

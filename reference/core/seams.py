@@ -49,7 +49,8 @@ class Proposal:
        None for a deterministic drafter (q[i] is one-hot at tokens[i]).
     parents: several drafts as one token tree (`specdec.reference.core.tree`): parents[i] is
        node i's parent node, -1 for a first token; None = one draft, a chain. Trees are
-       verified greedily (temperature 0) only.
+       verified greedily at temperature 0, and by recursive rejection over siblings at
+       temperature > 0 when their drafts are deterministic (q None).
     """
 
     tokens: torch.Tensor

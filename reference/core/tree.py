@@ -5,13 +5,17 @@ comes before its children (tokens [N], parents [N], -1 = a child of the pending 
 target sees the pending token(s) then the N nodes, each at position (its depth) after the
 pending token, attending to the cache, the pending tokens and its own ancestors only (a 4D
 additive attention mask). Greedy acceptance walks from the root along the child whose
-token is the target's argmax. The method and its tests: docs/decoder.md.
+token is the target's argmax; sampled acceptance of deterministic drafts tries each node's
+children in turn by recursive rejection (`sampled_tree_verdict`). The method and its tests:
+docs/decoder.md.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 import torch
+
+from specdec.reference.core.sampling import sample, uniform
 
 
 def trie(paths: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
@@ -90,3 +94,31 @@ def greedy_tree_verdict(logits: torch.Tensor, tokens: Sequence[int], parents: Se
             return path, want
         path.append(nxt)
         node = nxt
+
+
+def sampled_tree_verdict(p: torch.Tensor, tokens: Sequence[int], parents: Sequence[int],
+                         generator: torch.Generator | None) -> tuple[list[int], int]:
+    """(accepted nodes, the token drawn after them) from the target's adjusted distributions
+    p [1 + N, V] (row 0 the pending token's, row 1 + i node i's) for a tree of deterministic
+    drafts (q one-hot at every node). At each node its children are tried in order by recursive
+    rejection: with r the residual (p at first), a child carrying token t is accepted with
+    probability r(t) / sum(r); a rejected child's token leaves r (r(t) = 0); when every child is
+    rejected the next token is drawn from r, and after a leaf from p (the bonus). This is
+    multi-draft speculative sampling (SpecInfer, Miao et al. 2024) with one-hot draft
+    distributions; the emitted tokens follow p exactly (tests/test_core_tree.py)."""
+    path, node = [], -1
+    while True:
+        residual = p[node + 1].double().clone()
+        accepted = None
+        for i in (j for j, parent in enumerate(parents) if parent == node):
+            total = float(residual.sum())
+            u = float(uniform((1,), generator, residual.device, torch.float64))
+            if total > 0 and u * total < float(residual[tokens[i]]):
+                accepted = i
+                break
+            residual[tokens[i]] = 0.0
+        if accepted is None:
+            weights = residual if float(residual.sum()) > 0 else p[node + 1].double()  # float corner cases
+            return path, int(sample(weights, generator))
+        path.append(accepted)
+        node = accepted
