@@ -45,27 +45,30 @@ class BatchResult(DecodeResult):
     iteration_seconds[i]: decode seconds of pass i (drafting, the pass, verdicts); pass_seconds[i]:
     the target pass alone;
     emitted[i][s]: tokens slot s emitted in pass i (0: idle); joint[k, n]: slot-iterations that
-    proposed k drafts and accepted n; request_seconds / request_tokens: per finished request."""
+    proposed k drafts and accepted n; request_seconds: per finished request (in `outputs` order)."""
 
     outputs: list[tuple[int, list[int]]] = field(default_factory=list)
-    passes: int = 0
     batch: int = 1
     iteration_seconds: list[float] = field(default_factory=list)
     pass_seconds: list[float] = field(default_factory=list)
     emitted: list[list[int]] = field(default_factory=list)
     joint: np.ndarray = field(default_factory=lambda: np.zeros((1, 1), dtype=np.int64))
     request_seconds: list[float] = field(default_factory=list)
-    request_tokens: list[int] = field(default_factory=list)
+
+    @property
+    def passes(self) -> int:
+        """Target passes (iterations of the batch)."""
+        return len(self.iteration_seconds)
+
+    @property
+    def request_tokens(self) -> list[int]:
+        """Tokens of each finished request (in `outputs` order)."""
+        return [len(tokens) for _, tokens in self.outputs]
 
     def throughput(self) -> float:
         """Tokens per second over the batch (decode seconds)."""
         seconds = self.stats.time_total - self.stats.time_prefill
         return self.stats.new_tokens / seconds if seconds > 0 else float("nan")
-
-    def row_overhead(self) -> float:
-        """Seconds of drafting and verdicts per busy slot per pass (everything but the target pass)."""
-        busy = int(np.count_nonzero(self.emitted))
-        return (sum(self.iteration_seconds) - sum(self.pass_seconds)) / busy if busy else float("nan")
 
     def token_latencies(self) -> tuple[np.ndarray, np.ndarray]:
         """(seconds per token, tokens) over slot-iterations: a slot that emitted m tokens in a
@@ -116,14 +119,15 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
         refill(slot)
     while any(r >= 0 for r in request) and (token_budget is None or stats.new_tokens < token_budget):
         clock.lap()
-        proposals: list[Proposal | None] = []
-        rooms = []
-        for slot in range(b):
-            room = min(gamma, max_new_tokens - len(out[slot]) - 1)
-            rooms.append(room)
-            busy = request[slot] >= 0
-            proposals.append(None if not busy else drafters[slot].propose(room, sampling, generator, **confidence)
-                             if room > 0 else Proposal.empty())
+        proposals: list[Proposal | None] = []  # None: an idle slot
+        rooms = [min(gamma, max_new_tokens - len(out[slot]) - 1) for slot in range(b)]
+        for slot, room in enumerate(rooms):
+            if request[slot] < 0:
+                proposals.append(None)
+            elif room > 0:
+                proposals.append(drafters[slot].propose(room, sampling, generator, **confidence))
+            else:
+                proposals.append(Proposal.empty())
         seconds = clock.lap()
         stats.time_draft += seconds
         scored = scorer.score(proposals, drafter.needs)
@@ -174,12 +178,10 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
             result.outputs.append((request[slot], out[slot]))
             result.tokens.extend(out[slot])
             result.request_seconds.append(spent[slot])
-            result.request_tokens.append(len(out[slot]))
             refill(slot)
     stats.time_total = stats.time_prefill + sum(result.iteration_seconds)
     stats.cpu_total = time.process_time() - cpu_start
     stats.target_passes = scorer.forward_passes - passes_before
-    result.passes = len(result.iteration_seconds)
     result.from_drafter = [False] * len(result.tokens)  # not tracked per token in a batch
     return result
 
