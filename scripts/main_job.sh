@@ -8,9 +8,12 @@
 #                                              self-distilled from its own passes over its own
 #                                              answers to the workloads' training prompts and
 #                                              corpus text (~4 min)
-#   4. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
-#                                              chat template applied), heads, the plain 4-gram and
-#                                              prompt lookup, temperatures 0 and 1: prints the
+#   4. specdec eagle train, if absent          a feature draft (EAGLE: one layer over the target's
+#                                              features, training-time test of 3 depths) on the same
+#                                              target passes (read back from the cache)
+#   5. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
+#                                              chat template applied), the feature draft, heads, the
+#                                              plain 4-gram and prompt lookup, temperatures 0 and 1: prints the
 #                                              speedup by category (Spec-Bench layout), alpha and
 #                                              costs by category, the plan's decisions and their
 #                                              regret, and every category's tables; writes
@@ -25,7 +28,8 @@
 #   MAIN_PROMPTS=5              held-out prompts decoded per configuration and workload
 #   MAIN_NEW_TOKENS=24          tokens per decode (EOS ignored; many short runs average out the machine's speed drift: README)
 #   MAIN_GAMMAS=2,8             draft lengths (the heads draft at most 3, so they run 2)
-#   MAIN_HEADS_TOKENS=32768     teacher-forced tokens the heads train on (the answers, then corpus text)
+#   MAIN_HEADS_TOKENS=32768     teacher-forced tokens the heads and the feature draft train on (the answers, then corpus text)
+#   MAIN_EAGLE_EPOCHS=4         epochs of the feature draft
 #   MAIN_REPEATS=1              repeats of each decode
 # On a machine shared with other heavy jobs, run it under the team lock:
 #   flock /tmp/specdec-cpu.lock bash scripts/main_job.sh
@@ -39,7 +43,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="${2:?--out needs a folder}"; shift 2 ;;
     --out=*) OUT="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "main_job.sh: unknown argument $1 (usage: bash scripts/main_job.sh [--out DIR])" >&2; exit 2 ;;
   esac
 done
@@ -52,11 +56,12 @@ NEW_TOKENS="${MAIN_NEW_TOKENS:-24}"
 GAMMAS="${MAIN_GAMMAS:-2,8}"
 HEADS_TOKENS="${MAIN_HEADS_TOKENS:-32768}"
 REPEATS="${MAIN_REPEATS:-1}"
+EAGLE_EPOCHS="${MAIN_EAGLE_EPOCHS:-4}"
 
 START=$(date +%s)
 stamp() { printf '[main %4ds] %s\n' "$(( $(date +%s) - START ))" "$*" >&2; }
 
-stamp "1/4 set-up (scripts/setup.sh)"
+stamp "1/5 set-up (scripts/setup.sh)"
 bash scripts/setup.sh
 SPECDEC="$ROOT/.venv/bin/specdec"
 
@@ -70,20 +75,30 @@ build() {  # build NAME ARGS...: specdec ngram build into $NG/NAME unless it is 
     "$SPECDEC" ngram build "$@" --out "$NG/$name"
   fi
 }
-stamp "2/4 n-gram drafter (4-gram on the plain corpus)"
+stamp "2/5 n-gram drafter (4-gram on the plain corpus)"
 build plain-4gram --order 4 --corpus plain
 
 HEADS="$ROOT/.cache/heads/main"
 if [ -f "$HEADS/card.json" ]; then
-  stamp "3/4 heads: already trained ($HEADS)"
+  stamp "3/5 heads: already trained ($HEADS)"
 else
-  stamp "3/4 heads: training 3 heads on $HEADS_TOKENS tokens ($ANSWER_TOKENS of the target's answers to training prompts)"
+  stamp "3/5 heads: training 3 heads on $HEADS_TOKENS tokens ($ANSWER_TOKENS of the target's answers to training prompts)"
   "$SPECDEC" heads train --heads 3 --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --sampled-from workloads \
     --out "$HEADS"
 fi
 
-stamp "4/4 validation: workloads $WORKLOADS, gammas $GAMMAS, temperatures 0,1, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per workload and temperature"
+EAGLE="$ROOT/.cache/eagle/main"
+if [ -f "$EAGLE/card.json" ]; then
+  stamp "4/5 feature draft: already trained ($EAGLE)"
+else
+  stamp "4/5 feature draft: training on the heads' target passes ($HEADS_TOKENS tokens)"
+  "$SPECDEC" eagle train --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --sampled-from workloads \
+    --epochs "$EAGLE_EPOCHS" --out "$EAGLE"
+fi
+
+stamp "5/5 validation: workloads $WORKLOADS, gammas $GAMMAS, temperatures 0,1, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per workload and temperature"
 "$SPECDEC" validate --workload "$WORKLOADS" \
+  --drafter "eagle=eagle:$EAGLE" \
   --drafter "heads=heads:$HEADS" \
   --drafter "4-gram=ngram:$NG/plain-4gram" \
   --drafter "lookup=lookup" \

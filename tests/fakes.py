@@ -155,3 +155,37 @@ def decode_stats(target, make_drafter, samples, gamma):
         assert result.tokens == cont  # exactness: the decode emits the target's greedy tokens
         merged = result.stats if merged is None else merged.merge(result.stats)
     return merged
+
+
+def random_eagle(model, vocab: list[int] | None = None, seed: int = 0, scale: float = 0.3):
+    """A feature draft on `model` with random weights (exactness tests: it need not be good)."""
+    from specdec.reference.eagle.model import draft_on
+
+    rows = model.get_output_embeddings().weight.shape[0]
+    draft = draft_on(model, torch.tensor(vocab if vocab is not None else list(range(rows))))
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in draft.trained().items():
+            if p.ndim == 2:
+                p.add_(torch.randn(p.shape, generator=g) * scale / p.shape[1] ** 0.5)
+    return draft.eval()
+
+
+def trained_eagle(model, seed: int = 0, windows: int = 48, length: int = 24, epochs: int = 6):
+    """A feature draft trained briefly on the target's own samples (so its drafts are often kept)."""
+    from specdec.reference.eagle.model import draft_on
+    from specdec.reference.eagle.train import EagleTrainConfig, train_eagle
+    from specdec.reference.heads.data import distill
+
+    rows = model.get_output_embeddings().weight.shape[0]
+    g = torch.Generator().manual_seed(seed)
+    with torch.inference_mode():
+        seqs = torch.randint(0, rows, (windows, 2), generator=g)
+        for _ in range(length - 2):
+            p = model(input_ids=seqs).logits[:, -1].float().softmax(-1)
+            seqs = torch.cat([seqs, torch.multinomial(p, 1, generator=g)], 1)
+    torch.manual_seed(seed)
+    draft = draft_on(model, torch.arange(rows))
+    train_eagle(draft, distill(model, seqs.tolist(), top_k=min(8, rows)),
+                EagleTrainConfig(ttt=2, epochs=epochs, batch=8, lr=1e-2, seed=seed))
+    return draft.eval()

@@ -54,7 +54,20 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         how = (f"the path of the top-{k} lattice chosen left to right (local rescoring)" if local
                else f"the {p} best paths of the top-{k} lattice")
         return LatticeDrafter(heads, target.vocab_size, k, p, rescorer, w, local), (
-            note + f"; {how}" + (f", {what} weight {w:g}" if rescorer is not None else "") + " (temperature 0 only)")
+            note + f"; {how}" + (f", {what} weight {w:g}" if rescorer is not None else ""))
+    if s.kind == "eagle":
+        from specdec.reference.drafters.eagle import EagleDrafter
+        from specdec.reference.drafters.spec import eagle_args
+        from specdec.reference.eagle.store import load_eagle
+        path, tree = eagle_args(s.arg)
+        if target.model.get_output_embeddings().weight.device.type == "meta":
+            raise SpecdecError("the feature draft drafts through the target's output layer, which this device map "
+                               "offloads: keep lm_head on a GPU or the CPU")
+        draft, _ = load_eagle(path, target.model, target.path)
+        note = f"feature draft, one layer ({draft.shape.hidden} wide) over {draft.vocab.numel()} ids"
+        if tree is not None:
+            note += f"; dynamic trees of {tree[1]} nodes, top-{tree[0]} per depth"
+        return EagleDrafter(draft, target.vocab_size, tree), note
     from specdec.reference.drafters.neural import NeuralDrafter
     draft = load_model(s.arg, device=device, dtype=dtype, backend=target.backend, device_map=device_map)
     note = check_pair(target, draft)

@@ -2,8 +2,9 @@
 (heads' log-probabilities, optionally interpolated with an n-gram's) verified together as one
 token tree in the target's next pass. p = 1 with an n-gram is "n-gram rescoring", p > 1
 "parallel BPD"; `local=True` is the paper's local rescoring (Algorithm 2: one path chosen left
-to right), whose rescorer may also be a causal LM (`LMRescorer`). Greedy (temperature 0) only:
-the tree is verified by greedy acceptance.
+to right), whose rescorer may also be a causal LM (`LMRescorer`). The paths are the lattice's
+best (no sampling), so the tree is deterministic and verified at any temperature (greedy
+acceptance at 0, recursive rejection over siblings above).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class LatticeDrafter(HeadsDrafter):
     with local=True) interpolated with `weight`."""
 
     tree = True
+    deterministic = True  # the k best paths: no sampling, whatever the temperature
     fallback = False  # it drafts whole lattices: min_confidence does not stop it
 
     def __init__(self, heads, vocab_size: int, k: int = 4, p: int = 4, rescorer=None, weight: float = 0.0,
@@ -43,8 +45,6 @@ class LatticeDrafter(HeadsDrafter):
     @torch.inference_mode()
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
                 min_confidence: float = 0.0) -> Proposal:
-        if not sampling.greedy:
-            raise SpecdecError("parallel drafts from the heads' lattice are verified at temperature 0 only")
         depth = min(gamma, self.heads.n_heads)
         if self.hidden is None or depth <= 0:
             return Proposal.empty()

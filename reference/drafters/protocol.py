@@ -31,7 +31,7 @@ class Drafter(Protocol):
 
     needs: Needs  # what the drafter reads from the target's passes (received in start/commit)
     deterministic: bool  # its proposals never carry q (one-hot at its tokens at every temperature)
-    tree: bool  # it may propose several drafts as one token tree (verified at temperature 0 only)
+    tree: bool  # it may propose several drafts as one token tree (at T > 0 only deterministic trees are verified)
     fallback: bool  # `min_confidence` can stop its drafts early (BiLD's fallback)
     max_draft: int | None  # most tokens it can ever propose at once (heads: H), None: no limit
 

@@ -11,6 +11,10 @@
                             n-gram rescored with weight w, verified together (temperature 0);
                             rescore=local: the paper's local rescoring (one path, chosen left to right),
                             with the n-gram or an HF causal LM folder of the same vocabulary (lm=PATH)
+    eagle:PATH[,tree=N[,topk=K]]
+                            feature draft on the target (EAGLE, `specdec eagle train`), fed by its
+                            passes; chains, or with tree=N EAGLE-2's dynamic trees of N nodes grown
+                            from the topk (default 4) best candidates per depth (any temperature)
 """
 from __future__ import annotations
 
@@ -19,9 +23,9 @@ from dataclasses import dataclass
 from specdec.errors import SpecdecError
 
 SPEC_HELP = ("none | lookup[:N[:earliest|latest]] (prompt lookup) | ngram:PATH (KenLM) | model:PATH (HF causal LM "
-             "folder) | heads:PATH (heads on the target)")
-KINDS = ("none", "lookup", "ngram", "model", "heads")
-PATH_KINDS = ("ngram", "model", "heads")
+             "folder) | heads:PATH (heads on the target) | eagle:PATH[,tree=N,topk=K] (feature draft on the target)")
+KINDS = ("none", "lookup", "ngram", "model", "heads", "eagle")
+PATH_KINDS = ("ngram", "model", "heads", "eagle")
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,16 @@ class DrafterSpec:
             lookup_args(arg)  # validates
         if kind == "heads":
             heads_args(arg)  # validates
+        if kind == "eagle":
+            eagle_args(arg)  # validates
         return cls(kind, arg or None)
 
     @property
     def tree(self) -> bool:
-        """Whether the drafter proposes token trees (a heads lattice: heads with options), which
-        are verified at temperature 0 only; the drafter object says so too (`Drafter.tree`)."""
+        """Whether the drafter proposes token trees (a heads lattice: heads with options; a feature
+        draft with tree=N); the drafter object says so too (`Drafter.tree`)."""
+        if self.kind == "eagle":
+            return eagle_args(self.arg)[1] is not None
         return self.kind == "heads" and bool(heads_args(self.arg)[1])
 
     @property
@@ -54,6 +62,8 @@ class DrafterSpec:
         if self.kind == "heads":
             path, options = heads_args(self.arg)
             return [path] + [options[key] for key in ("ngram", "lm") if key in options]
+        if self.kind == "eagle":
+            return [eagle_args(self.arg)[0]]
         return [self.arg] if self.kind in PATH_KINDS else []
 
 
@@ -103,3 +113,19 @@ def heads_args(arg: str | None) -> tuple[str, dict]:
     if not path:
         raise SpecdecError("drafter 'heads' needs a path: heads:PATH")
     return path, options
+
+
+def eagle_args(arg: str | None) -> tuple[str, tuple[int, int] | None]:
+    """`PATH[,tree=N[,topk=K]]` -> (path, None for chains or (topk, nodes) for trees)."""
+    path, *rest = (arg or "").split(",")
+    options: dict[str, int] = {}
+    for item in rest:
+        key, sep, value = item.partition("=")
+        if key not in ("tree", "topk") or not sep or not value.isdigit() or not 1 <= int(value) <= 256:
+            raise SpecdecError(f"eagle:PATH options are tree=N (nodes, 1..256) and topk=K (1..256); got {item!r}")
+        options[key] = int(value)
+    if not path:
+        raise SpecdecError("drafter 'eagle' needs a path: eagle:PATH")
+    if "topk" in options and "tree" not in options:
+        raise SpecdecError("eagle option topk=K shapes a tree: add tree=N (the node budget)")
+    return path, (options.get("topk", 4), options["tree"]) if "tree" in options else None

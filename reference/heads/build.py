@@ -75,26 +75,53 @@ def training_windows(target: LoadedModel, config: DataConfig, progress: bool
     return sampled, scored, meta
 
 
-def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = DataConfig(),
-                train_config: TrainConfig = TrainConfig(), force: bool = False, progress: bool = False
-                ) -> dict[str, Any]:
-    """Train heads for `target` and save them with their card in `out`; returns the card."""
-    seconds: dict[str, float] = {}
+def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig, progress: bool = False
+                      ) -> tuple[Distillation, Distillation, dict[str, Any], dict[str, float]]:
+    """(train, held-out, what was used, seconds by stage): the target's passes over the training
+    windows, cached by the target's weights and the data configuration (the heads and the
+    feature draft train on the same passes; a second build reads them back)."""
+    import hashlib
+    import json
+
+    from specdec.paths import cache_dir, writing
+
+    key = hashlib.sha256(json.dumps([fingerprint, asdict(config)], sort_keys=True).encode()).hexdigest()[:16]
+    cached = cache_dir() / "distill" / f"{target.path.name}-{key}.pt"
     start = time.perf_counter()
-    phase("hashing the target's weights", progress)
-    fingerprint = weights_fingerprint(target.path)
-    sampled, scored, sources = training_windows(target, data_config, progress)
-    seconds["text"] = time.perf_counter() - start
-    held_source = sampled if len(sampled) > data_config.held_out else scored
-    held_windows, rest = held_source[:data_config.held_out], held_source[data_config.held_out:]
+    if cached.is_file():
+        phase(f"reading the target's passes over the training text ({cached})", progress)
+        saved = torch.load(cached, weights_only=True)
+        held, train = Distillation(*saved["held"]), Distillation(*saved["train"])
+        return train, held, json.loads(saved["sources"]), {"text": 0.0, "distill": time.perf_counter() - start}
+    sampled, scored, sources = training_windows(target, config, progress)
+    seconds = {"text": time.perf_counter() - start}
+    held_source = sampled if len(sampled) > config.held_out else scored
+    held_windows, rest = held_source[:config.held_out], held_source[config.held_out:]
     train_windows = rest + (scored if held_source is sampled else sampled)
     if not train_windows:
         raise SpecdecError("no training windows left after holding some out: raise --tokens")
     lap = time.perf_counter()
-    data = distill(target.model, held_windows + train_windows, data_config.top_k, progress=progress)
+    data = distill(target.model, held_windows + train_windows, config.top_k, progress=progress)
     held = data.select(torch.arange(len(held_windows)))
     train = data.select(torch.arange(len(held_windows), data.n_windows))
     seconds["distill"] = time.perf_counter() - lap
+    sources["held_out_from"] = "target samples" if held_source is sampled else "corpus"
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    fields = ("tokens", "hidden", "top_ids", "top_probs")
+    with writing(cached) as tmp:
+        torch.save({"held": [getattr(held, f) for f in fields], "train": [getattr(train, f) for f in fields],
+                    "sources": json.dumps(sources)}, tmp)
+    return train, held, sources, seconds
+
+
+def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = DataConfig(),
+                train_config: TrainConfig = TrainConfig(), force: bool = False, progress: bool = False
+                ) -> dict[str, Any]:
+    """Train heads for `target` and save them with their card in `out`; returns the card."""
+    start = time.perf_counter()
+    phase("hashing the target's weights", progress)
+    fingerprint = weights_fingerprint(target.path)
+    train, held, sources, seconds = distillation_data(target, fingerprint, data_config, progress)
     eos = target.tokenizer.eos_token_id
     vocab = frequent_vocab(train, train_config.vocab, always=[] if eos is None else [eos])
     torch.manual_seed(train_config.seed)
@@ -109,8 +136,7 @@ def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = 
                    "hidden_size": heads.hidden_size, "vocab_size": int(target.vocab_size)},
         "n_heads": heads.n_heads, "vocab": int(vocab.numel()),
         "vocab_coverage_held_out": coverage(held, vocab),
-        "data": {**asdict(data_config), **sources, "held_out_from": "target samples" if held_source is sampled
-                 else "corpus", "train_tokens": int(train.tokens.numel())},
+        "data": {**asdict(data_config), **sources, "train_tokens": int(train.tokens.numel())},
         "training": {**train_config.to_dict(), **log}, "held_out": held_out,
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "machine": {"device": str(heads.weight.device), "torch": torch.__version__, "threads": torch.get_num_threads(),

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "validate": "specdec.cli.validate:validate",
     "bild": "specdec.cli.bild:bild",
     "heads": "specdec.cli.heads:heads",
+    "eagle": "specdec.cli.eagle:eagle",
     "serve-bench": "specdec.cli.serve:serve_bench",
 }
 

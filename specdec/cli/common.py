@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import click
 
@@ -45,22 +45,19 @@ def check_heads_prompts(spec: str, prompt_tokens: int) -> None:
     token) are estimated on prompts shorter than 2 tokens."""
     from specdec.reference.drafters.spec import DrafterSpec
 
-    if DrafterSpec.parse(spec).kind == "heads" and prompt_tokens < 2:
-        raise click.BadParameter(f"{spec}: heads need prompts of at least 2 tokens", param_hint="--prompt-tokens")
+    if DrafterSpec.parse(spec).kind in ("heads", "eagle") and prompt_tokens < 2:
+        raise click.BadParameter(f"{spec}: drafters on the target's features need prompts of at least 2 tokens",
+                                 param_hint="--prompt-tokens")
 
 
-def refuse_tree_drafter(spec: str, why: str | None = None, temperatures: Sequence[float] = ()) -> None:
+def refuse_tree_drafter(spec: str, why: str) -> None:
     """A usage error for a drafter that proposes token trees (several drafts a pass) where the
-    command cannot take one (why), or at a temperature above 0 (trees are verified greedily)."""
+    command cannot take one (why). Every tree drafter's trees are deterministic, so decoding
+    verifies them at any temperature."""
     from specdec.reference.drafters.spec import DrafterSpec
 
-    if not DrafterSpec.parse(spec).tree:
-        return
-    if why is not None:
+    if DrafterSpec.parse(spec).tree:
         raise click.BadParameter(f"{spec}: {why}", param_hint="--drafter")
-    if any(t > 0 for t in temperatures):
-        raise click.BadParameter(f"{spec}: several drafts a pass (a draft tree) are verified at temperature 0 only",
-                                 param_hint="--drafter")
 
 
 # ---- options ---------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import click
 
 from specdec.cli.common import (MAX_DECODE_GAMMA, NEW_TOKENS_HINT, backend_option, check_context, drafter_option,
                                 generator, json_option, model_options, new_tokens_option, preflight_target,
-                                prompt_text_option, refuse_tree_drafter, sampling_options, seed_option)
+                                prompt_text_option, sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import UNIT_OPEN_LOW, Number
 from specdec.strict_json import to_json
@@ -32,7 +32,6 @@ from specdec.strict_json import to_json
 def decode(prompt, target_path, device, dtype, device_map, draft_device_map, backend, drafter, gamma, temperature, top_k, top_p, lenience,
            new_tokens, ignore_eos, baseline, seed, as_json):
     """Decode a prompt with the target and a drafter; print the text and the statistics."""
-    refuse_tree_drafter(drafter, temperatures=[temperature])
     path, limit = preflight_target(target_path)
     check_context(limit, 1 + new_tokens + gamma, "--new-tokens with --gamma", NEW_TOKENS_HINT)
 

@@ -151,6 +151,9 @@ class DrafterSpecType(click.ParamType):
             if spec.kind == "heads":
                 from specdec.reference.heads.files import heads_folder
                 heads_folder(spec.paths[0])
+            if spec.kind == "eagle":
+                from specdec.reference.eagle.store import eagle_folder
+                eagle_folder(spec.paths[0])
         except (SpecdecError, FileNotFoundError) as exc:
             self.fail(str(exc), param, ctx)
         return (label, text) if self.labelled else text

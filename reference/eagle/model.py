@@ -1,0 +1,153 @@
+"""A feature-level draft on the frozen target (EAGLE, Li et al. 2024): autoregression over the
+target's final hidden states.
+
+Entry i of the draft's sequence pairs the feature f_i (the target's final hidden state at
+position i, the output layer's input) with the token x_(i+1) the target then produced:
+x = fc([e(x_(i+1)); f_i]), one Llama-style decoder layer (RMSNorm, rotary positions, grouped
+attention over the earlier entries, SwiGLU) turns it into f^_(i+1), the predicted next
+feature, and the target's frozen output layer E' (restricted to `vocab`, the ids the target
+predicts often) gives the draft q of x_(i+2). Drafting feeds f^ back as the next entry's
+feature. The layer has the target's shapes (for a Llama-family target it is one of its own
+layers, freshly initialised); fc is initialised to pass f through and the layer's output
+projections to zero, so an untrained draft predicts from f itself. docs/eagle.md.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """The decoder layer's sizes (read from the target's config by `shape_of`)."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    rope_theta: float = 10_000.0
+    eps: float = 1e-6
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def shape_of(config, hidden: int) -> LayerShape:
+    """The target's layer sizes; GPT-2-style configs (n_head, n_inner) fall back to 4d MLPs."""
+    heads = int(getattr(config, "num_attention_heads", None) or getattr(config, "n_head", 1))
+    head_dim = int(getattr(config, "head_dim", None) or hidden // heads)
+    rope = getattr(config, "rope_parameters", None) or {}
+    theta = rope.get("rope_theta") if isinstance(rope, dict) else None
+    return LayerShape(hidden, heads, int(getattr(config, "num_key_value_heads", None) or heads), head_dim,
+                      int(getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * hidden),
+                      float(theta or getattr(config, "rope_theta", None) or 10_000.0),
+                      float(getattr(config, "rms_norm_eps", None) or 1e-6))
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+class EagleDraft(torch.nn.Module):
+    """fc + one decoder layer (trained) over the target's frozen embeddings and restricted output layer.
+
+    vocab: int64 [V'] target ids the draft can propose; out_weight [V', d] (frozen copy, not
+    saved); embedding [vocab_size, d] (the target's, shared, not saved).
+    """
+
+    def __init__(self, shape: LayerShape, vocab: torch.Tensor, out_weight: torch.Tensor,
+                 embedding: torch.Tensor) -> None:
+        super().__init__()
+        d, hd = shape.hidden, shape.head_dim
+        if out_weight.shape != (vocab.numel(), d) or embedding.shape[1] != d:
+            raise ValueError(f"out_weight must be [{vocab.numel()}, {d}] and embedding [vocab_size, {d}]")
+        if shape.heads % shape.kv_heads:
+            raise ValueError(f"{shape.heads} attention heads do not split into {shape.kv_heads} key/value groups")
+        self.shape = shape
+        linear = lambda i, o: torch.nn.Linear(i, o, bias=False)  # noqa: E731
+        self.fc = linear(2 * d, d)
+        self.q, self.k, self.v = linear(d, shape.heads * hd), linear(d, shape.kv_heads * hd), linear(d, shape.kv_heads * hd)
+        self.o = linear(shape.heads * hd, d)
+        self.gate, self.up, self.down = linear(d, shape.intermediate), linear(d, shape.intermediate), \
+            linear(shape.intermediate, d)
+        self.norm_in = torch.nn.Parameter(torch.ones(d))
+        self.norm_post = torch.nn.Parameter(torch.ones(d))
+        with torch.no_grad():
+            for layer in (self.q, self.k, self.v, self.gate, self.up):
+                layer.weight.normal_(0.0, 0.02)
+            self.o.weight.zero_()
+            self.down.weight.zero_()
+            self.fc.weight.zero_()
+            self.fc.weight[:, d:] = torch.eye(d)  # x = f at initialisation
+        self.register_buffer("vocab", vocab.to(torch.long).clone())
+        self.register_buffer("inv_freq", 1.0 / shape.rope_theta ** (torch.arange(0, hd, 2).float() / hd),
+                             persistent=False)
+        self.register_buffer("embedding", embedding.detach(), persistent=False)
+        self.out = linear(d, vocab.numel())
+        self.out.weight = torch.nn.Parameter(out_weight.detach().float().clone(), requires_grad=False)
+
+    def trained(self) -> dict[str, torch.Tensor]:
+        """The trained tensors by name (what is saved)."""
+        return {name: p for name, p in self.named_parameters() if p.requires_grad}
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rotary positions (Llama's rotate-half form): x [..., n, heads, hd], positions [..., n]."""
+        freqs = positions[..., None].float() * self.inv_freq  # [..., n, hd / 2]
+        cos = torch.cat([freqs, freqs], -1).cos()[..., None, :]
+        sin = torch.cat([freqs, freqs], -1).sin()[..., None, :]
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * cos + rotated * sin
+
+    def forward(self, feature: torch.Tensor, token: torch.Tensor, positions: torch.Tensor,
+                past: tuple[torch.Tensor, torch.Tensor] | None, allowed: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """New entries attending to `past` entries and to each other as `allowed` says.
+
+        feature [B, n, d], token int64 [B, n], positions int64 [B, n]; past: (keys, values)
+        [B, m, kv_heads, hd] of earlier entries (None: m = 0); allowed bool [n, m + n] or
+        [B, n, m + n]: which of past + new each new entry attends to (itself at least).
+        Returns (predicted next features [B, n, d], keys, values [B, n, kv_heads, hd] of the new
+        entries, rotated)."""
+        s = self.shape
+        b, n, _ = feature.shape
+        x = self.fc(torch.cat([self.embedding[token].to(feature.dtype), feature], -1))
+        h = rms_norm(x, self.norm_in, s.eps)
+        q = self.rotate(self.q(h).view(b, n, s.heads, s.head_dim), positions)
+        k = self.rotate(self.k(h).view(b, n, s.kv_heads, s.head_dim), positions)
+        v = self.v(h).view(b, n, s.kv_heads, s.head_dim)
+        keys, values = (k, v) if past is None else (torch.cat([past[0], k], 1), torch.cat([past[1], v], 1))
+        mask = allowed if allowed.ndim == 3 else allowed[None]
+        attn = F.scaled_dot_product_attention(q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
+                                              attn_mask=mask[:, None], enable_gqa=s.heads != s.kv_heads)
+        x = x + self.o(attn.transpose(1, 2).reshape(b, n, s.heads * s.head_dim))
+        h = rms_norm(x, self.norm_post, s.eps)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h)), k, v
+
+    def logits(self, feature: torch.Tensor) -> torch.Tensor:
+        """Restricted logits [..., V'] (column j is target id vocab[j]) of predicted features [..., d]."""
+        return self.out(feature)
+
+    def full_logits(self, restricted: torch.Tensor, vocab_size: int) -> torch.Tensor:
+        """Restricted logits [..., V'] -> logits over the target's vocabulary, -inf outside `vocab`."""
+        full = restricted.new_full((*restricted.shape[:-1], vocab_size), float("-inf"))
+        full[..., self.vocab] = restricted
+        return full
+
+    def flops_per_token(self) -> float:
+        """Multiply-adds x 2 of one drafted token: fc, the layer's projections, the restricted output."""
+        s = self.shape
+        weights = 2 * s.hidden * s.hidden + s.hidden * s.head_dim * (2 * s.heads + 2 * s.kv_heads) \
+            + 3 * s.hidden * s.intermediate + s.hidden * self.vocab.numel()
+        return 2.0 * weights
+
+
+def draft_on(model: torch.nn.Module, vocab: torch.Tensor) -> EagleDraft:
+    """An untrained draft on the target `model`, on its device."""
+    out_layer = model.get_output_embeddings().weight
+    vocab = vocab.to(out_layer.device)
+    shape = shape_of(model.config, int(out_layer.shape[1]))
+    return EagleDraft(shape, vocab, out_layer.detach()[vocab], model.get_input_embeddings().weight).to(out_layer.device)

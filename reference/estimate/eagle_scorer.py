@@ -1,0 +1,61 @@
+"""Teacher-forced draft rows of the feature draft (EAGLE): the block at continuation position t
+is what the draft drafts when prompt + x_<t is committed, from the target's features of every
+committed position but the pending one; one target pass and one unrolled draft pass
+(`specdec.reference.eagle.unroll`) per sequence give every block. At temperature 0 each block
+is the draft's own greedy chain (exact greedy acceptance); at T > 0 draft position i of the
+block at t is q with the true tokens before it and the draft's own features (as the heads'
+per-position acceptance is measured), so the first position is exact and deeper ones are
+conditioned on the target's tokens."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from specdec.errors import SpecdecError
+from specdec.reference.core.forward import forward
+from specdec.reference.core.placement import input_device
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.seams import Needs
+from specdec.reference.eagle.model import EagleDraft
+from specdec.reference.eagle.unroll import unroll
+from specdec.reference.estimate.samples import TargetSamples
+from specdec.reference.estimate.teacher_forced import DraftRows
+
+MAX_POSITIONS = 8  # per-position alphas measured (q rows over the full vocabulary are kept at T > 0)
+
+
+class EagleScorer:
+    """The draft's blocks on the target's own sequences; target: the model whose features it reads."""
+
+    def __init__(self, target: torch.nn.Module, draft: EagleDraft, max_gamma: int = 16) -> None:
+        self.target = target
+        self.draft = draft
+        self.width = min(max_gamma, MAX_POSITIONS)
+
+    @torch.inference_mode()
+    def rows(self, samples: TargetSamples, indices: Sequence[int], sampling: SamplingConfig,
+             vocab_size: int) -> list[DraftRows]:
+        out = []
+        for i in indices:
+            prompt, cont = samples.prompts[i], samples.continuations[i]
+            if len(prompt) < 2:
+                raise SpecdecError("the feature draft drafts from the features before the pending token: prompts of "
+                                   "at least 2 tokens")
+            seq = list(prompt) + list(cont)
+            device = input_device(self.target)
+            _, hidden, _ = forward(self.target, torch.tensor([seq[:-1]], device=device), 1, Needs(hidden=True))
+            features = torch.cat([hidden.float(), hidden.new_zeros(1, 1, hidden.shape[-1]).float()], 1)
+            features, tokens = features.to(self.draft.vocab.device), torch.tensor([seq], device=self.draft.vocab.device)
+            first, n = len(prompt) - 2, len(cont)
+            logits, _ = unroll(self.draft, features, tokens, self.width, own=sampling.greedy, first_row=first)
+            rows = torch.arange(n, device=tokens.device)
+            # depth j of the block at t sits at row t + j - 1 (after first_row), clamped past the end
+            at = [lg[0, (rows + j).clamp_max(lg.shape[1] - 1)] for j, lg in enumerate(logits)]  # [n, V'] each
+            if sampling.greedy:
+                blocks = self.draft.vocab[torch.stack([a.argmax(-1) for a in at], 1)].cpu()  # [n, width]
+                out.append(DraftRows(None, blocks[:, 0], blocks=blocks.tolist(), blockwise=True))
+            else:
+                q = sampling.probs(self.draft.full_logits(torch.stack(at, 1), vocab_size))  # [n, width, V]
+                out.append(DraftRows(q[:, 0], None, offset_q=q, blockwise=True))
+        return out
