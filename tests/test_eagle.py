@@ -136,3 +136,15 @@ def test_saved_draft_loads_for_its_target_only(tmp_path) -> None:
         torch.testing.assert_close(loaded.trained()[name], p)
     with pytest.raises(SpecdecError, match="trained for target"):
         load_eagle(tmp_path / "eagle", AutoModelForCausalLM.from_pretrained(b), b)
+
+
+def test_draft_timing_cycles_keep_the_cache_aligned() -> None:
+    """The cost timing re-commits its one target pass each cycle: the draft adds one entry per
+    committed token, as in decoding (not the pass's rows again)."""
+    from specdec.reference.estimate.timing import time_draft_steps
+
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    drafter = EagleDrafter(random_eagle(target), 16)
+    timing = time_draft_steps(drafter, target, list(range(16)) * 8, GREEDY, context_tokens=32, gamma=3, repeats=4)
+    assert timing.mean_proposed == 3
+    assert drafter.cached == len(drafter.tokens) - 1

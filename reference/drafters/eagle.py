@@ -157,7 +157,9 @@ class EagleDrafter(DrafterBase):
         before = scored.hidden.shape[0] - n_logits  # rows of the fused prompt before the pending token
         path = verdict.path if verdict.path is not None else list(range(verdict.n_accepted))
         rows = list(range(before)) + [before] + [before + 1 + i for i in path]
-        self.extend(scored.hidden[rows])
+        need = len(self.tokens) - 1 - self.cached  # entries up to the new pending token's predecessor
+        # == len(rows) in decoding; fewer when a pass is handed again (the draft timing re-commits its first pass)
+        self.extend(scored.hidden[rows[len(rows) - need:]])
 
     def c_hat(self, target_flops: float) -> float:
         return self.draft.flops_per_token() / target_flops
