@@ -29,9 +29,7 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         from specdec.reference.drafters.spec import heads_args
         from specdec.reference.heads.store import load_heads
         path, options = heads_args(s.arg)
-        if target.model.get_output_embeddings().weight.device.type == "meta":
-            raise SpecdecError("heads draft through the target's output layer, which this device map offloads: keep "
-                             "lm_head on a GPU or the CPU (not 'disk', nor 'cpu' beside a GPU)")
+        require_output_layer(target, "heads draft")
         heads, _ = load_heads(path, target.model, target.path)
         if target.backend == "fast":
             from specdec.reference.core.backend import use_backend
@@ -60,9 +58,7 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         from specdec.reference.drafters.spec import eagle_args
         from specdec.reference.eagle.store import load_eagle
         path, tree = eagle_args(s.arg)
-        if target.model.get_output_embeddings().weight.device.type == "meta":
-            raise SpecdecError("the feature draft drafts through the target's output layer, which this device map "
-                               "offloads: keep lm_head on a GPU or the CPU")
+        require_output_layer(target, "the feature draft drafts")
         draft, _ = load_eagle(path, target.model, target.path)
         note = f"feature draft, one layer ({draft.shape.hidden} wide) over {draft.vocab.numel()} ids"
         if tree is not None:
@@ -72,3 +68,11 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
     draft = load_model(s.arg, device=device, dtype=dtype, backend=target.backend, device_map=device_map)
     note = check_pair(target, draft)
     return NeuralDrafter(draft.model, vocab_size=target.vocab_size), note
+
+
+def require_output_layer(target: LoadedModel, who: str) -> None:
+    """A one-line refusal when a drafter that reads the target's output layer meets a device map
+    that offloads it."""
+    if target.model.get_output_embeddings().weight.device.type == "meta":
+        raise SpecdecError(f"{who} through the target's output layer, which this device map offloads: keep "
+                           "lm_head on a GPU or the CPU (not 'disk', nor 'cpu' beside a GPU)")

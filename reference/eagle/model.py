@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from specdec.reference.heads.model import full_logits
+
 
 @dataclass(frozen=True)
 class LayerShape:
@@ -133,9 +135,7 @@ class EagleDraft(torch.nn.Module):
 
     def full_logits(self, restricted: torch.Tensor, vocab_size: int) -> torch.Tensor:
         """Restricted logits [..., V'] -> logits over the target's vocabulary, -inf outside `vocab`."""
-        full = restricted.new_full((*restricted.shape[:-1], vocab_size), float("-inf"))
-        full[..., self.vocab] = restricted
-        return full
+        return full_logits(restricted, self.vocab, vocab_size)
 
     def flops_per_token(self) -> float:
         """Multiply-adds x 2 of one drafted token: fc, the layer's projections, the restricted output."""

@@ -5,7 +5,6 @@ refused in one line.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -13,50 +12,20 @@ from typing import Any
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.paths import building
 from specdec.reference.eagle.model import EagleDraft, draft_on
-from specdec.reference.heads.store import weights_fingerprint
+from specdec.reference.eagle.files import WEIGHTS_NAME, eagle_folder
+from specdec.reference.heads.store import card_in, check_trained_for, save_trained
 
 FORMAT = "specdec-eagle/1"
-WEIGHTS_NAME = "eagle.safetensors"
-CARD_NAME = "card.json"
-
-
-def eagle_folder(path: str | os.PathLike) -> Path:
-    """The folder for a path given on the command line (the folder or its safetensors file); a
-    one-line FileNotFoundError when a file is missing (torch-free: checked before models load)."""
-    path = Path(path)
-    folder = path.parent if path.is_file() else path
-    for name in (WEIGHTS_NAME, CARD_NAME):
-        if not (folder / name).is_file():
-            raise FileNotFoundError(f"{str(folder)!r} holds no feature draft: {name} is missing "
-                                    "(make one with `specdec eagle train`)")
-    return folder
 
 
 def read_card(path: str | os.PathLike) -> dict[str, Any]:
-    folder = eagle_folder(path)
-    try:
-        card = json.loads((folder / CARD_NAME).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecdecError(f"cannot read {str(folder / CARD_NAME)!r}: {exc}") from None
-    if not isinstance(card, dict) or card.get("format") != FORMAT:
-        raise SpecdecError(f"{str(folder / CARD_NAME)!r} is not a {FORMAT} card")
-    return card
+    return card_in(eagle_folder(path), FORMAT)
 
 
 def save_eagle(draft: EagleDraft, card: dict[str, Any], out: str | os.PathLike, force: bool = False) -> Path:
     """Write the draft and its card into `out`, built beside it and renamed into place."""
-    from safetensors.torch import save_file
-
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise FileExistsError(f"{out} already exists and is not empty: pass --force to replace it")
-    tensors = {name: t.detach().cpu().contiguous() for name, t in draft.trained().items()}
-    with building(out) as work:
-        save_file({**tensors, "vocab": draft.vocab.cpu().contiguous()}, str(work / WEIGHTS_NAME))
-        (work / CARD_NAME).write_text(json.dumps({"format": FORMAT, **card}, indent=2) + "\n")
-    return out
+    return save_trained({**draft.trained(), "vocab": draft.vocab}, card, out, WEIGHTS_NAME, FORMAT, force)
 
 
 def load_eagle(path: str | os.PathLike, model: torch.nn.Module, model_dir: str | os.PathLike
@@ -68,12 +37,7 @@ def load_eagle(path: str | os.PathLike, model: torch.nn.Module, model_dir: str |
 
     folder = eagle_folder(path)
     card = read_card(folder)
-    fingerprint = weights_fingerprint(model_dir)
-    trained_for = card.get("target", {})
-    if trained_for.get("weights_sha256") != fingerprint:
-        raise SpecdecError(f"feature draft {str(folder)!r} was trained for target {trained_for.get('name')!r} "
-                           f"(weights {str(trained_for.get('weights_sha256'))[:12]}), not for "
-                           f"{str(Path(model_dir).name)!r} (weights {fingerprint[:12]})")
+    check_trained_for(card, folder, model_dir, "feature draft")
     try:
         tensors = load_file(str(folder / WEIGHTS_NAME))
     except (SafetensorError, OSError) as exc:

@@ -119,11 +119,7 @@ def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = 
                 ) -> dict[str, Any]:
     """Train heads for `target` and save them with their card in `out`; returns the card."""
     start = time.perf_counter()
-    phase("hashing the target's weights", progress)
-    fingerprint = weights_fingerprint(target.path)
-    train, held, sources, seconds = distillation_data(target, fingerprint, data_config, progress)
-    eos = target.tokenizer.eos_token_id
-    vocab = frequent_vocab(train, train_config.vocab, always=[] if eos is None else [eos])
+    fingerprint, train, held, vocab, about, seconds = trainee_data(target, data_config, train_config.vocab, progress)
     torch.manual_seed(train_config.seed)
     heads = heads_on(target.model, vocab, train_config.n_heads)
     lap = time.perf_counter()
@@ -131,19 +127,32 @@ def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = 
     seconds["train"] = time.perf_counter() - lap
     held_out = evaluate(heads, held)
     seconds["total"] = time.perf_counter() - start
-    card = {
-        "target": {"name": target.path.name, "path": str(target.path), "weights_sha256": fingerprint,
-                   "hidden_size": heads.hidden_size, "vocab_size": int(target.vocab_size)},
-        "n_heads": heads.n_heads, "vocab": int(vocab.numel()),
-        "vocab_coverage_held_out": coverage(held, vocab),
-        "data": {**asdict(data_config), **sources, "train_tokens": int(train.tokens.numel())},
-        "training": {**train_config.to_dict(), **log}, "held_out": held_out,
-        "seconds": {k: round(v, 1) for k, v in seconds.items()},
-        "machine": {"device": str(heads.weight.device), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                    "platform": platform.platform()},
-    }
+    card = {"n_heads": heads.n_heads, **about(heads.hidden_size, heads.weight.device),
+            "training": {**train_config.to_dict(), **log}, "held_out": held_out,
+            "seconds": {k: round(v, 1) for k, v in seconds.items()}}
     save_heads(heads, card, out, force=force)
     return card
+
+
+def trainee_data(target: LoadedModel, data_config: DataConfig, vocab_size: int, progress: bool = False):
+    """What a drafter trained on the target (heads, feature draft) starts from: (the target's
+    weight hash, train, held-out, the restricted vocabulary (its `vocab_size` most probable ids
+    and EOS), about(hidden_size, device) -> the card's shared fields, seconds by stage)."""
+    phase("hashing the target's weights", progress)
+    fingerprint = weights_fingerprint(target.path)
+    train, held, sources, seconds = distillation_data(target, fingerprint, data_config, progress)
+    eos = target.tokenizer.eos_token_id
+    vocab = frequent_vocab(train, vocab_size, always=[] if eos is None else [eos])
+
+    def about(hidden_size: int, device: torch.device) -> dict[str, Any]:
+        return {"target": {"name": target.path.name, "path": str(target.path), "weights_sha256": fingerprint,
+                           "hidden_size": hidden_size, "vocab_size": int(target.vocab_size)},
+                "vocab": int(vocab.numel()), "vocab_coverage_held_out": coverage(held, vocab),
+                "data": {**asdict(data_config), **sources, "train_tokens": int(train.tokens.numel())},
+                "machine": {"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                            "platform": platform.platform()}}
+
+    return fingerprint, train, held, vocab, about, seconds
 
 
 def coverage(data: Distillation, vocab: torch.Tensor) -> float:

@@ -12,10 +12,16 @@ CARD_NAME = "card.json"
 def heads_folder(path: str | os.PathLike) -> Path:
     """The heads folder for a path given on the command line (the folder or its safetensors
     file); a one-line FileNotFoundError when either file is missing."""
+    return trained_folder(path, WEIGHTS_NAME, "heads", "make them with `specdec heads train`")
+
+
+def trained_folder(path: str | os.PathLike, weights_name: str, what: str, hint: str) -> Path:
+    """The folder of something trained on the target (weights_name + card.json) for a path given
+    on the command line (the folder or its weights file); a one-line FileNotFoundError naming
+    `what` when a file is missing."""
     path = Path(path)
     folder = path.parent if path.is_file() else path
-    for name in (WEIGHTS_NAME, CARD_NAME):
+    for name in (weights_name, CARD_NAME):
         if not (folder / name).is_file():
-            raise FileNotFoundError(f"{str(folder)!r} holds no heads: {name} is missing "
-                                    "(make them with `specdec heads train`)")
+            raise FileNotFoundError(f"{str(folder)!r} holds no {what}: {name} is missing ({hint})")
     return folder

@@ -70,9 +70,15 @@ class BlockHeads(torch.nn.Module):
     def full_logits(self, restricted: torch.Tensor, vocab_size: int) -> torch.Tensor:
         """Restricted logits [..., V'] -> logits over the target's vocabulary [..., vocab_size],
         -inf outside `vocab` (q is 0 there)."""
-        full = restricted.new_full((*restricted.shape[:-1], vocab_size), float("-inf"))
-        full[..., self.vocab] = restricted
-        return full
+        return full_logits(restricted, self.vocab, vocab_size)
+
+
+def full_logits(restricted: torch.Tensor, vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Logits over a restricted vocabulary [..., V'] (column j is id vocab[j]) -> logits over
+    the whole vocabulary [..., vocab_size], -inf outside `vocab`."""
+    full = restricted.new_full((*restricted.shape[:-1], vocab_size), float("-inf"))
+    full[..., vocab] = restricted
+    return full
 
 
 def block_inputs(model: torch.nn.Module, prompt: Sequence[int], cont: Sequence[int]

@@ -36,28 +36,50 @@ def weights_fingerprint(model_dir: str | os.PathLike) -> str:
 
 
 def read_card(path: str | os.PathLike) -> dict[str, Any]:
-    folder = heads_folder(path)
+    return card_in(heads_folder(path), FORMAT)
+
+
+def card_in(folder: Path, fmt: str) -> dict[str, Any]:
+    """The card.json of a checked folder, refused in one line unless it is a `fmt` card."""
     try:
         card = json.loads((folder / CARD_NAME).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise SpecdecError(f"cannot read {str(folder / CARD_NAME)!r}: {exc}") from None
-    if not isinstance(card, dict) or card.get("format") != FORMAT:
-        raise SpecdecError(f"{str(folder / CARD_NAME)!r} is not a {FORMAT} card")
+    if not isinstance(card, dict) or card.get("format") != fmt:
+        raise SpecdecError(f"{str(folder / CARD_NAME)!r} is not a {fmt} card")
     return card
 
 
 def save_heads(heads: BlockHeads, card: dict[str, Any], out: str | os.PathLike, force: bool = False) -> Path:
     """Write the heads and their card into `out`, built beside it and renamed into place."""
+    return save_trained({"weight": heads.weight, "bias": heads.bias, "vocab": heads.vocab}, card, out, WEIGHTS_NAME,
+                        FORMAT, force)
+
+
+def save_trained(tensors: dict[str, torch.Tensor], card: dict[str, Any], out: str | os.PathLike, weights_name: str,
+                 fmt: str, force: bool = False) -> Path:
+    """Write `tensors` (safetensors `weights_name`) and the `fmt` card into `out`, built beside it
+    and renamed into place; an existing non-empty `out` only with force."""
     from safetensors.torch import save_file
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise FileExistsError(f"{out} already exists and is not empty: pass --force to replace it")
     with building(out) as work:
-        save_file({"weight": heads.weight.detach().cpu().contiguous(), "bias": heads.bias.detach().cpu().contiguous(),
-                   "vocab": heads.vocab.cpu().contiguous()}, str(work / WEIGHTS_NAME))
-        (work / CARD_NAME).write_text(json.dumps({"format": FORMAT, **card}, indent=2) + "\n")
+        save_file({k: t.detach().cpu().contiguous() for k, t in tensors.items()}, str(work / weights_name))
+        (work / CARD_NAME).write_text(json.dumps({"format": fmt, **card}, indent=2) + "\n")
     return out
+
+
+def check_trained_for(card: dict[str, Any], folder: Path, model_dir: str | os.PathLike, what: str) -> None:
+    """A one-line refusal unless the card names the weights in model_dir (their sha256)."""
+    fingerprint = weights_fingerprint(model_dir)
+    trained_for = card.get("target", {})
+    if trained_for.get("weights_sha256") != fingerprint:
+        verb = "were" if what.endswith("s") else "was"
+        raise SpecdecError(f"{what} {str(folder)!r} {verb} trained for target {trained_for.get('name')!r} "
+                           f"(weights {str(trained_for.get('weights_sha256'))[:12]}), not for "
+                           f"{str(Path(model_dir).name)!r} (weights {fingerprint[:12]})")
 
 
 def load_heads(path: str | os.PathLike, model: torch.nn.Module, model_dir: str | os.PathLike
@@ -69,11 +91,7 @@ def load_heads(path: str | os.PathLike, model: torch.nn.Module, model_dir: str |
 
     folder = heads_folder(path)
     card = read_card(folder)
-    fingerprint = weights_fingerprint(model_dir)
-    if card.get("target", {}).get("weights_sha256") != fingerprint:
-        raise SpecdecError(f"heads {str(folder)!r} were trained for target {card.get('target', {}).get('name')!r} "
-                         f"(weights {str(card.get('target', {}).get('weights_sha256'))[:12]}), not for "
-                         f"{str(Path(model_dir).name)!r} (weights {fingerprint[:12]})")
+    check_trained_for(card, folder, model_dir, "heads")
     try:
         tensors = load_file(str(folder / WEIGHTS_NAME))
     except (SafetensorError, OSError) as exc:

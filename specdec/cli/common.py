@@ -60,6 +60,27 @@ def refuse_tree_drafter(spec: str, why: str) -> None:
         raise click.BadParameter(f"{spec}: {why}", param_hint="--drafter")
 
 
+def preflight_training(target_path, out, force: bool, tokens: int, aligned_tokens: int, sampled_from: str,
+                       window: int):
+    """(target folder, DataConfig) of a `train` command (heads, feature draft), its options
+    checked before any model loads: the window within the target's positions, --out empty
+    unless --force, enough tokens for the held-out windows."""
+    from specdec.reference.heads.build import DataConfig
+
+    path, limit = preflight_target(target_path)
+    if limit is not None and window > limit:
+        raise click.BadParameter(f"{window} tokens exceed the target's {limit} positions", param_hint="--window")
+    folder = Path(out)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
+        raise click.BadParameter(f"{out} already holds files; pass --force to replace them", param_hint="--out")
+    try:
+        return path, DataConfig(tokens=tokens, aligned_tokens=min(aligned_tokens, tokens), sampled_from=sampled_from,
+                                window=window)
+    except SpecdecError:
+        raise click.BadParameter(f"needs at least {window * 17} tokens (16 held-out windows + 1)",
+                                 param_hint="--tokens") from None
+
+
 # ---- options ---------------------------------------------------------------------------
 GAMMAS = NumberList(int, 1, MAX_DECODE_GAMMA, distinct=True, what="values")  # "1,2,4": distinct draft lengths
 TEMPERATURES = NumberList(float, 0, distinct=True, what="temperatures")

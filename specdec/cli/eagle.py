@@ -8,8 +8,6 @@ decode, estimate, validate, serve-bench and bild. docs/eagle.md.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from specdec.cli.common import MAX_SEED, device_option, json_option, preflight_target, target_option
@@ -53,23 +51,12 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, window,
           epochs, lr, seed, device, as_json):
     """Train the feature draft on the frozen target by self-distillation and save it with a card
     naming the target (a hash of its weights), the data, the seed and the held-out quality per depth."""
+    from specdec.cli.common import preflight_training
     from specdec.reference.eagle.train import EagleTrainConfig
-    from specdec.reference.heads.build import DataConfig
 
-    path, limit = preflight_target(target_path)
-    if limit is not None and window > limit:
-        raise click.BadParameter(f"{window} tokens exceed the target's {limit} positions", param_hint="--window")
     if window <= ttt + 1:
         raise click.BadParameter(f"must exceed --ttt + 1 = {ttt + 1}", param_hint="--window")
-    folder = Path(out)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
-        raise click.BadParameter(f"{out} already holds files; pass --force to replace them", param_hint="--out")
-    try:
-        data_config = DataConfig(tokens=tokens, aligned_tokens=min(aligned_tokens, tokens),
-                                 sampled_from=sampled_from, window=window)
-    except SpecdecError:
-        raise click.BadParameter(f"needs at least {window * 17} tokens (16 held-out windows + 1)",
-                                 param_hint="--tokens") from None
+    path, data_config = preflight_training(target_path, out, force, tokens, aligned_tokens, sampled_from, window)
     config = EagleTrainConfig(ttt=ttt, vocab=vocab_size, feature_weight=feature_weight, epochs=epochs, lr=lr,
                               seed=seed)
     from specdec.reference.core.models import load_model

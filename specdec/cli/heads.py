@@ -58,21 +58,10 @@ def train(target_path, n_heads, out, force, tokens, aligned_tokens, sampled_from
           as_json):
     """Train H heads on the frozen target by self-distillation and save them with a card naming
     the target (a hash of its weights), the data, the seed and the held-out quality per head."""
-    from specdec.reference.heads.build import DataConfig
+    from specdec.cli.common import preflight_training
     from specdec.reference.heads.train import TrainConfig
 
-    path, limit = preflight_target(target_path)
-    if limit is not None and window > limit:
-        raise click.BadParameter(f"{window} tokens exceed the target's {limit} positions", param_hint="--window")
-    folder = Path(out)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
-        raise click.BadParameter(f"{out} already holds files; pass --force to replace them", param_hint="--out")
-    try:
-        data_config = DataConfig(tokens=tokens, aligned_tokens=min(aligned_tokens, tokens),
-                                 sampled_from=sampled_from, window=window)
-    except SpecdecError:
-        raise click.BadParameter(f"needs at least {window * 17} tokens (16 held-out windows + 1)",
-                                 param_hint="--tokens") from None
+    path, data_config = preflight_training(target_path, out, force, tokens, aligned_tokens, sampled_from, window)
     train_config = TrainConfig(n_heads=n_heads, vocab=vocab_size, epochs=epochs, lr=lr, seed=seed)
     from specdec.reference.core.models import load_model
     from specdec.reference.heads.build import build_heads

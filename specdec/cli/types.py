@@ -152,7 +152,7 @@ class DrafterSpecType(click.ParamType):
                 from specdec.reference.heads.files import heads_folder
                 heads_folder(spec.paths[0])
             if spec.kind == "eagle":
-                from specdec.reference.eagle.store import eagle_folder
+                from specdec.reference.eagle.files import eagle_folder
                 eagle_folder(spec.paths[0])
         except (SpecdecError, FileNotFoundError) as exc:
             self.fail(str(exc), param, ctx)
