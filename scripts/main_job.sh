@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The main job: set up, build the n-gram drafters, and validate speculative decoding on the
+# The main job: set up, train the learned drafters, and validate speculative decoding on the
 # default target (SmolLM2-135M-Instruct, CPU) end to end:
 #
 #   1. bash scripts/setup.sh                  (idempotent: venv, KenLM tools, model, corpora)
-#   2. specdec ngram build, if absent          4-gram on Shakespeare + Austen
+#   2. specdec ngram build, if absent          4-gram on Shakespeare + Austen (only with MAIN_NGRAM=1)
 #   3. specdec heads train, if absent          3 blockwise parallel heads on the frozen target,
 #                                              self-distilled from its own passes over its own
 #                                              answers to the workloads' training prompts and
@@ -12,8 +12,8 @@
 #                                              features, training-time test of 3 depths) on the same
 #                                              target passes (read back from the cache)
 #   5. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
-#                                              chat template applied), the feature draft, heads, the
-#                                              plain 4-gram and prompt lookup, temperatures 0 and 1: prints the
+#                                              chat template applied), the feature draft, heads and
+#                                              prompt lookup (and the 4-gram), temperature 0: prints the
 #                                              speedup by category (Spec-Bench layout), alpha and
 #                                              costs by category, the plan's decisions and their
 #                                              regret, and every category's tables; writes
@@ -21,7 +21,8 @@
 #
 # Usage: bash scripts/main_job.sh [--out DIR]          (default DIR: out)
 # Sizes (chosen so that the whole job, set-up and builds included, fits in 20 minutes on 2 CPU
-# cores; override with environment variables):
+# cores; benchmarks/RESULTS.md has the full grid, t = 0 and 1 with the 4-gram, at ~27 minutes;
+# override with environment variables):
 #   MAIN_ANSWER_TOKENS=6000     tokens of the target's own answers to training prompts the heads train on
 #   MAIN_WORKLOADS=code,edit,chat  embedded workloads (docs/workloads.md)
 #   MAIN_ALPHA_TOKENS=384       target-sampled positions for the alpha estimator, per workload and temperature
@@ -31,6 +32,8 @@
 #   MAIN_HEADS_TOKENS=32768     teacher-forced tokens the heads and the feature draft train on (the answers, then corpus text)
 #   MAIN_EAGLE_EPOCHS=4         epochs of the feature draft
 #   MAIN_REPEATS=1              repeats of each decode
+#   MAIN_TEMPERATURES=0         sampling temperatures (0,1: the full grid, ~8 more minutes)
+#   MAIN_NGRAM=0                1: build the 4-gram and validate it too (~2 more minutes per temperature)
 # On a machine shared with other heavy jobs, run it under the team lock:
 #   flock /tmp/specdec-cpu.lock bash scripts/main_job.sh
 # (the script takes no lock itself, so wrapping it cannot deadlock).
@@ -43,7 +46,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="${2:?--out needs a folder}"; shift 2 ;;
     --out=*) OUT="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "main_job.sh: unknown argument $1 (usage: bash scripts/main_job.sh [--out DIR])" >&2; exit 2 ;;
   esac
 done
@@ -57,6 +60,8 @@ GAMMAS="${MAIN_GAMMAS:-2,8}"
 HEADS_TOKENS="${MAIN_HEADS_TOKENS:-32768}"
 REPEATS="${MAIN_REPEATS:-1}"
 EAGLE_EPOCHS="${MAIN_EAGLE_EPOCHS:-4}"
+TEMPERATURES="${MAIN_TEMPERATURES:-0}"
+NGRAM="${MAIN_NGRAM:-0}"
 
 START=$(date +%s)
 stamp() { printf '[main %4ds] %s\n' "$(( $(date +%s) - START ))" "$*" >&2; }
@@ -75,8 +80,14 @@ build() {  # build NAME ARGS...: specdec ngram build into $NG/NAME unless it is 
     "$SPECDEC" ngram build "$@" --out "$NG/$name"
   fi
 }
-stamp "2/5 n-gram drafter (4-gram on the plain corpus)"
-build plain-4gram --order 4 --corpus plain
+DRAFTERS=()
+if [ "$NGRAM" = 1 ]; then
+  stamp "2/5 n-gram drafter (4-gram on the plain corpus)"
+  build plain-4gram --order 4 --corpus plain
+  DRAFTERS+=(--drafter "4-gram=ngram:$NG/plain-4gram")
+else
+  stamp "2/5 n-gram drafter: skipped (MAIN_NGRAM=1 builds and validates the 4-gram)"
+fi
 
 HEADS="$ROOT/.cache/heads/main"
 if [ -f "$HEADS/card.json" ]; then
@@ -96,12 +107,11 @@ else
     --epochs "$EAGLE_EPOCHS" --out "$EAGLE"
 fi
 
-stamp "5/5 validation: workloads $WORKLOADS, gammas $GAMMAS, temperatures 0,1, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per workload and temperature"
+stamp "5/5 validation: workloads $WORKLOADS, gammas $GAMMAS, temperatures $TEMPERATURES, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per workload and temperature"
 "$SPECDEC" validate --workload "$WORKLOADS" \
   --drafter "eagle=eagle:$EAGLE" \
   --drafter "heads=heads:$HEADS" \
-  --drafter "4-gram=ngram:$NG/plain-4gram" \
-  --drafter "lookup=lookup" \
-  --gammas "$GAMMAS" --temperatures 0,1 --prompts "$PROMPTS" --new-tokens "$NEW_TOKENS" \
+  "${DRAFTERS[@]}" --drafter "lookup=lookup" \
+  --gammas "$GAMMAS" --temperatures "$TEMPERATURES" --prompts "$PROMPTS" --new-tokens "$NEW_TOKENS" \
   --repeats "$REPEATS" --alpha-tokens "$ALPHA_TOKENS" --max-k 9 --out "$OUT"
 stamp "done in $(( $(date +%s) - START )) s; results and figures in $OUT/"
