@@ -4,9 +4,18 @@
   `num_speculative_tokens_per_batch_size` = [[start, end, k], ...] (inclusive ranges, k = 0:
   do not draft; every k <= num_speculative_tokens). Source: vllm/config/speculative.py and
   docs/features/speculative_decoding/dynamic_speculative_decoding.md (docs/engines.md).
-- llama.cpp: `--draft-max` / `--draft-min` (renamed `--spec-draft-n-max` / `--spec-draft-n-min`
-  in newer builds; both spellings printed); `--draft-p-min` is a draft-confidence cut-off that
-  counts cannot set, so it is left to the engine's default and said so.
+  Methods that need draft weights (eagle, eagle3, draft_model, medusa, mlp_speculator) get a
+  `"model"` placeholder to fill in.
+- SGLang server flags: `--speculative-algorithm` (vLLM's method names mapped: ngram -> NGRAM,
+  eagle -> EAGLE, eagle3 -> EAGLE3, draft_model -> STANDALONE, mtp -> NEXTN),
+  `--speculative-num-steps` gamma, `--speculative-eagle-topk 1` and
+  `--speculative-num-draft-tokens` gamma + 1 (a chain: SGLang forces num_draft_tokens = steps +
+  1 when topk = 1). SGLang takes one draft length, so a batch plan's ranges are a note.
+  Source: python/sglang/srt/server_args.py (docs/engines.md).
+- llama.cpp: `--spec-draft-n-max` / `--spec-draft-n-min` (builds before 2026 spelled them
+  `--draft-max` / `--draft-min`, which current builds refuse: printed as a note);
+  `--spec-draft-p-min` is a draft-confidence cut-off that counts cannot set, so it is left to
+  the engine's default and said so.
 - Hugging Face `generate`: `num_assistant_tokens` with `num_assistant_tokens_schedule="constant"`
   (a draft model), or `prompt_lookup_num_tokens` (prompt lookup).
 """
@@ -18,7 +27,11 @@ from typing import Any
 from specdec.errors import SpecdecError
 from specdec.simulator.engine_plan import EnginePlan
 
-ENGINES = ("vllm", "llamacpp", "hf")
+ENGINES = ("vllm", "sglang", "llamacpp", "hf")
+NEEDS_DRAFT_WEIGHTS = ("eagle", "eagle3", "draft_model", "medusa", "mlp_speculator")
+SGLANG_ALGORITHM = {"ngram": "NGRAM", "eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE",
+                    "mtp": "NEXTN", "nextn": "NEXTN"}
+DRAFT_PLACEHOLDER = "<draft weights>"
 
 
 def engine_config(engine_plan: EnginePlan, engine: str, method: str = "ngram") -> dict[str, Any]:
@@ -34,6 +47,8 @@ def engine_config(engine_plan: EnginePlan, engine: str, method: str = "ngram") -
                 "note": "no draft length beats plain decoding: leave speculative decoding off"}
     if engine == "vllm":
         config: dict[str, Any] = {"method": method, "num_speculative_tokens": top}
+        if method in NEEDS_DRAFT_WEIGHTS:
+            config["model"] = DRAFT_PLACEHOLDER
         if ranges:
             config["num_speculative_tokens_per_batch_size"] = [[int(a), int(b), int(k)] for a, b, k in ranges]
         return {"engine": engine, "speculate": True, "speculative_config": config,
@@ -41,16 +56,39 @@ def engine_config(engine_plan: EnginePlan, engine: str, method: str = "ngram") -
                 "note": "num_speculative_tokens_per_batch_size needs a vLLM with dynamic speculative decoding "
                         "(not with data parallelism > 1); ranges beyond the largest timed batch size are not planned"
                         if ranges else None}
+    if engine == "sglang":
+        return _sglang(gamma, ranges, method)
     if engine == "llamacpp":
         helps = [g for g in range(1, len(plan.walltime_improvement)) if plan.walltime_improvement[g] > 1.0]
         draft_min = min(helps) if helps else 0
         return {"engine": engine, "speculate": True, "draft_max": gamma, "draft_min": draft_min,
-                "flags": f"--draft-max {gamma} --draft-min {draft_min}",
-                "flags_newer": f"--spec-draft-n-max {gamma} --spec-draft-n-min {draft_min}",
-                "note": "--draft-min: the shortest draft that still beats plain decoding; --draft-p-min (the draft's "
-                        "confidence cut-off) cannot be set from acceptance counts: keep the engine's default"}
+                "flags": f"--spec-draft-n-max {gamma} --spec-draft-n-min {draft_min}",
+                "flags_older": f"--draft-max {gamma} --draft-min {draft_min}",
+                "note": "--spec-draft-n-min: the shortest draft that still beats plain decoding; --spec-draft-p-min (the "
+                        "draft's confidence cut-off) cannot be set from acceptance counts: keep the engine's default; "
+                        "builds before 2026 spell the flags --draft-max / --draft-min, which current builds refuse"}
     if method in ("ngram", "lookup", "prompt_lookup"):
         args: dict[str, Any] = {"prompt_lookup_num_tokens": gamma}
     else:
         args = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant"}
     return {"engine": engine, "speculate": True, "generate_kwargs": args}
+
+
+def _sglang(gamma: int, ranges, method: str) -> dict[str, Any]:
+    """SGLang's flags for a chain of gamma drafts (topk 1: num_draft_tokens = gamma + 1)."""
+    if method not in SGLANG_ALGORITHM:
+        raise SpecdecError(f"method {method!r} has no SGLang algorithm: choose one of {', '.join(SGLANG_ALGORITHM)}")
+    algorithm = SGLANG_ALGORITHM[method]
+    flags = (f"--speculative-algorithm {algorithm} --speculative-num-steps {gamma} --speculative-eagle-topk 1 "
+             f"--speculative-num-draft-tokens {gamma + 1}")
+    if algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
+        flags += f" --speculative-draft-model-path {DRAFT_PLACEHOLDER}"
+    notes = []
+    if ranges:
+        notes.append("SGLang takes one draft length; the plan's draft length per batch-size range was "
+                     + ", ".join(f"{a}-{b}: {k}" for a, b, k in ranges))
+    if algorithm == "NGRAM":
+        notes.append("NGRAM drafts a trie of up to num_draft_tokens - 1 nodes; its speculative_ngram_* options keep "
+                     "their defaults")
+    return {"engine": "sglang", "speculate": True, "algorithm": algorithm, "num_steps": gamma, "eagle_topk": 1,
+            "num_draft_tokens": gamma + 1, "flags": flags, "note": "; ".join(notes) or None}

@@ -113,7 +113,7 @@ class Acceptance:
     """Per-position acceptance alpha_1..alpha_K measured from counts, with 95% intervals."""
 
     alphas: tuple[float, ...]  # alpha_1..alpha_K
-    intervals: tuple[tuple[float, float], ...]  # (low, high) per position, 95%
+    intervals: tuple[tuple[float, float] | None, ...]  # (low, high) per position, 95%; None: no counts, no interval
     model: str  # "per-position counts", or the i.i.d. model's statement with its caveat
     k_observed: int  # draft lengths the counts cover: positions measured, or the drafts' length k (i.i.d.)
     counts: dict[str, Any]  # the counts they came from (accepted/reached per position, or token totals)

@@ -100,7 +100,7 @@ def plan_text(plan: Plan) -> str:
 def acceptance_dict(acceptance: Acceptance) -> dict[str, Any]:
     """alpha_i with their 95% intervals, the model and the counts, as JSON-ready values."""
     return {"alpha_per_position": list(acceptance.alphas),
-            "alpha_per_position_ci": [list(i) for i in acceptance.intervals],
+            "alpha_per_position_ci": [None if i is None else list(i) for i in acceptance.intervals],
             "model": acceptance.model, "positions_observed": acceptance.k_observed, "counts": acceptance.counts}
 
 
@@ -139,8 +139,8 @@ def engine_plan_text(engine_plan: EnginePlan, config: Mapping[str, Any] | None =
     acc, plan = r["acceptance"], r["plan"]
     lines = [f"source: {r['source']}; acceptance model: {acc['model']}"]
     lines.append("alpha_i (95% CI): " + "  ".join(
-        f"{i}: {a:.3f} [{lo:.3f}, {hi:.3f}]" for i, (a, (lo, hi)) in
-        enumerate(zip(acc["alpha_per_position"], acc["alpha_per_position_ci"]), 1)))
+        f"{i}: {a:.3f} " + ("[no interval: no counts]" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]")
+        for i, (a, ci) in enumerate(zip(acc["alpha_per_position"], acc["alpha_per_position_ci"]), 1)))
     lines.append(f"c = {plan['c']:g}" + ("" if plan["verify_cost"] is None else
                                          ", verify cost v(1..) = " + ",".join(f"{v:.2f}" for v in plan["verify_cost"]))
                  + (f" ({r['verify_cost_source']})" if r["verify_cost_source"] else ""))
@@ -180,8 +180,10 @@ def engine_config_lines(config: Mapping[str, Any]) -> list[str]:
         return [f"{config['engine']}: {config['note']}"]
     if config["engine"] == "vllm":
         lines = [f"vLLM: {config['flag']}"]
+    elif config["engine"] == "sglang":
+        lines = [f"SGLang: {config['flags']}"]
     elif config["engine"] == "llamacpp":
-        lines = [f"llama.cpp: {config['flags']}   (newer builds: {config['flags_newer']})"]
+        lines = [f"llama.cpp: {config['flags']}   (builds before 2026: {config['flags_older']})"]
     else:
         lines = ["transformers generate(..., "
                  + ", ".join(f"{k}={v!r}" for k, v in config["generate_kwargs"].items()) + ")"]

@@ -132,7 +132,7 @@ def test_batch_plan_and_engine_configs() -> None:
     cfg = r["engine_config"]["speculative_config"]
     assert cfg == {"method": "ngram", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": ranges}
     llama = plan_from(fixture("vllm_metrics.txt"), 0.0, engine="llamacpp")["engine_config"]
-    assert llama["flags"] == "--draft-max 3 --draft-min 1"
+    assert llama["flags"] == "--spec-draft-n-max 3 --spec-draft-n-min 1"
     hf = plan_from(fixture("vllm_metrics.txt"), 0.0, engine="hf", method="draft_model")["engine_config"]
     assert hf["generate_kwargs"] == {"num_assistant_tokens": 3, "num_assistant_tokens_schedule": "constant"}
     off = plan_from(fixture("vllm_metrics.txt"), 5.0, engine="vllm")["engine_config"]

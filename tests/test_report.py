@@ -65,8 +65,10 @@ def test_extrapolated_rows_are_flagged() -> None:
 
 @pytest.mark.parametrize("config, line", [
     ({"engine": "vllm", "speculate": False, "note": "leave it off"}, "vllm: leave it off"),
-    ({"engine": "llamacpp", "speculate": True, "flags": "--draft-max 3", "flags_newer": "--spec-draft-n-max 3",
-      "note": None}, "llama.cpp: --draft-max 3   (newer builds: --spec-draft-n-max 3)"),
+    ({"engine": "llamacpp", "speculate": True, "flags": "--spec-draft-n-max 3", "flags_older": "--draft-max 3",
+      "note": None}, "llama.cpp: --spec-draft-n-max 3   (builds before 2026: --draft-max 3)"),
+    ({"engine": "sglang", "speculate": True, "flags": "--speculative-algorithm NGRAM", "note": None},
+     "SGLang: --speculative-algorithm NGRAM"),
     ({"engine": "hf", "speculate": True, "generate_kwargs": {"prompt_lookup_num_tokens": 3}},
      "transformers generate(..., prompt_lookup_num_tokens=3)"),
 ])

@@ -83,22 +83,24 @@ cost_file_type = click.Path(exists=True, dir_okay=False, path_type=Path)
                    "in --verify-cost-file (`specdec estimate --json`: context_times), and t(B, k) from those in "
                    "--batch-cost-file (`specdec serve-bench`: serve.json); never extrapolated.")
 @click.option("--from", "source", metavar="FILE|-|URL",
-              help="Acceptance counts an engine reported instead of --alpha: vLLM /metrics text (file or "
-                   "http(s) URL), vLLM or llama.cpp logs, vLLM per-request metrics JSON, or `specdec decode --json` "
-                   "output ('-': standard input). Formats: docs/engines.md.")
+              help="Acceptance counts an engine reported instead of --alpha: vLLM or SGLang /metrics text (file "
+                   "or http(s) URL), vLLM, SGLang or llama.cpp logs, vLLM / SGLang / llama-server response JSON, or "
+                   "`specdec decode --json` output ('-': standard input). Formats: docs/engines.md.")
 @click.option("--draft-length", type=Checked(lambda g: _at_most_max(check_gamma(g), "draft length"), int), default=None,
-              help="With --from: the draft length the engine ran with, for sources that do not state it (llama-server).")
+              help="With --from: the draft length the engine ran with, for sources that do not state it (llama-server, "
+                   "SGLang's log).")
 @click.option("--extrapolate", is_flag=True,
               help="With --from: also plan draft lengths beyond the observed positions (alpha_i = the last observed; "
                    "flagged in the output).")
 @click.option("--batch-cost-file", type=cost_file_type,
               help="With --from: t(B, k) per batch size (`specdec estimate --batch-sizes ... --json`): the best draft "
                    "length per batch-size range.")
-@click.option("--engine", type=click.Choice(["vllm", "llamacpp", "hf"]), default=None,
-              help="With --from: print that engine's configuration for the plan.")
+@click.option("--engine", type=click.Choice(["vllm", "sglang", "llamacpp", "hf"]), default=None,
+              help="With --from: print that engine's configuration for the plan [default: the engine the counts came "
+                   "from].")
 @click.option("--method", default="ngram", show_default=True,
-              help="With --engine: the engine's speculative method (vLLM: ngram, draft_model, eagle, ...; "
-                   "hf: ngram means prompt lookup, anything else an assistant model).")
+              help="The engine's speculative method, in vLLM's names (ngram, draft_model, eagle, eagle3, ...; "
+                   "SGLang: mapped to its algorithm; hf: ngram means prompt lookup, anything else an assistant model).")
 @click.option("--figure", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --batch-cost-file: write the speedup-vs-batch-size figure (PNG) here.")
 @click.option("--trees", "study_path", metavar="STUDY", type=cost_file_type,
@@ -233,7 +235,10 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
                              verify_cost, batch_times, tables if len(tables) > 1 else ())
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
-    config = None if engine is None else engine_config(result, engine, method)
+    try:
+        config = None if (engine or counts.engine) is None else engine_config(result, engine or counts.engine, method)
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--method") from None
     drawn = None
     if figure is not None:
         from specdec.figures.batch import batch_figure
