@@ -31,9 +31,14 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "specdec"
 
 
+def models_dir() -> Path:
+    """Converted models: the default target and every GGUF file given as a model."""
+    return cache_dir() / "models"
+
+
 def default_target_dir() -> Path:
     """The float32 SmolLM2-135M-Instruct folder converted by `scripts/setup.sh`."""
-    return cache_dir() / "models" / "smollm2-135m-instruct"
+    return models_dir() / "smollm2-135m-instruct"
 
 
 def corpus_dir() -> Path:

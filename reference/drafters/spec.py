@@ -4,13 +4,15 @@
     lookup[:N[:earliest|latest]]  prompt lookup, longest suffix n-gram up to N tokens (default 3),
                             its latest earlier occurrence (`:earliest`: the first one, HF's rule)
     ngram:PATH              KenLM n-gram model over the target's token ids (ARPA or its folder)
-    model:PATH              neural draft model: a local Hugging Face causal LM folder (same vocabulary)
+    model:PATH              neural draft model: a local Hugging Face causal LM folder or a .gguf file
+                            (same vocabulary)
     heads:PATH[,k=K,p=P,ngram=PATH|lm=PATH,w=W,rescore=global|local]
                             blockwise parallel heads on the target (`specdec heads train`), fed by its
                             passes; with p > 1 (or a rescorer) the p best paths of their top-k lattice,
                             n-gram rescored with weight w, verified together (temperature 0);
                             rescore=local: the paper's local rescoring (one path, chosen left to right),
-                            with the n-gram or an HF causal LM folder of the same vocabulary (lm=PATH)
+                            with the n-gram or an HF causal LM (folder or .gguf) of the same
+                            vocabulary (lm=PATH)
     eagle:PATH[,tree=N[,topk=K]]
                             feature draft on the target (EAGLE, `specdec eagle train`), fed by its
                             passes; chains, or with tree=N EAGLE-2's dynamic trees of N nodes grown
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 from specdec.errors import SpecdecError
 
 SPEC_HELP = ("none | lookup[:N[:earliest|latest]] (prompt lookup) | ngram:PATH (KenLM) | model:PATH (HF causal LM "
-             "folder) | heads:PATH (heads on the target) | eagle:PATH[,tree=N,topk=K] (feature draft on the target)")
+             "folder or .gguf file) | heads:PATH (heads on the target) | eagle:PATH[,tree=N,topk=K] (feature draft "
+             "on the target)")
 KINDS = ("none", "lookup", "ngram", "model", "heads", "eagle")
 PATH_KINDS = ("ngram", "model", "heads", "eagle")
 
@@ -55,6 +58,13 @@ class DrafterSpec:
         if self.kind == "eagle":
             return eagle_args(self.arg)[1] is not None
         return self.kind == "heads" and bool(heads_args(self.arg)[1])
+
+    @property
+    def model_paths(self) -> list[str]:
+        """The causal LMs the spec names (model:PATH, heads' lm=PATH): folders or .gguf files."""
+        if self.kind == "heads":
+            return [path for key, path in heads_args(self.arg)[1].items() if key == "lm"]
+        return [self.arg] if self.kind == "model" else []
 
     @property
     def paths(self) -> list[str]:

@@ -13,8 +13,8 @@ from typing import Callable
 
 import click
 
-from specdec.cli.types import (NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, Device, DrafterSpecType, Number, NumberList,
-                               Renamed, Utf8Text, Workloads)
+from specdec.cli.types import (NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, Device, DrafterSpecType, ModelPath, Number,
+                               NumberList, Renamed, Utf8Text, Workloads)
 from specdec.errors import SpecdecError
 from specdec.reference.drafters.spec import SPEC_HELP
 
@@ -86,9 +86,10 @@ GAMMAS = NumberList(int, 1, MAX_DECODE_GAMMA, distinct=True, what="values")  # "
 TEMPERATURES = NumberList(float, 0, distinct=True, what="temperatures")
 LENIENCE = NumberList(float, 0, 1, low_open=True, what="lenience values")
 
-target_option = click.option("--target", "target_path", type=click.Path(file_okay=False), default=None,
+target_option = click.option("--target", "target_path", type=ModelPath(), default=None,
                              help="Target model: a local Hugging Face causal LM folder (its tokenizer defines the "
-                                  "token ids). Default: the embedded SmolLM2-135M-Instruct.")
+                                  "token ids) or a .gguf file (dequantized once into the cache). Default: the "
+                                  "embedded SmolLM2-135M-Instruct.")
 device_option = click.option("--device", default="cpu", show_default=True, type=Device(), help="cpu, cuda or cuda:N")
 model_options = stack(
     target_option,
@@ -147,15 +148,17 @@ NEW_TOKENS_HINT = "'--new-tokens' / '--max-new-tokens'"  # how click names that 
 
 # ---- before any model loads ----------------------------------------------------------
 def preflight_target(target_path: str | None) -> tuple[Path, int | None]:
-    """The target folder and its position limit, checked without loading the model: a
-    missing config, weights or tokenizer is a usage error naming --target."""
+    """The target folder (a .gguf file's converted folder, converting it on first use) and its
+    position limit, checked before any other model loads: a missing config, weights or tokenizer,
+    or a GGUF file that cannot be converted, is a usage error naming --target."""
+    from specdec.reference.core.gguf import model_folder
     from specdec.reference.core.models import check_model_folder, context_limit
 
     if target_path is None:
         from specdec.reference.data.default_model import default_target_path
         target_path = default_target_path()
     try:
-        path = check_model_folder(target_path)
+        path = check_model_folder(model_folder(target_path))
         return path, context_limit(path)
     except (OSError, SpecdecError, json.JSONDecodeError, UnicodeDecodeError) as exc:  # a corrupt config.json too
         raise click.BadParameter(str(exc), param_hint="--target") from None

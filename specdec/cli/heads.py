@@ -14,9 +14,10 @@ import click
 
 from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, check_context, device_option, json_option,
                                 preflight_target, target_option)
-from specdec.cli.types import POSITIVE, Number
+from specdec.cli.types import POSITIVE, Number, check_model_path
 from specdec.errors import SpecdecError
 from specdec.paths import write_atomic
+from specdec.reference.core.gguf import is_gguf
 from specdec.reference.drafters.spec import split_label
 from specdec.strict_json import to_json
 
@@ -138,8 +139,8 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
 @click.option("--ngram", "ngrams", multiple=True, metavar="[NAME=]PATH",
               help="KenLM model (`specdec ngram build`) to rescore the lattice with; repeat for several.")
 @click.option("--lm", "lms", multiple=True, metavar="[NAME=]PATH",
-              help="Hugging Face causal LM folder with the target's vocabulary, a local rescorer (Algorithm 2); "
-                   "repeat for several.")
+              help="Hugging Face causal LM folder or .gguf file with the target's vocabulary, a local rescorer "
+                   "(Algorithm 2); repeat for several.")
 @target_option
 @click.option("--k", "k", type=Number(int, 1, 64), default=16, show_default=True,
               help="Candidates per head in the rescored lattice.")
@@ -189,7 +190,11 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
             raise click.BadParameter(f"{ngram_path}: no such file or folder", param_hint="--ngram")
     lm_paths = [split_label(spec) for spec in lms]
     for _, lm_path in lm_paths:
-        if not Path(lm_path).is_dir():
+        try:
+            check_model_path(lm_path)  # a .gguf file's header
+        except (OSError, SpecdecError) as exc:
+            raise click.BadParameter(str(exc), param_hint="--lm") from None
+        if not (is_gguf(lm_path) or Path(lm_path).is_dir()):
             raise click.BadParameter(f"{lm_path}: no such model folder", param_hint="--lm")
     from specdec.ngram.model import NgramModel
     from specdec.reference.core.models import load_model

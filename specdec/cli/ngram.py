@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import MAX_SEED, json_option, stack, target_option
+from specdec.cli.common import MAX_SEED, json_option, preflight_target, stack, target_option
 from specdec.cli.types import NONNEGATIVE, POSITIVE, Number, Renamed
 from specdec.paths import writing
 from specdec.strict_json import to_json
@@ -21,11 +21,9 @@ CORPORA = ("plain", "aligned", "mixed")
 
 
 def _target_dir(target: str | None) -> Path:
-    """The target folder whose tokenizer defines the token ids (default: embedded SmolLM2)."""
-    if target is not None:
-        return Path(target)
-    from specdec.reference.data.default_model import default_target_path
-    return default_target_path()
+    """The target folder whose tokenizer defines the token ids (default: embedded SmolLM2; a .gguf
+    file's converted folder), checked as every command checks it (`preflight_target`)."""
+    return preflight_target(target)[0]
 
 
 def _aligned_config(tokens: int, new_tokens: int, batch_size: int, temperature: float, seed: int):

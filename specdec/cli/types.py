@@ -145,6 +145,8 @@ class DrafterSpecType(click.ParamType):
         label, text = split_label(value) if self.labelled else (value, value)
         try:
             spec = DrafterSpec.parse(text)
+            for path in spec.model_paths:
+                check_model_path(path)
             for path in spec.paths:
                 if not Path(path).exists():
                     raise SpecdecError(f"{spec.kind}:{spec.arg}: {path}: no such file or folder")
@@ -154,9 +156,37 @@ class DrafterSpecType(click.ParamType):
             if spec.kind == "eagle":
                 from specdec.reference.eagle.files import eagle_folder
                 eagle_folder(spec.paths[0])
-        except (SpecdecError, FileNotFoundError) as exc:
+        except (SpecdecError, OSError) as exc:
             self.fail(str(exc), param, ctx)
         return (label, text) if self.labelled else text
+
+
+def check_model_path(path: str) -> None:
+    """A .gguf file's header checked (`specdec.reference.core.gguf.check_gguf`, no tensor read);
+    any other path must not be a file (a model folder is checked by the command's preflight).
+    Raises SpecdecError / OSError with one line."""
+    from specdec.errors import SpecdecError
+    from specdec.reference.core.gguf import check_gguf, is_gguf
+
+    if is_gguf(path):
+        check_gguf(path)
+    elif Path(path).is_file():
+        raise SpecdecError(f"{path!r} is a file: expected a model folder or a .gguf file")
+
+
+class ModelPath(click.ParamType):
+    """A model: a local Hugging Face folder or a .gguf file (`check_model_path`)."""
+
+    name = "path"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from specdec.errors import SpecdecError
+
+        try:
+            check_model_path(str(value))
+        except (SpecdecError, OSError) as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
 
 
 class Workloads(click.ParamType):
