@@ -5,7 +5,8 @@ A file says what it is in a top-level "kind" field:
 - `KIND_ESTIMATE` (`specdec estimate --json`): "verify_cost" v(1..K), "cost" with
   "target_step_seconds", "context_times" (t(1..K) at several context lengths; per category
   under "categories" when the estimate has several), and with `--batch-sizes` a
-  "batch_timing" object (t(B, k)).
+  "batch_timing" object (t(B, k)); `specdec costs` writes the same kind from the roofline model
+  ("source": "roofline"), its "batch_timing" a list of tables when it covers several contexts.
 - `KIND_TREE_COSTS` (`benchmarks/bench_costs.py`): the same, plus "verify_step_ms" {N: ms},
   verify steps timed on draft trees of N nodes.
 - `KIND_LATTICE_STUDY` (`specdec heads lattice --save`): the lattice study, its rows per
@@ -85,7 +86,8 @@ def read_context_times(path: Path) -> ContextTimes:
 def read_batch_times(path: Path) -> list[BatchTimes]:
     """t(B, k) (`plan --batch-cost-file`), one table per context length timed, checked: the
     "batch_timing" object of `specdec estimate --batch-sizes ... --json` (one context) or of
-    benchmarks/bench_costs.py, or every context's "timing" of `specdec serve-bench` (serve.json)."""
+    benchmarks/bench_costs.py, a list of them (`specdec costs --context L1,L2`: one per context),
+    or every context's "timing" of `specdec serve-bench` (serve.json)."""
     data = _read_json(path)
     kind = _check_kind(data, path, COST_KINDS + (KIND_SERVE,), "a batch cost file")
     if kind == KIND_SERVE:
@@ -93,7 +95,8 @@ def read_batch_times(path: Path) -> list[BatchTimes]:
         timings = [c.get("timing") for c in contexts] if isinstance(contexts, list) and all(
             isinstance(c, dict) for c in contexts) else []
     else:
-        timings = [data.get("batch_timing") if isinstance(data, dict) else None]
+        timing = data.get("batch_timing") if isinstance(data, dict) else None
+        timings = timing if isinstance(timing, list) else [timing]
     if not timings or not all(isinstance(t, dict) and {"batch_sizes", "seconds"} <= set(t) for t in timings):
         raise SpecdecError(f"{path} holds no batch_timing (batch_sizes, seconds): write it with "
                            "`specdec estimate --batch-sizes ... --json` or `specdec serve-bench`")

@@ -4,7 +4,9 @@ A pass over k tokens must read every weight once (memory bound) and do 2 k FLOPs
 matrix weight (compute bound), so t_min(k) = max(weight bytes / bandwidth, 2 k matrix
 weights / peak FLOP rate). Bandwidth is a STREAM-style triad (a = b + s c over arrays far
 larger than the caches); the FLOP rate a large fp32 matrix product. Both use the threads
-torch uses. Measured once per run; docs/fast-backend.md discusses the numbers.
+torch uses. Measured once per run; docs/fast-backend.md discusses the numbers. `specdec costs
+--hardware measured` takes both, and the per-operation floor (`op_seconds`), into the roofline
+model (docs/roofline.md).
 """
 from __future__ import annotations
 
@@ -56,6 +58,19 @@ def matmul_flops(size: int = 1536, repeats: int = 5) -> float:
         torch.mm(x, y)
         best = min(best, time.perf_counter() - start)
     return 2 * size**3 / best
+
+
+def op_seconds(calls: int = 2000, repeats: int = 5) -> float:
+    """Best-of-repeats seconds per call of a tiny operation (an add of two 1-element tensors) from
+    Python: the floor every eager operation pays whatever its size."""
+    x = torch.zeros(1)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        for _ in range(calls):
+            torch.add(x, x)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
 
 
 def weight_bytes(model: torch.nn.Module) -> int:

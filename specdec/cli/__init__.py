@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "heads": "specdec.cli.heads:heads",
     "eagle": "specdec.cli.eagle:eagle",
     "serve-bench": "specdec.cli.serve:serve_bench",
+    "costs": "specdec.cli.costs:costs",
 }
 
 # Bad input, shown as one line: the project's own error, and the file errors of paths the user named.
