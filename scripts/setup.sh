@@ -113,10 +113,10 @@ fi
 #    torch version and instruction set into the cache's torch_extensions/ (about 40 s; a build
 #    for another CPU is never loaded: backend.build_dir). Without a compiler the backend is
 #    unavailable and `--target-backend auto` runs eager: a warning, not an error.
-kdir=$("$PY" -c "from specdec.reference.core.backend import build_dir; print(build_dir())" 2>/dev/null || true)
-if [ -z "$kdir" ] || ! ls "$kdir"/specdec_small_gemm*.so >/dev/null 2>&1; then
-  say "compiling the fast backend's kernel for this CPU (about 40 s)"
-  "$PY" -c "from specdec.reference.core.backend import kernel; kernel()" \
-    || say "WARNING: the fast backend's kernel did not build; commands will run the eager backend"
-fi
+#    Then `auto`'s choice: the kernel against eager's F.linear on a weight past the caches, 1 and 4
+#    rows, measured once per kernel build and recorded beside it (backend.measured_choice).
+say "the fast backend's kernel for this CPU (compiled once: about 40 s) and auto's measured choice"
+"$PY" -c "from specdec.reference.core.backend import kernel, measured_choice; kernel(); r = measured_choice(); \
+print('[setup] --target-backend auto runs', r['choice'], {k: {n: round(1e3 * t, 3) for n, t in v.items()} for k, v in r['seconds'].items()}, 'ms')" \
+  || say "WARNING: the fast backend's kernel did not build; commands will run the eager backend"
 say "ready: $VENV/bin/specdec"

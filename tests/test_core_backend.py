@@ -6,6 +6,7 @@ same after rejections. The kernel is built once per machine (scripts/setup.sh do
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import torch
@@ -98,14 +99,29 @@ def test_kv_cache_after_rejections_matches_eager() -> None:
             assert a.committed == b.committed
 
 
+def test_measured_choice_is_recorded(monkeypatch, tmp_path) -> None:
+    """auto's choice comes from timing the kernel against F.linear once, recorded and reused."""
+    import specdec.reference.core.backend as backend
+
+    monkeypatch.setattr(backend, "build_dir", lambda description=None: tmp_path)
+    monkeypatch.setattr(backend, "PROBE_SHAPE", (64, 32))
+    record = backend.measured_choice()
+    times = record["seconds"]
+    assert record["choice"] == ("fast" if sum(times["fast"].values()) <= sum(times["eager"].values()) else "eager")
+    assert record["lanes"] in (8, 16) and json.loads((tmp_path / backend.AUTO_RECORD).read_text()) == record
+    other = {"choice": "eager" if record["choice"] == "fast" else "fast", "source": record["source"]}
+    (tmp_path / backend.AUTO_RECORD).write_text(json.dumps(other))
+    assert backend.measured_choice()["choice"] != record["choice"]  # read back, not measured again
+
+
 def test_backend_choice(monkeypatch) -> None:
     import specdec.reference.core.backend as backend
 
     model = tiny_llama(64)
     assert use_backend(copy.deepcopy(model), "eager") == "eager"
-    monkeypatch.setattr(backend, "vector_isa", lambda: "AVX512")
+    monkeypatch.setattr(backend, "measured_choice", lambda: {"choice": "fast"})
     assert use_backend(copy.deepcopy(model), "auto") == "fast"
-    monkeypatch.setattr(backend, "vector_isa", lambda: "AVX2")  # the kernel's vectors would spill: eager
+    monkeypatch.setattr(backend, "measured_choice", lambda: {"choice": "eager"})  # measured slower here: eager
     assert use_backend(copy.deepcopy(model), "auto") == "eager"
     assert use_backend(copy.deepcopy(model), "fast") == "fast"  # asked for explicitly: still runs
     with pytest.raises(ValueError, match="float32"):

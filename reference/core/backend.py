@@ -1,14 +1,18 @@
 """Target backends: `eager` (PyTorch's own kernels) or `fast` (a small custom GEMM kernel for
-the verify pass, compiled once and cached). Same fp32 weights, same model: only the matrix
+the verify pass, compiled once per instruction set and cached, its register tiling chosen by
+the vector width: kernels/small_gemm.cpp), and `auto`: whichever a short measurement on this
+CPU found faster (recorded). Same fp32 weights, same model: only the matrix
 products over 1..16 rows change, so logits agree with eager up to floating-point order.
 Measurements and the reasons: docs/fast-backend.md.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import subprocess
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -78,7 +82,7 @@ class FastLinear(torch.nn.Module):
     """A Linear layer whose inputs of at most MAX_ROWS rows use the packed-weight kernel.
 
     weight / bias stay the original tensors (tied weights stay tied); `packed` is the
-    kernel's copy of the weight, [ceil(out / 16), in, 16].
+    kernel's copy of the weight, [ceil(out / W), in, W] (W: the build's floats per vector).
     """
 
     def __init__(self, linear: torch.nn.Module) -> None:
@@ -112,6 +116,55 @@ def available(model: torch.nn.Module) -> str | None:
     return None
 
 
+AUTO_RECORD = "auto.json"  # the measured choice for `auto`, beside the kernel's build
+PROBE_SHAPE = (4096, 2048)  # a 32 MB weight: past the caches, as a model's weights are
+PROBE_ROWS = (1, 4)  # the one-token step and a short verify pass
+
+
+def measured_choice() -> dict:
+    """What `auto` runs on this CPU: "fast" if the kernel takes no longer than eager's F.linear on
+    a weight past the caches for 1 and 4 rows together (best of 7 calls each: the one-token step
+    and a short verify pass), else "eager". Measured once
+    (at set-up, or on first use) and recorded in the kernel's build folder (one per instruction
+    set and torch version), so every later command reads the same choice."""
+    path = build_dir() / AUTO_RECORD
+    source = hashlib.sha1(SOURCE.read_bytes()).hexdigest()[:10]  # a changed kernel is measured again
+    try:
+        record = json.loads(path.read_text())
+        if record.get("choice") in ("fast", "eager") and record.get("source") == source:
+            return record
+    except (OSError, ValueError):
+        pass
+    generator = torch.Generator().manual_seed(0)
+    linear = torch.nn.Linear(PROBE_SHAPE[1], PROBE_SHAPE[0], bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(PROBE_SHAPE, generator=generator))
+        fast = FastLinear(linear)
+        seconds = {"eager": {}, "fast": {}}
+        for rows in PROBE_ROWS:
+            x = torch.randn(rows, PROBE_SHAPE[1], generator=generator)
+            for name, f in (("eager", lambda z: F.linear(z, linear.weight)), ("fast", fast)):
+                seconds[name][str(rows)] = _best_seconds(f, x)
+    faster = sum(seconds["fast"].values()) <= sum(seconds["eager"].values())
+    record = {"choice": "fast" if faster else "eager", "source": source, "seconds": seconds, "shape": list(PROBE_SHAPE),
+              "lanes": int(kernel().lanes()), "isa": vector_isa(), "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{AUTO_RECORD}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(record, indent=1))
+    tmp.replace(path)
+    return record
+
+
+def _best_seconds(f, x: torch.Tensor, calls: int = 7) -> float:
+    f(x)  # first call: allocations
+    best = float("inf")
+    for _ in range(calls):
+        start = time.perf_counter()
+        f(x)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def vector_isa() -> str:
     """The CPU's widest vector instruction set as PyTorch sees it ("AVX512", "AVX2", "DEFAULT", ...)."""
     return torch.backends.cpu.get_cpu_capability()
@@ -120,18 +173,19 @@ def vector_isa() -> str:
 def use_backend(model: torch.nn.Module, backend: str) -> str:
     """Switch `model` to `backend` in place; returns the backend in use.
 
-    "auto" is "fast" where it is available (CPU, float32, kernel built) and the CPU has AVX-512,
-    else "eager": the kernel keeps 16-float vectors in registers, which AVX-512 has and AVX2
-    has not (there it spills and ran 20-35x slower than eager at 4-16 rows: docs/fast-backend.md).
+    "auto" is "fast" where it is available (CPU, float32, kernel built) and this CPU's recorded
+    measurement chose it (`measured_choice`), else "eager".
     """
     if backend not in BACKENDS:
         raise SpecdecError(f"unknown target backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-    if backend == "eager" or (backend == "auto" and vector_isa() != "AVX512"):
+    if backend == "eager":
         return "eager"
     reason = available(model)
     if reason is not None:
         if backend == "fast":
             raise SpecdecError(reason)
+        return "eager"
+    if backend == "auto" and measured_choice()["choice"] != "fast":
         return "eager"
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):

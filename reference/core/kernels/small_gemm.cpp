@@ -2,26 +2,40 @@
 //
 // A pass over k tokens reads every weight once; MKL's small-M path reads them at ~9 GB/s and
 // steps up at M = 4 (docs/fast-backend.md). Here the weights are packed once into panels of
-// 16 output columns, [P, I, 16], so each panel is one sequential stream, and every weight
-// vector is multiplied into all k rows while it is in a register. Accumulation over the
+// W output columns, [P, I, W], so each panel is one sequential stream, and every weight
+// vector is multiplied into a chunk of rows while it is in a register. Accumulation over the
 // input dimension runs in order, as in a plain dot product. GCC vector extensions keep it
-// portable: 16-float vectors become AVX-512 registers where the CPU has them.
+// portable; the register tiling follows the vector width the build targets (-march=native):
+//   AVX-512: W = 16 floats, 32 registers: all k rows at once, 4 panels for k <= 6, else 2;
+//   AVX2 (and narrower): W = 8 floats, 16 registers: chunks of at most 6 rows and 2 panels
+//   (2 x 6 accumulators + 2 weight vectors = 14 registers), the next chunk re-reading the
+//   panels from cache, not memory.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
-typedef float v16 __attribute__((vector_size(64), aligned(64)));
+#if defined(__AVX512F__)
+constexpr int W = 16;
+constexpr int64_t MAX_CHUNK = 16;
+#else
+constexpr int W = 8;
+constexpr int64_t MAX_CHUNK = 6;
+#endif
 
-// xt: x transposed [I, K]; w: NP panels [NP][I][16] (NP * I * 16 floats apart); y: [K, O]
+typedef float vec __attribute__((vector_size(W * 4), aligned(W * 4)));
+
+// rows r0..r0+K-1 of x (xt: x transposed [I, KT]); w: NP panels [NP][I][W] (NP * I * W floats
+// apart); y: [KT, O]; col: the first output column of the panels.
 template <int K, int NP>
-static void panels(const float* xt, int64_t I, const float* w, float* y, int64_t O, int64_t col) {
-  v16 acc[NP][K];
+static void panels(const float* xt, int64_t KT, int64_t r0, int64_t I, const float* w, float* y, int64_t O,
+                   int64_t col) {
+  vec acc[NP][K];
   for (int p = 0; p < NP; ++p)
-    for (int k = 0; k < K; ++k) acc[p][k] = v16{};
-  const int64_t stride = I * 16;
+    for (int k = 0; k < K; ++k) acc[p][k] = vec{};
+  const int64_t stride = I * W;
   for (int64_t i = 0; i < I; ++i) {
-    v16 wv[NP];
-    for (int p = 0; p < NP; ++p) wv[p] = *reinterpret_cast<const v16*>(w + p * stride + i * 16);
-    const float* xi = xt + i * K;
+    vec wv[NP];
+    for (int p = 0; p < NP; ++p) wv[p] = *reinterpret_cast<const vec*>(w + p * stride + i * W);
+    const float* xi = xt + i * KT + r0;
     for (int k = 0; k < K; ++k) {
       const float b = xi[k];
       for (int p = 0; p < NP; ++p) acc[p][k] += b * wv[p];
@@ -29,10 +43,10 @@ static void panels(const float* xt, int64_t I, const float* w, float* y, int64_t
   }
   for (int p = 0; p < NP; ++p)
     for (int k = 0; k < K; ++k)
-      for (int j = 0; j < 16; ++j) y[k * O + col + p * 16 + j] = acc[p][k][j];
+      for (int j = 0; j < W; ++j) y[(r0 + k) * O + col + p * W + j] = acc[p][k][j];
 }
 
-using PanelFn = void (*)(const float*, int64_t, const float*, float*, int64_t, int64_t);
+using PanelFn = void (*)(const float*, int64_t, int64_t, int64_t, const float*, float*, int64_t, int64_t);
 
 template <int NP>
 static PanelFn pick(int64_t k) {
@@ -43,37 +57,48 @@ static PanelFn pick(int64_t k) {
   return fns[k - 1];
 }
 
-// W [O, I] -> panels [ceil(O / 16), I, 16], zero-padded to a multiple of 16 columns.
-torch::Tensor pack(torch::Tensor weight) {
-  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kFloat32, "pack takes a float32 [O, I] weight");
-  const int64_t O = weight.size(0), I = weight.size(1), P = (O + 15) / 16;
-  auto padded = torch::zeros({P * 16, I}, weight.options());
-  padded.narrow(0, 0, O).copy_(weight);
-  return padded.view({P, 16, I}).transpose(1, 2).contiguous();
+static PanelFn choose(int64_t k, int np) {
+  return np == 4 ? pick<4>(k) : np == 2 ? pick<2>(k) : pick<1>(k);
 }
 
-// x [K, I] (K = 1..16), packed [P, I, 16] -> y [K, out_features]
+// W [O, I] -> panels [ceil(O / W), I, W], zero-padded to a multiple of W columns.
+torch::Tensor pack(torch::Tensor weight) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kFloat32, "pack takes a float32 [O, I] weight");
+  const int64_t O = weight.size(0), I = weight.size(1), P = (O + W - 1) / W;
+  auto padded = torch::zeros({P * W, I}, weight.options());
+  padded.narrow(0, 0, O).copy_(weight);
+  return padded.view({P, W, I}).transpose(1, 2).contiguous();
+}
+
+// x [K, I] (K = 1..16), packed [P, I, W] -> y [K, out_features]
 torch::Tensor small_linear(torch::Tensor x, torch::Tensor packed, int64_t out_features) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "small_linear takes float32 [K, I] rows");
   const int64_t K = x.size(0), I = x.size(1), P = packed.size(0);
   TORCH_CHECK(K >= 1 && K <= 16, "small_linear takes 1..16 rows, got ", K);
-  TORCH_CHECK(packed.size(1) == I && packed.size(2) == 16, "packed weight does not match the input width");
+  TORCH_CHECK(packed.size(1) == I && packed.size(2) == W, "packed weight does not match the input width");
   auto xt = x.t().contiguous();
-  auto y = torch::empty({K, P * 16}, x.options());
+  auto y = torch::empty({K, P * W}, x.options());
   const float* xp = xt.data_ptr<float>();
   const float* w = packed.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  // several panels per step share each broadcast of x: four for few rows, two for many
-  // (4 x K accumulators must fit the 32 vector registers); measured in docs/fast-backend.md
-  const int64_t np = (K <= 6 && P % 4 == 0) ? 4 : (P % 2 == 0 ? 2 : 1);
-  const PanelFn f = np == 4 ? pick<4>(K) : np == 2 ? pick<2>(K) : pick<1>(K);
+  // panels per step sharing each broadcast of x, and rows per chunk: the accumulators of one
+  // step (np x chunk) and its weight vectors must fit the vector registers (see the top)
+  const int64_t chunk = std::min(K, MAX_CHUNK);
+  const int np = (W == 16 && K <= 6 && P % 4 == 0) ? 4 : (P % 2 == 0 ? 2 : 1);
   at::parallel_for(0, P / np, 4, [&](int64_t begin, int64_t end) {
-    for (int64_t s = begin; s < end; ++s) f(xp, I, w + s * np * I * 16, yp, P * 16, s * np * 16);
+    for (int64_t s = begin; s < end; ++s)
+      for (int64_t r0 = 0; r0 < K; r0 += chunk) {
+        const int64_t rows = std::min(chunk, K - r0);
+        choose(rows, np)(xp, K, r0, I, w + s * np * I * W, yp, P * W, s * np * W);
+      }
   });
-  return out_features == P * 16 ? y : y.narrow(1, 0, out_features).contiguous();
+  return out_features == P * W ? y : y.narrow(1, 0, out_features).contiguous();
 }
 
+int64_t lanes() { return W; }
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("pack", &pack, "pack a float32 [O, I] weight into [ceil(O/16), I, 16] panels");
+  m.def("pack", &pack, "pack a float32 [O, I] weight into [ceil(O/W), I, W] panels");
   m.def("small_linear", &small_linear, "x [K <= 16, I] times a packed weight");
+  m.def("lanes", &lanes, "W: the floats per vector register this build targets");
 }
