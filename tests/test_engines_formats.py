@@ -55,6 +55,8 @@ def test_sglang_gauges_and_log_are_means_without_intervals() -> None:
     acc = acceptance_from_counts(gauges)
     assert 1 + sum(acc.alphas[0] ** i for i in range(1, 4)) == pytest.approx(2.75, abs=1e-9)
     assert acc.intervals == (None,) and "means over its log intervals" in acc.model
+    with pytest.raises(ValueError, match="leave out --draft-length"):  # the source says k = 3
+        acceptance_from_counts(gauges, k=5)
     log = read_counts(fixture("sglang_decode.log"))
     assert log.windows == 3 and log.mean_accepted == pytest.approx((1.75 + 1.55 + 1.65) / 3) and log.k is None
     with pytest.raises(ValueError, match="draft length"):
