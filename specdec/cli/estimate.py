@@ -185,10 +185,10 @@ def _print(r: dict, note: str | None) -> None:
         click.echo("t(k) ms   " + " ".join(f"{1000 * s:6.1f}" for s in cost["verify_seconds"]))
         click.echo("v(k)      " + " ".join(f"{_f(v, '6.2f')}" for v in r["verify_cost"]))
         click.echo("floor ms  " + " ".join(f"{1000 * s:6.1f}" for s in limits["min_seconds"]))
+        click.echo("x floor   " + " ".join(f"{t / f:6.1f}" for t, f in zip(cost["verify_seconds"], limits["min_seconds"])))
         click.echo(f"floor: {limits['weight_bytes'] / 1e6:.0f} MB of weights at {limits['bandwidth'] / 1e9:.1f} GB/s "
                    f"(STREAM triad), {limits['matrix_flops_per_token'] / 1e6:.0f} MFLOP per token at "
-                   f"{limits['flops'] / 1e9:.0f} GFLOP/s; t(1) is {cost['verify_seconds'][0] / limits['min_seconds'][0]:.1f}x "
-                   "the floor")
+                   f"{limits['flops'] / 1e9:.0f} GFLOP/s (x floor: each pass's time over its floor, the gap per k)")
         if r.get("context_times"):
             ct = r["context_times"]
             click.echo("t(k) ms by context (for `specdec plan --context L --verify-cost-file` this JSON):")
