@@ -136,13 +136,3 @@ def dicts_with(obj, key: str) -> list[dict]:
     if isinstance(obj, list):
         return [d for v in obj for d in dicts_with(v, key)]
     return []
-
-
-def find_key(obj, key: str) -> list:
-    """Every value stored under `key` anywhere in a JSON value (not inside another match)."""
-    if isinstance(obj, dict):
-        found = [obj[key]] if key in obj else []
-        return found + [x for k, v in obj.items() if k != key for x in find_key(v, key)]
-    if isinstance(obj, list):
-        return [x for v in obj for x in find_key(v, key)]
-    return []

@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from specdec.engines.counts import (NUMBER, RATES, EngineCounts, as_count, as_length, find_key, line_field,
+from specdec.engines.counts import (NUMBER, RATES, EngineCounts, as_count, as_length, dicts_with, line_field,
                                     prometheus_samples)
 from specdec.errors import SpecdecError
 from specdec.simulator.counts import accepted_and_reached, conditional_from_cumulative
@@ -138,7 +138,7 @@ def parse_json(objects: list) -> EngineCounts | None:
     per-step lists exactly, from histograms by draft length exactly, from the plain histogram
     (index j: steps that accepted exactly j drafts) with every draft taken as k long, which
     `note` flags when num_draft_tokens shows shorter drafts."""
-    blocks = [b for obj in objects for b in find_key(obj, "speculative_decoding")]
+    blocks = [d["speculative_decoding"] for obj in objects for d in dicts_with(obj, "speculative_decoding")]
     if not blocks:
         return None
     by_length: dict[int, np.ndarray] = {}

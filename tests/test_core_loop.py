@@ -17,7 +17,7 @@ from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
 from tests.stats_helpers import chi_square_pvalue
-from tests.tiny_models import exact_joint, tiny_gpt2, tiny_llama
+from tests.tiny_models import exact_joint, sampled_joint, tiny_gpt2, tiny_llama
 
 GREEDY = SamplingConfig(temperature=0.0)
 
@@ -59,12 +59,8 @@ def test_sampled_output_follows_target_distribution(sampling: SamplingConfig) ->
     exact = exact_joint(target, prompt, n_tokens, lambda logits: sampling.probs(logits).double())
     gen = torch.Generator().manual_seed(123)
     scorer, drafter = TargetScorer(target), NeuralDrafter(draft, vocab)
-    counts = np.zeros([vocab] * n_tokens)
-    accepted = 0
-    for _ in range(runs):
-        r = speculative_decode(scorer, drafter, prompt, n_tokens, 2, sampling, gen)
-        counts[tuple(r.tokens)] += 1
-        accepted += sum(r.stats.accepted)
+    counts, results = sampled_joint(scorer, drafter, prompt, n_tokens, 2, sampling, gen, runs, vocab)
+    accepted = sum(sum(r.stats.accepted) for r in results)
     assert accepted > runs * 0.3  # the drafts really were accepted often, so the test bites
     assert chi_square_pvalue(counts, exact.numpy()) > 1e-3
 

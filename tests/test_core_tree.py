@@ -101,7 +101,7 @@ def test_sampled_lattice_follows_the_target(sampling: SamplingConfig) -> None:
     joint of the first 3 tokens over 2500 decodes against the exact joint, Pearson chi-square
     at significance 1e-3, fixed seed."""
     from tests.stats_helpers import chi_square_pvalue
-    from tests.tiny_models import exact_joint
+    from tests.tiny_models import exact_joint, sampled_joint
 
     vocab, n_tokens, runs = 5, 3, 2500
     target = tiny_llama(vocab_size=vocab, seed=0, sharpness=6.0)
@@ -109,12 +109,8 @@ def test_sampled_lattice_follows_the_target(sampling: SamplingConfig) -> None:
     exact = exact_joint(target, prompt, n_tokens, lambda logits: sampling.probs(logits).double())
     drafter = LatticeDrafter(random_heads(target, 2, seed=3, scale=0.3), vocab, k=2, p=2)
     gen, scorer = torch.Generator().manual_seed(5), TargetScorer(target)
-    counts = np.zeros([vocab] * n_tokens)
-    accepted = 0
-    for _ in range(runs):
-        r = speculative_decode(scorer, drafter, prompt, n_tokens, 2, sampling, gen)
-        counts[tuple(r.tokens)] += 1
-        accepted += sum(r.stats.accepted)
+    counts, results = sampled_joint(scorer, drafter, prompt, n_tokens, 2, sampling, gen, runs, vocab)
+    accepted = sum(sum(r.stats.accepted) for r in results)
     assert accepted > runs * 0.2
     assert chi_square_pvalue(counts, exact.numpy()) > 1e-3
 

@@ -9,7 +9,6 @@ initialised heads (exactness does not depend on the heads being any good).
   (enumerated), Pearson chi-square, N = 4000 runs, significance 1e-3, fixed seed; the
   heads' vocabulary is restricted (q = 0 outside it), which must stay exact.
 """
-import numpy as np
 import pytest
 import torch
 
@@ -20,7 +19,7 @@ from specdec.reference.core.target import TargetScorer
 from specdec.reference.drafters.heads import HeadsDrafter
 from tests.fakes import random_heads
 from tests.stats_helpers import chi_square_pvalue
-from tests.tiny_models import exact_joint, tiny_gpt2, tiny_llama
+from tests.tiny_models import exact_joint, sampled_joint, tiny_gpt2, tiny_llama
 
 GREEDY = SamplingConfig(temperature=0.0)
 
@@ -79,13 +78,9 @@ def test_sampled_heads_output_follows_target_distribution(sampling: SamplingConf
     exact = exact_joint(target, prompt, n_tokens, lambda logits: sampling.probs(logits).double())
     gen = torch.Generator().manual_seed(123)
     scorer, drafter = TargetScorer(target), HeadsDrafter(heads, vocab)
-    counts = np.zeros([vocab] * n_tokens)
-    accepted = proposed = 0
-    for _ in range(runs):
-        r = speculative_decode(scorer, drafter, prompt, n_tokens, 2, sampling, gen)
-        counts[tuple(r.tokens)] += 1
-        accepted += sum(r.stats.accepted)
-        proposed += sum(k * n for k, n in enumerate(r.stats.proposed_hist))
+    counts, results = sampled_joint(scorer, drafter, prompt, n_tokens, 2, sampling, gen, runs, vocab)
+    accepted = sum(sum(r.stats.accepted) for r in results)
+    proposed = sum(k * n for r in results for k, n in enumerate(r.stats.proposed_hist))
     assert proposed >= 2 * runs and accepted > runs * 0.3  # both heads drafted in every run and were often kept
     assert chi_square_pvalue(counts, exact.numpy()) > 1e-3
 

@@ -10,7 +10,6 @@
   (enumerated), Pearson chi-square, significance 1e-3, fixed seeds: chains (q sampled from a
   restricted vocabulary) and deterministic top-k trees (recursive rejection over siblings).
 """
-import numpy as np
 import pytest
 import torch
 
@@ -20,7 +19,7 @@ from specdec.reference.core.target import TargetScorer
 from specdec.reference.drafters.eagle import EagleDrafter
 from tests.fakes import decode_stats, random_eagle, trained_eagle
 from tests.stats_helpers import chi_square_pvalue
-from tests.tiny_models import exact_joint, tiny_gpt2, tiny_llama
+from tests.tiny_models import exact_joint, sampled_joint, tiny_gpt2, tiny_llama
 
 GREEDY = SamplingConfig(temperature=0.0)
 
@@ -85,12 +84,8 @@ def test_sampled_eagle_output_follows_target_distribution(tree, sampling: Sampli
     exact = exact_joint(target, prompt, n_tokens, lambda logits: sampling.probs(logits).double())
     gen = torch.Generator().manual_seed(7)
     scorer, drafter = TargetScorer(target), EagleDrafter(draft, vocab, tree)
-    counts = np.zeros([vocab] * n_tokens)
-    accepted = 0
-    for _ in range(runs):
-        r = speculative_decode(scorer, drafter, prompt, n_tokens, 2, sampling, gen)
-        counts[tuple(r.tokens)] += 1
-        accepted += sum(r.stats.accepted)
+    counts, results = sampled_joint(scorer, drafter, prompt, n_tokens, 2, sampling, gen, runs, vocab)
+    accepted = sum(sum(r.stats.accepted) for r in results)
     assert accepted > runs * 0.3  # drafts were often kept
     assert chi_square_pvalue(counts, exact.numpy()) > 1e-3
 

@@ -5,6 +5,7 @@ which makes distribution tests sensitive (an untrained tiny model is nearly unif
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
@@ -45,6 +46,21 @@ def exact_joint(model, prefix: list[int], n: int, probs_fn) -> torch.Tensor:
         joint = (joint[:, None] * p).reshape(-1)
         conts = torch.cat([conts.repeat_interleave(vocab, 0), torch.arange(vocab).repeat(conts.shape[0])[:, None]], 1)
     return joint.reshape([vocab] * n)
+
+
+def sampled_joint(scorer, drafter, prompt: list[int], n: int, gamma: int, sampling, generator, runs: int,
+                  vocab: int) -> tuple[np.ndarray, list]:
+    """(counts [vocab] * n of the first n tokens over `runs` speculative decodes, the decodes'
+    results): the empirical joint that the chi-square tests hold against `exact_joint`."""
+    from specdec.reference.core.loop import speculative_decode
+
+    counts = np.zeros([vocab] * n)
+    results = []
+    for _ in range(runs):
+        r = speculative_decode(scorer, drafter, prompt, n, gamma, sampling, generator)
+        counts[tuple(r.tokens)] += 1
+        results.append(r)
+    return counts, results
 
 
 def tiny_tokenizer(vocab_size: int):

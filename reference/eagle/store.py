@@ -14,7 +14,7 @@ import torch
 from specdec.errors import SpecdecError
 from specdec.reference.eagle.model import EagleDraft, draft_on
 from specdec.reference.eagle.files import WEIGHTS_NAME, eagle_folder
-from specdec.reference.heads.store import card_in, check_trained_for, save_trained
+from specdec.reference.heads.store import card_in, load_trained, save_trained
 
 FORMAT = "specdec-eagle/1"
 
@@ -32,20 +32,8 @@ def load_eagle(path: str | os.PathLike, model: torch.nn.Module, model_dir: str |
                ) -> tuple[EagleDraft, dict[str, Any]]:
     """The draft at `path` on the target `model` (loaded from `model_dir`), after checking that
     the card names this target's weights; output rows and embeddings come from the target."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     folder = eagle_folder(path)
-    card = read_card(folder)
-    check_trained_for(card, folder, model_dir, "feature draft")
-    try:
-        tensors = load_file(str(folder / WEIGHTS_NAME))
-    except (SafetensorError, OSError) as exc:
-        raise SpecdecError(f"cannot read {str(folder / WEIGHTS_NAME)!r}: {exc}") from None
-    vocab = tensors.pop("vocab", None)
-    rows = model.get_output_embeddings().weight.shape[0]
-    if vocab is None or vocab.ndim != 1 or vocab.numel() == 0 or int(vocab.min()) < 0 or int(vocab.max()) >= rows:
-        raise SpecdecError(f"{str(folder / WEIGHTS_NAME)!r} holds no vocabulary of ids below {rows}")
+    card, tensors, vocab = load_trained(folder, FORMAT, WEIGHTS_NAME, model, model_dir, "feature draft")
     draft = draft_on(model, vocab)
     expected = {name: tuple(p.shape) for name, p in draft.trained().items()}
     found = {name: tuple(t.shape) for name, t in tensors.items()}

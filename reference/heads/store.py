@@ -82,24 +82,35 @@ def check_trained_for(card: dict[str, Any], folder: Path, model_dir: str | os.Pa
                            f"{str(Path(model_dir).name)!r} (weights {fingerprint[:12]})")
 
 
+def load_trained(folder: Path, fmt: str, weights_name: str, model: torch.nn.Module, model_dir: str | os.PathLike,
+                 what: str) -> tuple[dict[str, Any], dict[str, torch.Tensor], torch.Tensor]:
+    """(card, tensors, vocabulary) of a trained drafter's checked folder for the target `model`
+    (loaded from `model_dir`): the card must be a `fmt` card naming this target's weights, the
+    weights file must read, and its "vocab" (taken out of the tensors) must be ids of the
+    target's output layer."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    card = card_in(folder, fmt)
+    check_trained_for(card, folder, model_dir, what)
+    try:
+        tensors = load_file(str(folder / weights_name))
+    except (SafetensorError, OSError) as exc:
+        raise SpecdecError(f"cannot read {str(folder / weights_name)!r}: {exc}") from None
+    vocab = tensors.pop("vocab", None)
+    rows = model.get_output_embeddings().weight.shape[0]
+    if vocab is None or vocab.ndim != 1 or vocab.numel() == 0 or int(vocab.min()) < 0 or int(vocab.max()) >= rows:
+        raise SpecdecError(f"{str(folder / weights_name)!r} holds no vocabulary of ids below {rows}")
+    return card, tensors, vocab
+
+
 def load_heads(path: str | os.PathLike, model: torch.nn.Module, model_dir: str | os.PathLike
                ) -> tuple[BlockHeads, dict[str, Any]]:
     """The heads at `path` on the target `model` (loaded from `model_dir`), after checking that
     the card names this target's weights; the output rows are taken from the target itself."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     folder = heads_folder(path)
-    card = read_card(folder)
-    check_trained_for(card, folder, model_dir, "heads")
-    try:
-        tensors = load_file(str(folder / WEIGHTS_NAME))
-    except (SafetensorError, OSError) as exc:
-        raise SpecdecError(f"cannot read {str(folder / WEIGHTS_NAME)!r}: {exc}") from None
-    weight, bias, vocab = tensors.get("weight"), tensors.get("bias"), tensors.get("vocab")
-    rows = model.get_output_embeddings().weight.shape[0]
-    if vocab is None or vocab.ndim != 1 or vocab.numel() == 0 or int(vocab.min()) < 0 or int(vocab.max()) >= rows:
-        raise SpecdecError(f"{str(folder / WEIGHTS_NAME)!r} holds no vocabulary of ids below {rows}")
+    card, tensors, vocab = load_trained(folder, FORMAT, WEIGHTS_NAME, model, model_dir, "heads")
+    weight, bias = tensors.get("weight"), tensors.get("bias")
     d = model.get_output_embeddings().weight.shape[1]
     if weight is None or bias is None or weight.ndim != 3 or weight.shape[0] < 1 or weight.shape[1:] != (d, 2 * d) \
             or bias.shape != (weight.shape[0], d):

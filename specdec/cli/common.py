@@ -60,6 +60,20 @@ def refuse_tree_drafter(spec: str, why: str) -> None:
         raise click.BadParameter(f"{spec}: {why}", param_hint="--drafter")
 
 
+training_data_options = stack(  # what a trained drafter learns from (specdec.reference.heads.build.DataConfig)
+    click.option("--tokens", type=POSITIVE, default=49_152, show_default=True,
+                 help="Teacher-forced training tokens in all (target samples + corpus windows; the heads and the "
+                      "feature draft share the target's passes over the same data options, cached)."),
+    click.option("--aligned-tokens", type=Number(int, 0), default=16_000, show_default=True,
+                 help="Of them, about this many tokens the target sampled itself (generated once, cached; 0: corpus "
+                      "only)."),
+    click.option("--sampled-from", type=click.Choice(["workloads", "corpus"]), default="workloads", show_default=True,
+                 help="What the target answers for those: the embedded workloads' training prompts in its chat "
+                      "template (code, summarize, rag, edit, chat; never a held-out prompt), or plain corpus prompts."),
+    click.option("--window", type=Number(int, 8, 4096), default=128, show_default=True,
+                 help="Tokens per training window."))
+
+
 def preflight_training(target_path, out, force: bool, tokens: int, aligned_tokens: int, sampled_from: str,
                        window: int):
     """(target folder, DataConfig) of a `train` command (heads, feature draft), its options

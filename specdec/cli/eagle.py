@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import MAX_SEED, device_option, json_option, preflight_target, target_option
+from specdec.cli.common import (MAX_SEED, device_option, json_option, preflight_target, target_option,
+                                training_data_options)
 from specdec.cli.types import POSITIVE, Number
 from specdec.errors import SpecdecError
 from specdec.strict_json import to_json
@@ -26,14 +27,7 @@ def eagle() -> None:
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Output folder (eagle.safetensors + card.json), built beside it and renamed into place.")
 @click.option("--force", is_flag=True, help="Replace a draft already in --out (otherwise an error).")
-@click.option("--tokens", type=POSITIVE, default=49_152, show_default=True,
-              help="Teacher-forced training tokens in all (target samples + corpus windows; the same passes as "
-                   "`specdec heads train` with the same data options, read from the cache when it ran).")
-@click.option("--aligned-tokens", type=Number(int, 0), default=16_000, show_default=True,
-              help="Of them, about this many tokens the target sampled itself (generated once, cached; 0: corpus only).")
-@click.option("--sampled-from", type=click.Choice(["workloads", "corpus"]), default="workloads", show_default=True,
-              help="What the target answers for those: the embedded workloads' training prompts, or corpus prompts.")
-@click.option("--window", type=Number(int, 8, 4096), default=128, show_default=True, help="Tokens per training window.")
+@training_data_options
 @click.option("--vocab", "vocab_size", type=POSITIVE, default=8192, show_default=True,
               help="Output ids the draft can propose: the ones with the most target probability in the data.")
 @click.option("--ttt", type=Number(int, 1, 16), default=3, show_default=True,

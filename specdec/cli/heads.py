@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, check_context, device_option, json_option,
-                                preflight_target, target_option)
+                                preflight_target, target_option, training_data_options)
 from specdec.cli.types import POSITIVE, Number, check_model_path
 from specdec.errors import SpecdecError
 from specdec.paths import write_atomic
@@ -36,15 +36,7 @@ def heads() -> None:
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Output folder (heads.safetensors + card.json), built beside it and renamed into place.")
 @click.option("--force", is_flag=True, help="Replace heads already in --out (otherwise an error).")
-@click.option("--tokens", type=POSITIVE, default=49_152, show_default=True,
-              help="Teacher-forced training tokens in all (target samples + corpus windows).")
-@click.option("--aligned-tokens", type=Number(int, 0), default=16_000, show_default=True,
-              help="Of them, about this many tokens the target sampled itself (generated once, cached; 0: corpus only).")
-@click.option("--sampled-from", type=click.Choice(["workloads", "corpus"]), default="workloads", show_default=True,
-              help="What the target answers for those: the embedded workloads' training prompts in its chat template "
-                   "(code, summarize, rag, edit, chat; never a held-out prompt), or plain corpus prompts.")
-@click.option("--window", type=Number(int, 8, 4096), default=128, show_default=True,
-              help="Tokens per training window.")
+@training_data_options
 @click.option("--vocab", "vocab_size", type=POSITIVE, default=8192, show_default=True,
               help="Output ids the heads can propose: the ones with the most target probability in the data.")
 @click.option("--epochs", type=Number(int, 1, 1000), default=4, show_default=True,

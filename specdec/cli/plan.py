@@ -235,8 +235,9 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
                              verify_cost, batch_times, tables if len(tables) > 1 else ())
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
+    engine = engine or counts.engine  # the configuration of the engine the counts came from, unless named
     try:
-        config = None if (engine or counts.engine) is None else engine_config(result, engine or counts.engine, method)
+        config = None if engine is None else engine_config(result, engine, method)
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--method") from None
     drawn = None
