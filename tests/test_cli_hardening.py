@@ -72,7 +72,7 @@ def test_invalid_utf8_prompts_file(capsys, target, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("remove, message", [("model.safetensors", "no weights"),
-                                             ("tokenizer.json", "no tokenizer files")])
+                                             ("tokenizer.json", "cannot load the tokenizer")])
 def test_incomplete_target_folder(capsys, tmp_path, remove, message) -> None:
     folder = save_tiny_model(tmp_path / "m")
     (folder / remove).unlink()

@@ -9,6 +9,8 @@ from typing import Sequence
 
 import torch
 
+from specdec.reference.core.seq2seq import encode, is_encoder_decoder, run_model
+
 
 @dataclass(frozen=True)
 class Agreement:
@@ -66,7 +68,8 @@ def target_fit(model: torch.nn.Module, prompt: Sequence[int], tokens: Sequence[i
     """Score `tokens` after `prompt` with one forward pass of the target (no KV cache).
 
     Args:
-        model: a Hugging Face causal LM (the target).
+        model: a Hugging Face language model (the target; an encoder-decoder's decoder scores
+            `tokens` with the prompt's source encoded).
         prompt: the prompt's ids (at least one).
         tokens: the generated ids x_1..x_n.
     """
@@ -78,7 +81,8 @@ def target_fit(model: torch.nn.Module, prompt: Sequence[int], tokens: Sequence[i
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt) + list(tokens)], dtype=torch.long, device=device)  # [1, P + n]
     # row i of the last n + 1 rows predicts the token after position P - 1 + i
-    logits = model(input_ids=ids, logits_to_keep=n + 1).logits[0, :n].float()  # [n, vocab]
+    encoder = encode(model, [prompt]) if is_encoder_decoder(model) else None
+    logits = run_model(model, ids, encoder, n + 1).logits[0, :n].float()  # [n, vocab]
     x = ids[0, -n:]  # [n]
     log_p = logits.log_softmax(-1)[torch.arange(n, device=device), x]  # [n]
     hits = logits.argmax(-1) == x

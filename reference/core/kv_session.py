@@ -1,21 +1,24 @@
-"""A causal LM with its KV cache, following one growing and shrinking token sequence.
+"""A language model with its KV cache, following one growing and shrinking token sequence.
 
 Both the target scorer and the neural drafter are built on this: the session stores the
 sequence `tokens`, of which the first `n_cached` are in the KV cache; the rest are
 *pending* and are fed with the next forward pass. Rolling back after a rejection crops
-the cache; the prefix is never re-encoded.
+the cache; the prefix is never re-encoded. An encoder-decoder model's sequence is its
+decoder's: `start` runs the encoder once over the prompt's source and every pass reuses its
+outputs (`specdec.reference.core.seq2seq`).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.forward import forward
 from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.seams import NOTHING, Needs, Scored
+from specdec.reference.core.seq2seq import EncoderState, encode as encode_source, is_encoder_decoder, new_cache, self_attention
 from specdec.reference.core.tree import tree_inputs
 
 
@@ -28,7 +31,8 @@ class KVSession:
         self.output_device = output_device(model)  # where the logits come out (differs in a split model)
         self.tokens: list[int] = []
         self.n_cached = 0
-        self.cache: DynamicCache | None = None
+        self.cache = None  # a transformers Cache (new_cache)
+        self.encoder: EncoderState | None = None  # an encoder-decoder's encoder outputs for this sequence
         self.forward_passes = 0
         self.tree_nodes = 0  # nodes of a token tree the cache holds past the sequence (until keep_tree_path)
 
@@ -44,7 +48,8 @@ class KVSession:
         self.tokens = [int(t) for t in prompt]
         self.n_cached = 0
         self.tree_nodes = 0
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = new_cache(self.model)
+        self.encoder = encode_source(self.model, [prompt]) if is_encoder_decoder(self.model) else None
         if not encode or len(self.tokens) < 2:
             return None
         scored = self._forward(self.tokens[:-1], 1, needs)
@@ -53,8 +58,8 @@ class KVSession:
 
     def _forward(self, ids: list[int], n_logits: int, needs: Needs, **kwargs) -> Scored:
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        logits, hidden, layers = forward(self.model, input_ids, n_logits, needs, past_key_values=self.cache,
-                                         use_cache=True, **kwargs)
+        logits, hidden, layers = forward(self.model, input_ids, n_logits, needs, self.encoder,
+                                         past_key_values=self.cache, use_cache=True, **kwargs)
         self.forward_passes += 1
         return Scored(logits[0], None if hidden is None else hidden[0], None if layers is None else layers[0])
 
@@ -99,7 +104,7 @@ class KVSession:
             raise ValueError(f"{len(nodes)} path nodes but {len(tokens)} tokens")
         base = self.n_cached
         keep = torch.tensor(list(range(base)) + [base + i for i in nodes])
-        for layer in self.cache.layers:  # each layer's cache lives on its layer's device
+        for layer in self_attention(self.cache).layers:  # each layer's cache lives on its layer's device
             layer.keys = layer.keys.index_select(-2, keep.to(layer.keys.device))
             layer.values = layer.values.index_select(-2, keep.to(layer.values.device))
         self.tokens.extend(int(t) for t in tokens)

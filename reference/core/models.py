@@ -1,4 +1,5 @@
-"""Loading Hugging Face causal LMs from local folders, and checking a target/draft pair.
+"""Loading Hugging Face language models (causal, or encoder-decoder: T5, BART/Marian, Whisper)
+from local folders, and checking a target/draft pair.
 
 Everything is local: the default target is the cached SmolLM2-135M-Instruct (see
 specdec.reference.data.default_model); any other Hugging Face model folder works via its path,
@@ -45,7 +46,8 @@ def resolve_device(device: str) -> torch.device:
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model",
+                   "tokenizer_config.json")  # the last: byte-level tokenizers (ByT5) need no vocabulary file
 
 
 def check_model_folder(path: str | Path) -> Path:
@@ -67,7 +69,7 @@ def context_limit(path: str | Path) -> int | None:
     """The model's position limit (config.json's max_position_embeddings / n_positions), read
     without loading the model; None when the config states none."""
     config = json.loads((Path(path) / "config.json").read_text())
-    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+    for key in ("max_target_positions", "max_position_embeddings", "n_positions", "max_sequence_length"):
         if isinstance(config.get(key), int) and config[key] > 0:
             return int(config[key])
     return None
@@ -84,7 +86,7 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
     Raises ValueError / FileNotFoundError with one line naming the folder or file when the
     folder is incomplete or a file is corrupt.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     from specdec.reference.core.allocator import keep_large_blocks
@@ -93,6 +95,7 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
         from specdec.reference.data.default_model import default_target_path
         path = default_target_path()
     path = check_model_folder(model_folder(path))
+    auto = model_class(path)
     if dtype not in DTYPES:
         raise SpecdecError(f"unknown dtype {dtype!r}: choose one of {sorted(set(DTYPES))}")
     dev = resolve_device(device)
@@ -110,9 +113,9 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
         backend = "eager"
     try:
         if device_map is None:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]).to(dev).eval()
+            model = auto.from_pretrained(path, dtype=DTYPES[dtype]).to(dev).eval()
         else:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], device_map=device_map,
+            model = auto.from_pretrained(path, dtype=DTYPES[dtype], device_map=device_map,
                                                          offload_folder=_offload_folder(device_map)).eval()
     except Exception as exc:  # OSError, SafetensorError, RuntimeError (shape mismatch) ...
         raise SpecdecError(f"cannot load the weights in {str(path)!r}: {_first_line(exc)}") from exc
@@ -120,6 +123,26 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
     start = time.perf_counter()
     backend = use_backend(model, backend)
     return LoadedModel(model, tokenizer, path, backend, time.perf_counter() - start)
+
+
+def model_class(path: Path):
+    """The transformers Auto class for the folder: causal LM, or (config.json's is_encoder_decoder)
+    text-to-text (T5, BART, Marian) or speech-to-text (Whisper) encoder-decoder."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+
+    if not folder_is_encoder_decoder(path):
+        return AutoModelForCausalLM
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except Exception as exc:  # an unknown model_type, a malformed config
+        raise SpecdecError(f"cannot read the config in {str(path)!r}: {_first_line(exc)}") from exc
+    for auto in (AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq):
+        if type(config) in auto._model_mapping:
+            return auto
+    raise SpecdecError(f"{str(path)!r}: {config.model_type} is an encoder-decoder that is neither text-to-text "
+                       "nor speech-to-text (AutoModelForSeq2SeqLM / AutoModelForSpeechSeq2Seq)")
 
 
 def _offload_folder(device_map) -> str | None:
@@ -148,6 +171,10 @@ def check_pair(target: LoadedModel, draft: LoadedModel) -> str | None:
     draft's logits are then cut or padded with -inf to the target's size (q puts no mass
     on the extra rows), which keeps sampling exact.
     """
+    from specdec.reference.core.seq2seq import is_encoder_decoder
+
+    if is_encoder_decoder(target.model) != is_encoder_decoder(draft.model):
+        raise SpecdecError(pair_kinds_differ(target.path, draft.path, is_encoder_decoder(target.model)))
     tv, dv = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
     if tv != dv:
         only_t = len(set(tv.items()) - set(dv.items()))
@@ -159,6 +186,12 @@ def check_pair(target: LoadedModel, draft: LoadedModel) -> str | None:
         return (f"output layers differ only in padding rows (target {target.vocab_size}, draft "
                 f"{draft.vocab_size}); draft logits are fitted to the target's {target.vocab_size}")
     return None
+
+
+def pair_kinds_differ(target: str | Path, draft: str | Path, target_is_encoder_decoder: bool) -> str:
+    kinds = ("a causal LM", "an encoder-decoder")
+    return (f"target {str(target)!r} is {kinds[target_is_encoder_decoder]} but draft {str(draft)!r} is "
+            f"{kinds[not target_is_encoder_decoder]}: both must be the same kind")
 
 
 def flops_per_token(model: torch.nn.Module) -> float:

@@ -36,10 +36,13 @@ class PromptSource:
     prompt_tokens: int = 64
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
     truncate: str = "refuse"
+    encoder_inputs: Path | None = None  # precomputed encoder inputs, one prompt each (docs/encoder-decoder.md)
 
     def __post_init__(self) -> None:
         if self.file is not None and self.workloads:
             raise SpecdecError("give a prompts file or workloads, not both")
+        if self.encoder_inputs is not None and (self.file is not None or self.workloads):
+            raise SpecdecError("encoder inputs are the prompts: give them without a prompts file or workloads")
         if self.chat_template not in CHAT_TEMPLATES:
             raise SpecdecError(f"chat template must be one of {', '.join(CHAT_TEMPLATES)}, got {self.chat_template!r}")
         if self.truncate not in TRUNCATE:

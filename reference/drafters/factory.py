@@ -15,6 +15,8 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
     NoDrafter; a neural draft model (or LM rescorer) runs on the target's backend, on `device`
     or spread by `device_map` (specdec.reference.core.placement)."""
     s = DrafterSpec.parse(spec)
+    from specdec.reference.core.seq2seq import is_encoder_decoder
+    check_kind(s, target.path, is_encoder_decoder(target.model))
     if s.kind == "none":
         return NoDrafter(), None
     if s.kind == "lookup":
@@ -68,6 +70,27 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
     draft = load_model(s.arg, device=device, dtype=dtype, backend=target.backend, device_map=device_map)
     note = check_pair(target, draft)
     return NeuralDrafter(draft.model, vocab_size=target.vocab_size), note
+
+
+def check_kind(s: DrafterSpec, target_path, seq2seq: bool) -> None:
+    """Refuse, before the drafter loads, one the target's kind of model cannot use: a learned
+    drafter (heads, feature draft) on an encoder-decoder target, or a draft model of the other
+    kind (read from config.json)."""
+    from pathlib import Path
+
+    from specdec.reference.core.models import model_class, pair_kinds_differ
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+
+    if seq2seq and s.kind in ("heads", "eagle"):
+        raise SpecdecError(f"{s.kind} drafters are trained on causal targets; {str(target_path)!r} is an "
+                           "encoder-decoder (use model:PATH, lookup or ngram:PATH)")
+    if s.kind != "model" or not (Path(s.arg) / "config.json").is_file():
+        return
+    if folder_is_encoder_decoder(s.arg) != seq2seq:
+        raise SpecdecError(pair_kinds_differ(target_path, s.arg, seq2seq))
+    if seq2seq and model_class(Path(s.arg)) is not model_class(Path(target_path)):
+        raise SpecdecError(f"the encoders of target {str(target_path)!r} and draft {s.arg!r} read different inputs "
+                           "(text and features): a pair must share the encoder's input")
 
 
 def require_output_layer(target: LoadedModel, who: str) -> None:

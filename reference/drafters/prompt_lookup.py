@@ -8,6 +8,8 @@ of at most `max_matching_ngram_size` = 2 tokens); `PromptLookupDrafter(2, match=
 proposes exactly what `generate(prompt_lookup_num_tokens=gamma)` proposes (tested). An index
 from n-gram to the position after its latest / earliest occurrence is updated as tokens
 arrive, so a proposal costs O(max_ngram + gamma), independent of the context length.
+For an encoder-decoder target the encoder's text comes first in the searched sequence (the
+decoder copies from its source in summarization and translation of names and numbers).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import torch
 from specdec.errors import SpecdecError
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal, Scored, Verdict
+from specdec.reference.core.seq2seq import source_ids
 from specdec.reference.drafters.protocol import DrafterBase
 
 
@@ -44,7 +47,7 @@ class PromptLookupDrafter(DrafterBase):
     def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         self.tokens = []
         self.index = {n: {} for n in range(self.min_ngram, self.max_ngram + 1)}
-        self._append(prompt)
+        self._append(source_ids(prompt) + list(prompt))
 
     def _append(self, new: Sequence[int]) -> None:
         latest = self.match == "latest"

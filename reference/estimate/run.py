@@ -71,7 +71,7 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
     "categories" (alpha, its interval and the costs at the category's context)."""
     from specdec.reference.core.models import load_model
     from specdec.reference.core.placement import output_device
-    from specdec.reference.data.prompts import load_prompt_set
+    from specdec.reference.data.encoder_inputs import load_target_prompts
     from specdec.reference.distributed.collect import gather_shares
     from specdec.reference.distributed.ranks import process_group
     from specdec.reference.drafters.factory import make_drafter
@@ -82,7 +82,7 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
     def work():  # every rank: load (kept here), then sample and score its chunks of each category (gathered)
         target = load_model(config.target, place.device, config.dtype, config.backend, place.device_map)
         draft, note = make_drafter(config.drafter, target, place.device, config.dtype, place.draft_device_map)
-        prompt_set = load_prompt_set(target.tokenizer, target.path, math.ceil(config.tokens / config.new_tokens),
+        prompt_set = load_target_prompts(target, math.ceil(config.tokens / config.new_tokens),
                                      config.source)
         generator = torch.Generator(device=output_device(target.model)).manual_seed(config.seed)
         shares = {}

@@ -12,6 +12,7 @@ import torch
 
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig, sample
+from specdec.reference.core.seq2seq import extended, is_encoder_decoder, new_cache, run_model
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class TargetSamples:
 
     def sequences(self) -> list[list[int]]:
         """prompt + continuation for every sample."""
-        return [list(p) + list(c) for p, c in zip(self.prompts, self.continuations)]
+        return [extended(p, c) for p, c in zip(self.prompts, self.continuations)]
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,11 +59,12 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
 
     Returns B lists of exactly new_tokens ids. Row b of each step is drawn from
     sampling.probs(logits[b]) with generators[b], one per prompt (argmax at temperature 0:
-    nothing drawn, generators may be None).
+    nothing drawn, generators may be None). An encoder-decoder's prompts are its decoder's
+    prefixes (all of one length: decoder positions follow the cache, so no left padding), each
+    with its source encoded once.
     """
-    from transformers import DynamicCache
-
     from specdec.reference.core.placement import input_device
+    from specdec.reference.core.seq2seq import encode
 
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt must contain at least one token")
@@ -70,11 +72,14 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
         raise ValueError("sampling at temperature > 0 needs one generator per prompt")
     ids, mask = left_pad(prompts)
     ids, mask = ids.to(input_device(model)), mask.to(input_device(model))
-    position = (mask.cumsum(-1) - 1).clamp_min(0)  # [B, L]
-    cache = DynamicCache(config=model.config)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=cache,
-                use_cache=True, logits_to_keep=1)
-    next_pos = position[:, -1:] + 1  # [B, 1]
+    cache = new_cache(model)
+    if is_encoder_decoder(model):
+        if len({len(p) for p in prompts}) > 1:
+            raise ValueError("an encoder-decoder's decoder prefixes must have one length within a batch")
+        encoder, padded = encode(model, prompts), {}
+    else:
+        encoder, padded = None, {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp_min(0)}  # [B, L]
+    out = run_model(model, ids, encoder, 1, past_key_values=cache, use_cache=True, **padded)
     produced: list[torch.Tensor] = []
     for step in range(new_tokens):
         p = sampling.probs(out.logits[:, -1])  # [B, vocab] float32, on the output device
@@ -82,10 +87,11 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
         produced.append(x)
         if step == new_tokens - 1:
             break
-        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-        out = model(input_ids=x[:, None].to(ids.device), attention_mask=mask, position_ids=next_pos,
-                    past_key_values=cache, use_cache=True, logits_to_keep=1)
-        next_pos = next_pos + 1
+        if padded:
+            padded = {"attention_mask": torch.cat([padded["attention_mask"], mask.new_ones(mask.shape[0], 1)], dim=1),
+                      "position_ids": padded["position_ids"][:, -1:] + 1}  # [B, 1]
+        out = run_model(model, x[:, None].to(ids.device), encoder, 1, past_key_values=cache, use_cache=True,
+                        **padded)
     return torch.stack(produced, dim=1).tolist() if produced else [[] for _ in prompts]
 
 
@@ -123,5 +129,5 @@ def generate_continuations(model: torch.nn.Module, prompts: Sequence[Sequence[in
         continuations.extend(generate_batch(model, batch, new_tokens, sampling, generators))
         bar.update(len(batch) * new_tokens)
     bar.close()
-    return TargetSamples([list(p) for p in prompts], continuations, sampling, time.perf_counter() - start,
+    return TargetSamples([extended(p, []) for p in prompts], continuations, sampling, time.perf_counter() - start,
                          list(sources) if sources is not None else [])

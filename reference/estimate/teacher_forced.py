@@ -92,8 +92,10 @@ def continuation_logits(model: torch.nn.Module, samples: TargetSamples, indices:
     Returns, per index i, logits [n_i, V]: row t predicts continuation token t from the true
     prefix prompt + x_<t. Sequences are right-padded (causal attention: padding after a
     position never changes it), and only the last K logits are kept, K covering every
-    sequence's continuation.
+    sequence's continuation. An encoder-decoder's decoder runs with its prompts' sources encoded.
     """
+    from specdec.reference.core.seq2seq import encode, is_encoder_decoder, run_model
+
     seqs = [samples.prompts[i] + samples.continuations[i][:-1] for i in indices]  # inputs
     starts = [len(samples.prompts[i]) - 1 for i in indices]  # position predicting x_0
     width = max(len(s) for s in seqs)
@@ -101,7 +103,8 @@ def continuation_logits(model: torch.nn.Module, samples: TargetSamples, indices:
     for b, s in enumerate(seqs):
         ids[b, :len(s)] = torch.tensor(s, dtype=torch.long)
     keep = width - min(starts)
-    logits = model(input_ids=ids.to(input_device(model)), logits_to_keep=keep).logits  # [B, keep, V]
+    encoder = encode(model, [samples.prompts[i] for i in indices]) if is_encoder_decoder(model) else None
+    logits = run_model(model, ids.to(input_device(model)), encoder, keep).logits  # [B, keep, V]
     out = []
     for b, i in enumerate(indices):
         first = starts[b] - (width - keep)

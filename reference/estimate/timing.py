@@ -18,6 +18,8 @@ from specdec.reference.core.loop import speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import FixedLogitsScorer
 from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
+from specdec.reference.core.seq2seq import (EncoderState, encode, is_encoder_decoder, new_cache, run_model,
+                                              same_source)
 from specdec.reference.drafters.protocol import DrafterBase
 
 
@@ -28,11 +30,16 @@ def sync(device: torch.device) -> None:
 
 
 def context_of(tokens: Sequence[int], length: int) -> list[int]:
-    """`length` real token ids (tokens repeated if too short)."""
+    """`length` real token ids (tokens repeated if too short; an encoder-decoder prompt's source kept)."""
     if not tokens:
         raise ValueError("need at least one token to build a timing context")
     reps = -(-length // len(tokens))
-    return (list(tokens) * reps)[:length]
+    return same_source(tokens, (list(tokens) * reps)[:length])
+
+
+def encoder_of(model: torch.nn.Module, tokens: Sequence[int]) -> EncoderState | None:
+    """The encoder's outputs for `tokens`' source when `model` is an encoder-decoder (None otherwise)."""
+    return encode(model, [tokens]) if is_encoder_decoder(model) else None
 
 
 @dataclass
@@ -75,18 +82,18 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
     """t(k) and v(k) for k = 1..max_k at each KV-cache length in `contexts` (one timing each, in order).
 
     Each length keeps its own cache; the lengths and the k's are interleaved within each repeat
-    so slow drifts of the machine hit every (length, k) alike.
+    so slow drifts of the machine hit every (length, k) alike. For an encoder-decoder, `tokens`
+    is a prompt with its source (`Seq2SeqPrompt`): the decoder is timed, its source encoded once.
     """
-    from transformers import DynamicCache
-
     if not contexts or min(contexts) < 1 or max_k < 1:
         raise ValueError(f"need context lengths >= 1 and max_k >= 1, got {list(contexts)}, {max_k}")
     ids = torch.tensor([context_of(tokens, max(contexts) + max_k)], dtype=torch.long, device=input_device(model))
     device = output_device(model)  # the clock waits for the last device's work
+    encoder = encoder_of(model, tokens)
     caches = []
     for n in contexts:
-        cache = DynamicCache(config=model.config)
-        model(input_ids=ids[:, :n], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache = new_cache(model)
+        run_model(model, ids[:, :n], encoder, 1, past_key_values=cache, use_cache=True)
         caches.append(cache)
     runs = [[[] for _ in range(max_k)] for _ in contexts]
     crops: list[list[float]] = [[] for _ in contexts]
@@ -96,7 +103,7 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
                 x = ids[:, n:n + k]
                 sync(device)
                 start = time.perf_counter()
-                model(input_ids=x, past_key_values=cache, use_cache=True, logits_to_keep=k)
+                run_model(model, x, encoder, k, past_key_values=cache, use_cache=True)
                 sync(device)
                 mid = time.perf_counter()
                 cache.crop(-k)  # transformers 5: negative = number of tokens to drop
@@ -162,8 +169,9 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
     if gamma < 1:
         raise ValueError(f"gamma must be >= 1, got {gamma}")
     ids = context_of(tokens, context_tokens + warmup + repeats)
-    prefill = TargetScorer(target).start(ids[:context_tokens], needs=drafter.needs) if drafter.needs else None
-    drafter.start(ids[:context_tokens], prefill)
+    context = same_source(tokens, ids[:context_tokens])
+    prefill = TargetScorer(target).start(context, needs=drafter.needs) if drafter.needs else None
+    drafter.start(context, prefill)
     last = prefill if prefill is not None else NO_PASS
     device = output_device(target)
     evict = CacheEvictor(device)
@@ -250,7 +258,7 @@ def target_logits(model: torch.nn.Module, tokens: Sequence[int], rows: int) -> t
     """Real target logits for the last `rows` positions of tokens: [rows, V] (for overhead timing)."""
     with torch.inference_mode():
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=input_device(model))
-        return model(input_ids=ids, logits_to_keep=rows).logits[0].float()
+        return run_model(model, ids, encoder_of(model, tokens), rows).logits[0].float()
 
 
 class TargetProbe:
@@ -264,14 +272,12 @@ class TargetProbe:
 
     def __init__(self, model: torch.nn.Module, tokens: Sequence[int], context_tokens: int = 96,
                  passes: int = 3) -> None:
-        from transformers import DynamicCache
-
         self.model, self.passes = model, passes
         self.ids = torch.tensor([context_of(tokens, context_tokens + 1)], dtype=torch.long, device=input_device(model))
-        self.cache = DynamicCache(config=model.config)
+        self.cache = new_cache(model)
+        self.encoder = encoder_of(model, tokens)
         with torch.inference_mode():
-            model(input_ids=self.ids[:, :context_tokens], past_key_values=self.cache, use_cache=True,
-                  logits_to_keep=1)
+            run_model(model, self.ids[:, :context_tokens], self.encoder, 1, past_key_values=self.cache, use_cache=True)
         self.context_tokens = context_tokens
 
     @torch.inference_mode()
@@ -282,7 +288,7 @@ class TargetProbe:
         for _ in range(self.passes):
             sync(device)
             start = time.perf_counter()
-            self.model(input_ids=x, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+            run_model(self.model, x, self.encoder, 1, past_key_values=self.cache, use_cache=True)
             sync(device)
             times.append(time.perf_counter() - start)
             self.cache.crop(-1)

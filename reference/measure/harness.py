@@ -14,6 +14,7 @@ from specdec.errors import SpecdecError
 from specdec.reference.core.loop import AcceptanceRule, DecodeResult, SpeculativeSampling, decode
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seeds import derive_seed
+from specdec.reference.core.seq2seq import extended
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.target import Scorer
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
@@ -133,7 +134,7 @@ def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequenc
 
                 def once(method=method, prompt=prompt) -> DecodeResult:
                     generator = torch.Generator(device=device).manual_seed(seeds(r, j))
-                    return method.decode(scorer, list(prompt), new_tokens, sampling, generator, eos_id, fuse_prefill)
+                    return method.decode(scorer, extended(prompt, []), new_tokens, sampling, generator, eos_id, fuse_prefill)
 
                 result, load, attempts = run_undisturbed(once, retries, threshold)
                 last_probe = probe() if probe is not None else None

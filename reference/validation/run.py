@@ -43,7 +43,7 @@ def run_validation(job: ValidationJob, progress: bool = True) -> ValidationSuite
     rank 0, category by category of the job's prompts (each timed at its own context length).
     Returns the suite on rank 0, None on the other ranks."""
     from specdec.reference.core.models import load_model
-    from specdec.reference.data.prompts import load_prompt_set
+    from specdec.reference.data.encoder_inputs import load_target_prompts
     from specdec.reference.distributed.collect import gather_shares
     from specdec.reference.distributed.ranks import process_group
     from specdec.reference.drafters.factory import make_drafter
@@ -59,7 +59,7 @@ def run_validation(job: ValidationJob, progress: bool = True) -> ValidationSuite
             if note:
                 phase(f"note ({label}): {note}", ranks.main)
             built[label] = drafter
-        prompt_set = load_prompt_set(target.tokenizer, target.path, max(config.prompts, config.alpha_prompts),
+        prompt_set = load_target_prompts(target, max(config.prompts, config.alpha_prompts),
                                      job.source)
         if not ranks.parallel:
             return (target, built, prompt_set), None  # one process: `validate` estimates alpha itself

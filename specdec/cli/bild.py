@@ -11,9 +11,10 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, NEW_TOKENS_HINT, backend_option, check_context, check_out_dir,
-                                drafter_option, json_option, model_options, new_tokens_option, preflight_target,
-                                refuse_tree_drafter, require_drafter, sampling_options, seed_option)
+from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, NEW_TOKENS_HINT, backend_option, check_context,
+                                check_drafter_kinds, check_out_dir, drafter_option, encoder_inputs_option,
+                                json_option, model_options, new_tokens_option, preflight_encoder_inputs,
+                                preflight_target, refuse_tree_drafter, require_drafter, sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, PROBABILITY, Number, NumberList, Renamed, Rollback, Utf8Text
 from specdec.paths import write_atomic
@@ -23,6 +24,7 @@ from specdec.strict_json import to_json
 @click.command()
 @click.option("--prompt", "prompts", multiple=True, type=Utf8Text(),
               help="Prompt text (repeatable, UTF-8). Default: held-out corpus prompts.")
+@encoder_inputs_option
 @click.option("--prompts", "n_prompts", cls=Renamed, old=("--heldout",), type=POSITIVE, default=8, show_default=True,
               help="Without --prompt: how many held-out Shakespeare/Austen prompts to use.")
 @click.option("--prompt-tokens", type=POSITIVE, default=64, show_default=True,
@@ -59,7 +61,7 @@ from specdec.strict_json import to_json
               help="Sweep: folder for bild_sweep.json and bild_tradeoff.png.")
 @seed_option
 @json_option
-def bild(prompts, n_prompts, prompt_tokens, target_path, device, dtype, device_map, draft_device_map, backend, drafter,
+def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device, dtype, device_map, draft_device_map, backend, drafter,
          fallback, rollback, max_little_steps, temperature, top_k, top_p, new_tokens, ignore_eos, sweep, fallbacks,
          rollbacks, handovers, gammas, repeats, out, seed, as_json):
     """Big Little Decoder: the drafter is the little model, the target the large one."""
@@ -69,6 +71,10 @@ def bild(prompts, n_prompts, prompt_tokens, target_path, device, dtype, device_m
     require_drafter(drafter, "BiLD needs a little model: lookup[:N], ngram:PATH or model:PATH")
     refuse_tree_drafter(drafter, "BiLD's fallback and rollback take one draft a pass")
     path, limit = preflight_target(target_path)
+    check_drafter_kinds(path, (drafter,))
+    features = preflight_encoder_inputs(path, encoder_inputs)
+    if features is not None and prompts:
+        raise click.BadParameter("give --prompt or --encoder-inputs, not both", param_hint="--encoder-inputs")
     if not prompts:
         check_context(limit, prompt_tokens + new_tokens + steps, "--prompt-tokens plus --new-tokens", NEW_TOKENS_HINT)
     out_dir = check_out_dir(out) if sweep else None
@@ -77,7 +83,10 @@ def bild(prompts, n_prompts, prompt_tokens, target_path, device, dtype, device_m
     from specdec.reference.core.models import load_model
     from specdec.reference.core.progress import progress as progress_bar
     from specdec.reference.core.sampling import SamplingConfig
+    from specdec.reference.core.seq2seq import is_encoder_decoder
     from specdec.reference.core.target import TargetScorer
+    from specdec.reference.data.encoder_inputs import load_target_prompts, model_prompts
+    from specdec.reference.data.prompts import PromptSource
     from specdec.reference.drafters.factory import make_drafter
 
     if sweep:
@@ -89,14 +98,19 @@ def bild(prompts, n_prompts, prompt_tokens, target_path, device, dtype, device_m
     target = load_model(path, place.device, dtype, backend, place.device_map)
     little, note = make_drafter(drafter, target, place.device, dtype, place.draft_device_map)
     if prompts:
-        ids = [target.tokenizer(p)["input_ids"] for p in prompts]
+        ids = [target.tokenizer(p, add_special_tokens=not is_encoder_decoder(target.model))["input_ids"]
+               for p in prompts]
         if not all(ids):
             raise click.BadParameter("a prompt encodes to no tokens", param_hint="--prompt")
         check_context(limit, max(map(len, ids)) + new_tokens + steps, "the longest --prompt plus --new-tokens",
                       "--prompt")
+        ids = model_prompts(target, ids)
+    elif features is not None:
+        ids = load_target_prompts(target, n_prompts, PromptSource(encoder_inputs=Path(encoder_inputs))).ids
     else:
         from specdec.reference.data.corpus import eval_prompts
-        ids = [list(p.ids) for p in eval_prompts(n_prompts, prompt_tokens, tokenizer_dir=target.path)]
+        ids = model_prompts(target, [list(p.ids) for p in eval_prompts(n_prompts, prompt_tokens,
+                                                                       tokenizer_dir=target.path)])
     eos = None if ignore_eos else target.tokenizer.eos_token_id
     bar = progress_bar((len(methods) + 1) * len(ids) * repeats, "decoding", "run", not as_json)
     with little:

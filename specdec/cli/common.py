@@ -14,7 +14,7 @@ from typing import Callable
 import click
 
 from specdec.cli.types import (NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, Device, DrafterSpecType, ModelPath, Number,
-                               NumberList, Renamed, Utf8Text, Workloads)
+                               NumberList, Renamed, Workloads)
 from specdec.errors import SpecdecError
 from specdec.reference.drafters.spec import SPEC_HELP
 
@@ -81,7 +81,7 @@ def preflight_training(target_path, out, force: bool, tokens: int, aligned_token
     unless --force, enough tokens for the held-out windows."""
     from specdec.reference.heads.build import DataConfig
 
-    path, limit = preflight_target(target_path)
+    path, limit = preflight_target(target_path, "training a drafter on the target's features")
     if limit is not None and window > limit:
         raise click.BadParameter(f"{window} tokens exceed the target's {limit} positions", param_hint="--window")
     folder = Path(out)
@@ -136,8 +136,13 @@ prompts_file_option = click.option(
     "--prompts-file", type=click.Path(dir_okay=False), default=None,
     help="Prompts instead of the held-out corpus: JSON lines (MT-bench / Spec-Bench {\"category\", \"turns\": [...]} "
          "or {\"prompt\", \"category\"}; newlines kept) or plain text, one prompt a line (docs/workloads.md).")
+encoder_inputs_option = click.option(
+    "--encoder-inputs", type=click.Path(dir_okay=False), default=None, metavar="FILE.npy|FILE.pt",
+    help="Encoder-decoder targets whose encoder reads features (Whisper): precomputed inputs, one example [F, T] or "
+         "a batch [N, F, T], one prompt each (docs/encoder-decoder.md).")
 prompt_source_options = stack(
     prompts_file_option,
+    encoder_inputs_option,
     click.option("--workload", "workloads", type=Workloads(), default=None, metavar="NAME[,NAME]|all",
                  help="Embedded workloads (code, summarize, rag, edit, chat, continue; default: continue, the held-out "
                       "corpus): per-category results."),
@@ -152,7 +157,6 @@ prompt_source_options = stack(
                  help="left: cut an over-long prompt's user content from its start (the template and the "
                       "instruction at its end stay)."),
 )
-prompt_text_option = click.option("--prompt", required=True, type=Utf8Text(), help="Prompt text (UTF-8).")
 new_tokens_option = click.option("--new-tokens", "new_tokens", cls=Renamed, old=("--max-new-tokens",),
                                  type=POSITIVE, default=64, show_default=True,
                                  help="Most tokens to generate per prompt (the prompt plus these must fit the model's "
@@ -161,10 +165,12 @@ NEW_TOKENS_HINT = "'--new-tokens' / '--max-new-tokens'"  # how click names that 
 
 
 # ---- before any model loads ----------------------------------------------------------
-def preflight_target(target_path: str | None) -> tuple[Path, int | None]:
+def preflight_target(target_path: str | None, causal_only: str | None = None) -> tuple[Path, int | None]:
     """The target folder (a .gguf file's converted folder, converting it on first use) and its
-    position limit, checked before any other model loads: a missing config, weights or tokenizer,
-    or a GGUF file that cannot be converted, is a usage error naming --target."""
+    position limit, checked before any other model loads: a missing config, weights or tokenizer
+    (its tokenizer is loaded here), or a GGUF file that cannot be converted, is a usage error
+    naming --target; so is an encoder-decoder where the command needs a causal LM (`causal_only`:
+    what it does, for the message)."""
     from specdec.reference.core.gguf import model_folder
     from specdec.reference.core.models import check_model_folder, context_limit
 
@@ -173,22 +179,37 @@ def preflight_target(target_path: str | None) -> tuple[Path, int | None]:
         target_path = default_target_path()
     try:
         path = check_model_folder(model_folder(target_path))
-        return path, context_limit(path)
+        limit = context_limit(path)
     except (OSError, SpecdecError, json.JSONDecodeError, UnicodeDecodeError) as exc:  # a corrupt config.json too
         raise click.BadParameter(str(exc), param_hint="--target") from None
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+    if causal_only and folder_is_encoder_decoder(path):
+        raise click.BadParameter(f"{str(path)!r} is an encoder-decoder; {causal_only} needs a causal LM "
+                                 "(docs/encoder-decoder.md)", param_hint="--target")
+    try:  # whatever AutoTokenizer loads (a byte-level tokenizer needs no vocabulary file)
+        from transformers import AutoTokenizer
+        AutoTokenizer.from_pretrained(path)
+    except Exception as exc:  # transformers raises many types for a missing or broken tokenizer
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise click.BadParameter(f"cannot load the tokenizer in {str(path)!r}: {first}", param_hint="--target") from None
+    return path, limit
 
 
 def prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
-                  prompt_tokens: int = 64):
+                  prompt_tokens: int = 64, encoder_inputs=None):
     """The `PromptSource` of the prompt options (`prompt_source_options`)."""
     from specdec.reference.data.prompts import PromptSource
 
     if prompts_file is not None and workloads:
         raise click.BadParameter("give --prompts-file or --workload, not both", param_hint="--workload")
+    if encoder_inputs is not None and (prompts_file is not None or workloads or categories):
+        raise click.BadParameter("encoder inputs are the prompts: give them without --prompts-file, --workload or "
+                                 "--category", param_hint="--encoder-inputs")
     names = tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None
     return PromptSource(file=Path(prompts_file) if prompts_file else None, workloads=workloads or (),
                         categories=names, chat_template=chat_template, prompt_tokens=prompt_tokens,
-                        max_prompt_tokens=max_prompt_tokens, truncate=truncate)
+                        max_prompt_tokens=max_prompt_tokens, truncate=truncate,
+                        encoder_inputs=Path(encoder_inputs) if encoder_inputs else None)
 
 
 def preflight_prompts(path: Path, n: int, source):
@@ -198,6 +219,9 @@ def preflight_prompts(path: Path, n: int, source):
     from specdec.reference.data.prompt_sources import read_prompts_file, select_categories
     from specdec.reference.data.prompts import encode_prompts
 
+    features = preflight_encoder_inputs(path, source.encoder_inputs)
+    if features is not None:
+        return features
     try:
         prompts = read_prompts_file(source.file) if source.file is not None else None
     except SpecdecError as exc:
@@ -214,6 +238,53 @@ def preflight_prompts(path: Path, n: int, source):
         return encode_prompts(load_tokenizer(path), chosen, source)
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-prompt-tokens") from None
+
+
+def check_drafter_kinds(path: Path, specs, option: str = "--drafter") -> None:
+    """Each drafter spec fits the target's kind of model (causal or encoder-decoder), from the
+    config files alone: a usage error naming `option` otherwise."""
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+    from specdec.reference.drafters.factory import check_kind
+    from specdec.reference.drafters.spec import DrafterSpec
+
+    seq2seq = folder_is_encoder_decoder(path)
+    for spec in specs:
+        try:
+            check_kind(DrafterSpec.parse(spec), path, seq2seq)
+        except SpecdecError as exc:
+            raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+def preflight_encoder_inputs(path: Path, encoder_inputs: Path | None):
+    """For an encoder-decoder target, the kind of prompt its encoder takes, checked before any
+    model loads: --encoder-inputs read and matched to the config (returned as a `PromptSet`, the
+    decoder starting from its start token), or None for text prompts. Usage errors name
+    --encoder-inputs (given to a causal or text target, missing for a feature encoder, unreadable)."""
+    from specdec.reference.core.models import model_class
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+
+    seq2seq = folder_is_encoder_decoder(path)
+    try:
+        features_in = seq2seq and model_class(path).__name__ == "AutoModelForSpeechSeq2Seq"
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--target") from None
+    if encoder_inputs is None:
+        if features_in:
+            raise click.BadParameter(f"{str(path)!r} is an encoder-decoder whose encoder reads features, not text: "
+                                     "give its inputs as a .npy/.pt file", param_hint="--encoder-inputs")
+        return None
+    if not features_in:
+        what = "a text encoder-decoder: give text prompts" if seq2seq else "a causal LM"
+        raise click.BadParameter(f"{str(path)!r} is {what}; encoder inputs are for encoders that read features",
+                                 param_hint="--encoder-inputs")
+    from specdec.reference.data.encoder_inputs import check_feature_shape, feature_prompt_set, read_encoder_inputs
+
+    try:
+        features = read_encoder_inputs(encoder_inputs)
+        check_feature_shape(features, path)
+        return feature_prompt_set(json.loads((path / "config.json").read_text()), features, encoder_inputs)
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--encoder-inputs") from None
 
 
 def check_context(limit: int | None, tokens: int, what: str, option: str) -> None:

@@ -94,7 +94,7 @@ def evaluate(eagle_path, target_path, n_windows, window, depth, device, as_json)
     estimate --drafter eagle:PATH`)."""
     from specdec.reference.eagle.store import read_card
 
-    path, limit = preflight_target(target_path)
+    path, limit = preflight_target(target_path, "the feature draft")
     if limit is not None and window > limit:
         raise click.BadParameter(f"{window} tokens exceed the target's {limit} positions", param_hint="--window")
     if window <= depth + 1:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (LENIENCE, MAX_DECODE_GAMMA, backend_option, check_context, check_heads_prompts,
+from specdec.cli.common import (check_drafter_kinds, LENIENCE, MAX_DECODE_GAMMA, backend_option, check_context, check_heads_prompts,
                                 drafter_option, json_option, model_options, preflight_prompts, preflight_target,
                                 prompt_source, prompt_source_options, refuse_tree_drafter, require_drafter,
                                 sampling_options, seed_option)
@@ -63,7 +63,7 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @seed_option
 @json_option
 def estimate(target_path, device, dtype, device_map, draft_device_map, backend, drafter, tokens, new_tokens,
-             prompt_tokens, prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, contexts, max_k,
+             prompt_tokens, prompts_file, encoder_inputs, workloads, categories, chat_template, max_prompt_tokens, truncate, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, contexts, max_k,
              timing_repeats, no_timing, batch_sizes, batch_max_k, seed, as_json):
     """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k);
     with --batch-sizes also t(B, k) per batch size.
@@ -72,10 +72,15 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     processes and alpha is the same as one process gives; rank 0 alone times and prints
     (docs/distributed.md)."""
     from specdec.reference.core.sampling import SamplingConfig
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
     from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
 
     path, limit = preflight_target(target_path)
     batch_only = batch_sizes is not None and drafter == "none"
+    check_drafter_kinds(path, (drafter,))
+    if batch_sizes is not None and folder_is_encoder_decoder(path):
+        raise click.BadParameter("t(B, k) is timed for causal LMs only; this target is an encoder-decoder",
+                                 param_hint="--batch-sizes")
     if contexts and (no_timing or batch_only):
         raise click.UsageError("--contexts times the verify-cost curve: it needs the timings (not --no-timing, "
                                "not --drafter none)")
@@ -85,7 +90,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
         check_heads_prompts(drafter, prompt_tokens)
         source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
-                               prompt_tokens)
+                               prompt_tokens, encoder_inputs)
         longest = preflight_prompts(path, -(-tokens // new_tokens), source).longest
         check_context(limit, longest + new_tokens, "the longest prompt plus --new-tokens", "--new-tokens")
         if not no_timing:

@@ -96,7 +96,7 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
     top-k agreement with the target per head."""
     from specdec.reference.heads.store import read_card
 
-    path, limit = preflight_target(target_path)
+    path, limit = preflight_target(target_path, "the heads")
     if limit is not None and window > limit:
         raise click.BadParameter(f"{window} tokens exceed the target's {limit} positions", param_hint="--window")
     try:
@@ -169,7 +169,7 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
 
     if tune >= n_prompts:
         raise click.BadParameter(f"must be below --prompts {n_prompts}", param_hint="--tune")
-    path, limit = preflight_target(target_path)
+    path, limit = preflight_target(target_path, "the heads")
     check_context(limit, prompt_tokens + new_tokens, f"--prompt-tokens {prompt_tokens} + --new-tokens {new_tokens}",
                   "--new-tokens")
     try:

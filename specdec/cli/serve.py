@@ -64,7 +64,7 @@ def serve_bench(target_path, device, dtype, backend, drafters, gammas, batch_siz
             raise click.BadParameter(f"drafter {label!r} given twice", param_hint="--drafter")
         require_drafter(spec, "'none' is plain batched decoding, which always runs; give a real drafter")
         refuse_tree_drafter(spec, "a ragged batch verifies one chain of drafts per row")
-    path, limit = preflight_target(target_path)
+    path, limit = preflight_target(target_path, "ragged batches")
     check_context(limit, max(contexts) + new_tokens + max(gammas) + 2, "the longest context plus --new-tokens",
                   "--contexts")
     out = check_out_dir(out_dir)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, TEMPERATURES, backend_option, check_context,
+from specdec.cli.common import (check_drafter_kinds, GAMMAS, MAX_DECODE_GAMMA, TEMPERATURES, backend_option, check_context,
                                 check_heads_prompts, check_out_dir, json_option, model_options, preflight_prompts,
                                 preflight_target, prompt_source, prompt_source_options, refuse_tree_drafter,
                                 require_drafter, seed_option)
@@ -68,7 +68,7 @@ from specdec.strict_json import to_json
 @json_option
 def validate(target_path, device, dtype, device_map, draft_device_map, backend, drafters, gammas, temperatures, top_k,
              top_p, n_prompts, prompt_tokens, new_tokens, repeats, alpha_tokens, alpha_new_tokens, batch_size,
-             prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate, max_k, timing_repeats, sweep_repeats, retries, probe, out_dir, no_figures, seed, as_json):
+             prompts_file, encoder_inputs, workloads, categories, chat_template, max_prompt_tokens, truncate, max_k, timing_repeats, sweep_repeats, retries, probe, out_dir, no_figures, seed, as_json):
     """Run the reference decoder and the baseline, and compare the measured speedups with the
     simulator's predictions (the paper's Theorem 8 and the extended model)."""
     from specdec.reference.validation.config import ValidationConfig, ValidationJob
@@ -86,8 +86,9 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
                                   "`specdec heads lattice` and `specdec decode --baseline`")
         check_heads_prompts(spec, prompt_tokens)
     path, limit = preflight_target(target_path)
+    check_drafter_kinds(path, [spec for _, spec in drafters])
     source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
-                           prompt_tokens)
+                           prompt_tokens, encoder_inputs)
     longest = preflight_prompts(path, max(n_prompts, math.ceil(alpha_tokens / alpha_new_tokens)), source).longest
     check_context(limit, longest + new_tokens + max(gammas) + 1, "the longest prompt plus --new-tokens",
                   "--new-tokens")

@@ -1,0 +1,199 @@
+"""Encoder-decoder models (T5, BART/Marian, Whisper) behind the causal-LM call the decoder uses.
+
+For an encoder-decoder pair the sequence that speculative decoding extends is the *decoder's*:
+a prompt is a `Seq2SeqPrompt`, a list of the decoder's prefix ids (usually just its start token)
+that carries the encoder's input (`source`: token ids, or precomputed features such as
+Whisper's log-mel frames). Everything above the scorer seam sees only the list, so drafters,
+the verifier, the statistics and the estimator work unchanged. Below it, `encode` runs each
+model's encoder once per prompt and `run_model` calls the decoder with the encoder's outputs;
+the self-attention cache grows and is cropped as a causal LM's does, while the
+cross-attention keys and values are computed on the first pass and reused
+(`EncoderDecoderCache`). Token trees (4-D masks over the decoder) are not supported here.
+How to run a real pair: docs/encoder-decoder.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from specdec.errors import SpecdecError
+
+
+class Seq2SeqPrompt(list):
+    """The decoder's prefix ids (the list) and the encoder's input for this one example.
+
+    source: {"input_ids": LongTensor [S]} for text-to-text models, or
+        {"input_features": float tensor [F, T]} for models whose encoder reads features.
+    """
+
+    def __init__(self, decoder_ids: Sequence[int], source: dict[str, torch.Tensor]) -> None:
+        super().__init__(int(t) for t in decoder_ids)
+        if not source:
+            raise SpecdecError("an encoder-decoder prompt needs the encoder's input")
+        self.source = source
+
+    def extended(self, tokens: Sequence[int]) -> "Seq2SeqPrompt":
+        """The same source with `tokens` appended to the decoder's ids."""
+        return Seq2SeqPrompt(list(self) + [int(t) for t in tokens], self.source)
+
+    @property
+    def source_ids(self) -> list[int]:
+        """The encoder's token ids ([] for feature inputs)."""
+        ids = self.source.get("input_ids")
+        return [] if ids is None else ids.tolist()
+
+
+def extended(prompt: Sequence[int], tokens: Sequence[int]) -> list[int]:
+    """prompt + tokens, keeping an encoder-decoder prompt's source."""
+    if isinstance(prompt, Seq2SeqPrompt):
+        return prompt.extended(tokens)
+    return list(prompt) + [int(t) for t in tokens]
+
+
+def same_source(prompt: Sequence[int], ids: Sequence[int]) -> list[int]:
+    """`ids` as a prompt with `prompt`'s source (when it has one)."""
+    if isinstance(prompt, Seq2SeqPrompt):
+        return Seq2SeqPrompt(ids, prompt.source)
+    return [int(t) for t in ids]
+
+
+def source_ids(prompt: Sequence[int]) -> list[int]:
+    """The encoder's token ids of an encoder-decoder prompt ([] otherwise)."""
+    return prompt.source_ids if isinstance(prompt, Seq2SeqPrompt) else []
+
+
+def is_encoder_decoder(model: Any) -> bool:
+    """Whether `model` (a module, or its config) is an encoder-decoder."""
+    config = getattr(model, "config", model)
+    return bool(getattr(config, "is_encoder_decoder", False))
+
+
+def folder_is_encoder_decoder(path: str | Path) -> bool:
+    """From config.json alone (nothing loaded)."""
+    import json
+
+    try:
+        return bool(json.loads((Path(path) / "config.json").read_text()).get("is_encoder_decoder", False))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def decoder_start(model: torch.nn.Module) -> list[int]:
+    """The decoder's prefix: its start token (generation config first, then the model config)."""
+    for config in (getattr(model, "generation_config", None), model.config):
+        start = getattr(config, "decoder_start_token_id", None)
+        if isinstance(start, int):
+            return [start]
+    raise SpecdecError(f"{type(model).__name__} names no decoder_start_token_id in its config")
+
+
+def text_prompts(model: torch.nn.Module, tokenizer, prompts: Sequence[Sequence[int]]) -> list[Seq2SeqPrompt]:
+    """Encoder-decoder prompts from token ids of texts: each text (with the tokenizer's special
+    tokens, e.g. T5's closing </s>) goes to the encoder; the decoder starts from its start token."""
+    if getattr(model, "main_input_name", "input_ids") != "input_ids":
+        raise SpecdecError(f"{type(model).__name__}'s encoder reads {model.main_input_name}, not text: give "
+                           "--encoder-inputs FILE (features, .npy or .pt)")
+    start = decoder_start(model)
+    build = getattr(tokenizer, "build_inputs_with_special_tokens", None)
+    return [Seq2SeqPrompt(start, {"input_ids": torch.tensor(build(list(p)) if build else list(p))}) for p in prompts]
+
+
+def feature_prompts(model: torch.nn.Module, features: torch.Tensor) -> list[Seq2SeqPrompt]:
+    """Encoder-decoder prompts from precomputed encoder inputs [N, ...] (one per row)."""
+    name = getattr(model, "main_input_name", "input_ids")
+    if name == "input_ids":
+        raise SpecdecError(f"{type(model).__name__}'s encoder reads text: give prompts, not --encoder-inputs")
+    start = decoder_start(model)
+    return [Seq2SeqPrompt(start, {name: row}) for row in features]
+
+
+@dataclass
+class EncoderState:
+    """The encoder's outputs for a batch, and its attention mask (None: no padding)."""
+
+    outputs: Any  # a transformers BaseModelOutput
+    mask: torch.Tensor | None
+
+    def rows(self, n: int) -> "EncoderState":
+        """The state repeated to n rows when it holds one (a single prompt timed in a batch)."""
+        hidden = self.outputs.last_hidden_state
+        if hidden.shape[0] == n:
+            return self
+        if hidden.shape[0] != 1:
+            raise ValueError(f"an encoder state of {hidden.shape[0]} rows cannot serve {n}")
+        outputs = type(self.outputs)(last_hidden_state=hidden.expand(n, -1, -1))
+        return EncoderState(outputs, None if self.mask is None else self.mask.expand(n, -1))
+
+
+@torch.inference_mode()
+def encode(model: torch.nn.Module, prompts: Sequence[Sequence[int]]) -> EncoderState:
+    """Run `model`'s encoder once over the sources of `prompts` (right-padded token ids with a
+    mask, or stacked features of one shape)."""
+    from specdec.reference.core.placement import input_device
+
+    sources = [getattr(p, "source", None) for p in prompts]
+    if any(s is None for s in sources):
+        raise SpecdecError(f"{type(model).__name__} is an encoder-decoder model: each prompt needs the encoder's "
+                           "input (text, or --encoder-inputs for feature encoders)")
+    device = input_device(model)
+    name = next(iter(sources[0]))
+    if name == "input_ids":
+        width = max(len(s["input_ids"]) for s in sources)
+        pad = getattr(model.config, "pad_token_id", None) or 0
+        ids = torch.full((len(sources), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(sources), width), dtype=torch.long)
+        for b, s in enumerate(sources):
+            ids[b, :len(s["input_ids"])] = s["input_ids"]
+            mask[b, :len(s["input_ids"])] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        return EncoderState(model.get_encoder()(input_ids=ids, attention_mask=mask), mask)
+    shapes = {tuple(s[name].shape) for s in sources}
+    if len(shapes) != 1:
+        raise SpecdecError(f"encoder inputs of different shapes in one batch: {sorted(shapes)}")
+    dtype = next(model.parameters()).dtype
+    features = torch.stack([s[name] for s in sources]).to(device=device, dtype=dtype)
+    return EncoderState(model.get_encoder()(**{name: features}), None)
+
+
+def new_cache(model: torch.nn.Module):
+    """An empty KV cache for `model` (self- and cross-attention for an encoder-decoder)."""
+    from transformers import DynamicCache, EncoderDecoderCache
+
+    if is_encoder_decoder(model):
+        return EncoderDecoderCache(DynamicCache(), DynamicCache())
+    return DynamicCache(config=model.config)
+
+
+def self_attention(cache):
+    """The part of a cache that holds the sequence's own keys and values."""
+    return getattr(cache, "self_attention_cache", cache)
+
+
+@dataclass
+class DecoderOutput:
+    logits: torch.Tensor
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+def run_model(model: torch.nn.Module, input_ids: torch.Tensor, encoder: EncoderState | None = None,
+              logits_to_keep: int = 0, attention_mask: torch.Tensor | None = None, **kwargs):
+    """The model's forward over `input_ids` [B, T], for either kind of model: a causal LM as
+    `model(input_ids=...)`; an encoder-decoder's decoder with `encoder`'s outputs (decoder
+    attention_mask 2-D only; positions follow the cache). Returns an object with `.logits`
+    (the last logits_to_keep positions; 0 = all) and `.hidden_states` when asked for."""
+    if not is_encoder_decoder(model):
+        return model(input_ids=input_ids, logits_to_keep=logits_to_keep, attention_mask=attention_mask, **kwargs)
+    if encoder is None:
+        raise SpecdecError(f"{type(model).__name__} is an encoder-decoder model: its decoder needs the encoder's "
+                           "outputs")
+    if "position_ids" in kwargs or (attention_mask is not None and attention_mask.dim() != 2):
+        raise SpecdecError("token trees (custom positions and masks) are not supported on encoder-decoder models")
+    state = encoder.rows(input_ids.shape[0])
+    out = model(decoder_input_ids=input_ids, decoder_attention_mask=attention_mask, encoder_outputs=state.outputs,
+                attention_mask=state.mask, **kwargs)
+    logits = out.logits[:, -logits_to_keep:] if logits_to_keep else out.logits
+    hidden = out.decoder_hidden_states if kwargs.get("output_hidden_states") else None
+    return DecoderOutput(logits, hidden)
