@@ -215,3 +215,16 @@ def test_config_only_target_folder(capsys, tmp_path) -> None:
     (folder / "config.json").write_text("{}")
     line = expect_usage_error(capsys, ["decode", "--prompt", PROMPT, "--target", str(folder)], "--target")
     assert "no tokenizer files" in line and "no weights" in line
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["estimate", "--drafter", "lookup", "--timing-repeats", "1000000000"], "--timing-repeats"),
+    (["estimate", "--drafter", "lookup", "--bootstrap", "1000000000000"], "--bootstrap"),
+    (["estimate", "--drafter", "lookup", "--tokens", "99999999999"], "--tokens"),
+    (["validate", "--drafter", "lookup", "--alpha-tokens", "99999999999"], "--alpha-tokens"),
+    (["validate", "--drafter", "lookup", "--repeats", "1000000"], "--repeats"),
+    (["bild", "--drafter", "lookup", "--prompts", "1000000000"], "--prompts"),
+])
+def test_absurd_counts_are_refused_before_anything_runs(capsys, argv, option) -> None:
+    """Bounded numeric options (issue 28): a runaway count is one line naming the option."""
+    expect_usage_error(capsys, argv, option)

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, NEW_TOKENS_HINT, backend_option, check_context,
-                                check_drafter_kinds, check_out_dir, drafter_option, encoder_inputs_option,
-                                json_option, model_options, new_tokens_option, preflight_encoder_inputs,
-                                preflight_target, refuse_tree_drafter, require_drafter, sampling_options, seed_option)
+from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, MAX_PROMPTS, MAX_REPEATS, NEW_TOKENS_HINT, backend_option,
+                                check_context, check_drafter_kinds, check_out_dir, drafter_option,
+                                encoder_inputs_option, json_option, model_options, new_tokens_option,
+                                preflight_encoder_inputs, preflight_target, refuse_tree_drafter, require_drafter,
+                                sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, PROBABILITY, Number, NumberList, Renamed, Rollback, Utf8Text
 from specdec.paths import write_atomic
@@ -25,7 +26,8 @@ from specdec.strict_json import to_json
 @click.option("--prompt", "prompts", multiple=True, type=Utf8Text(),
               help="Prompt text (repeatable, UTF-8). Default: held-out corpus prompts.")
 @encoder_inputs_option
-@click.option("--prompts", "n_prompts", cls=Renamed, old=("--heldout",), type=POSITIVE, default=8, show_default=True,
+@click.option("--prompts", "n_prompts", cls=Renamed, old=("--heldout",), type=Number(int, 1, MAX_PROMPTS), default=8,
+              show_default=True,
               help="Without --prompt: how many held-out Shakespeare/Austen prompts to use.")
 @click.option("--prompt-tokens", type=POSITIVE, default=64, show_default=True,
               help="Length of each held-out prompt.")
@@ -55,7 +57,7 @@ from specdec.strict_json import to_json
               help="Sweep: no-fallback ablation, hand over every N little tokens ('' = skip).")
 @click.option("--gammas", default="1,2,4", show_default=True, type=GAMMAS,
               help="Sweep: exact speculative decoding gammas.")
-@click.option("--repeats", type=POSITIVE, default=1, show_default=True,
+@click.option("--repeats", type=Number(int, 1, MAX_REPEATS), default=1, show_default=True,
               help="Run everything this many times and keep the fastest time per (method, prompt).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Sweep: folder for bild_sweep.json and bild_tradeoff.png.")

@@ -19,6 +19,10 @@ from specdec.errors import SpecdecError
 from specdec.reference.drafters.spec import SPEC_HELP
 
 MAX_DECODE_GAMMA = 64  # most drafts per iteration a decoding command accepts (a verify pass over 65 tokens)
+MAX_TOKENS = 10_000_000  # most positions an estimate scores (hours on a GPU; refused above, before allocating)
+MAX_PROMPTS = 10_000  # most prompts a decoding command runs
+MAX_REPEATS = 1000  # most repeats of a timing or a decode
+MAX_BOOTSTRAP = 100_000  # most bootstrap resamples
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit integer
 
 

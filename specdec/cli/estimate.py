@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (check_drafter_kinds, LENIENCE, MAX_DECODE_GAMMA, backend_option, check_context, check_heads_prompts,
-                                drafter_option, json_option, model_options, preflight_prompts, preflight_target,
-                                prompt_source, prompt_source_options, refuse_tree_drafter, require_drafter,
-                                sampling_options, seed_option)
+from specdec.cli.common import (LENIENCE, MAX_BOOTSTRAP, MAX_DECODE_GAMMA, MAX_REPEATS, MAX_TOKENS, backend_option,
+                                check_context, check_drafter_kinds, check_heads_prompts, drafter_option, json_option,
+                                model_options, preflight_prompts, preflight_target, prompt_source,
+                                prompt_source_options, refuse_tree_drafter, require_drafter, sampling_options,
+                                seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, Number, NumberList
 from specdec.strict_json import to_json
@@ -26,7 +27,7 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @device_map_options
 @backend_option
 @drafter_option
-@click.option("--tokens", type=POSITIVE, default=10_000, show_default=True,
+@click.option("--tokens", type=Number(int, 1, MAX_TOKENS), default=10_000, show_default=True,
               help="Target-sampled positions to score per prompt category: ceil(tokens / new-tokens) prompts.")
 @click.option("--new-tokens", type=POSITIVE, default=128, show_default=True,
               help="Tokens the target samples after each prompt.")
@@ -39,7 +40,7 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @click.option("--batch-size", type=POSITIVE, default=16, show_default=True,
               help="Prompts per batched generation (the unit of work a process takes under torchrun); "
                    "teacher-forced passes take up to 8 of them.")
-@click.option("--bootstrap", type=POSITIVE, default=2000, show_default=True,
+@click.option("--bootstrap", type=Number(int, 1, MAX_BOOTSTRAP), default=2000, show_default=True,
               help="Bootstrap resamples (over prompts) for the 95% interval.")
 @click.option("--context", type=POSITIVE, default=None,
               help="KV-cache length (tokens) at which the steps are timed [default: each category's median prompt "
@@ -51,7 +52,7 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
                    "--new-tokens].")
 @click.option("--max-k", type=Number(int, 2, MAX_DECODE_GAMMA + 1), default=16, show_default=True,
               help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_DECODE_GAMMA + 1}.")
-@click.option("--timing-repeats", type=POSITIVE, default=7, show_default=True,
+@click.option("--timing-repeats", type=Number(int, 1, MAX_REPEATS), default=7, show_default=True,
               help="Timed runs of each k (the median is kept).")
 @click.option("--no-timing", is_flag=True, help="Skip the timings (alpha only; c, v(k) are null).")
 @click.option("--batch-sizes", default=None, metavar="B1,B2,...",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (GAMMAS, backend_option, check_context, check_out_dir, json_option, model_options,
-                                preflight_target, refuse_tree_drafter, require_drafter)
-from specdec.cli.types import POSITIVE, DrafterSpecType, Number, NumberList
+from specdec.cli.common import (GAMMAS, MAX_PROMPTS, backend_option, check_context, check_out_dir, json_option,
+                                model_options, preflight_target, refuse_tree_drafter, require_drafter)
+from specdec.cli.types import DrafterSpecType, Number, NumberList
 from specdec.reference.drafters.spec import SPEC_HELP
 from specdec.strict_json import to_json
 
@@ -31,7 +31,7 @@ MAX_BATCH = 256
               help="Prompt lengths in tokens (held-out corpus windows), one measurement per length.")
 @click.option("--new-tokens", type=Number(int, 2, 4096), default=24, show_default=True,
               help="Tokens each request emits; a run decodes max(B, --prompts) requests' worth.")
-@click.option("--prompts", "n_prompts", type=POSITIVE, default=8, show_default=True,
+@click.option("--prompts", "n_prompts", type=Number(int, 1, MAX_PROMPTS), default=8, show_default=True,
               help="Distinct prompts per context (the queue cycles through them).")
 @click.option("--blocks", type=Number(int, 2, 100), default=2, show_default=True,
               help="Interleaved runs of every method per batch size (the speedup's interval is over them).")
@@ -55,7 +55,8 @@ def serve_bench(target_path, device, dtype, backend, drafters, gammas, batch_siz
     from specdec.reference.core.models import load_model
     from specdec.reference.data.prompts import held_out_prompts
     from specdec.reference.drafters.factory import make_drafter
-    from specdec.reference.measure.serving import ServeConfig, serve_bench as run
+    from specdec.reference.measure.serving import ServeConfig
+    from specdec.reference.measure.serving import serve_bench as run
     from specdec.reference.measure.serving_report import serve_markdown
 
     labels = [label for label, _ in drafters]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (check_drafter_kinds, GAMMAS, MAX_DECODE_GAMMA, TEMPERATURES, backend_option, check_context,
-                                check_heads_prompts, check_out_dir, json_option, model_options, preflight_prompts,
-                                preflight_target, prompt_source, prompt_source_options, refuse_tree_drafter,
-                                require_drafter, seed_option)
+from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, MAX_PROMPTS, MAX_REPEATS, MAX_TOKENS, TEMPERATURES,
+                                backend_option, check_context, check_drafter_kinds, check_heads_prompts, check_out_dir,
+                                json_option, model_options, preflight_prompts, preflight_target, prompt_source,
+                                prompt_source_options, refuse_tree_drafter, require_drafter, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, DrafterSpecType, Number
 from specdec.reference.drafters.spec import SPEC_HELP
@@ -36,14 +36,15 @@ from specdec.strict_json import to_json
 @click.option("--top-k", type=NONNEGATIVE, default=0, show_default=True, help="For temperatures > 0; 0 = off.")
 @click.option("--top-p", type=UNIT_OPEN_LOW, default=1.0, show_default=True,
               help="For temperatures > 0, in (0, 1]; 1 = off.")
-@click.option("--prompts", "n_prompts", type=POSITIVE, default=12, show_default=True,
+@click.option("--prompts", "n_prompts", type=Number(int, 1, MAX_PROMPTS), default=12, show_default=True,
               help="Prompts to decode per configuration (per category).")
 @click.option("--prompt-tokens", type=POSITIVE, default=64, show_default=True,
               help="Length of the held-out corpus prompts (the continue workload), in tokens.")
 @click.option("--new-tokens", type=Number(int, 2), default=16, show_default=True,
               help="Tokens each decode emits (EOS ignored). Many short runs average out machine drift.")
-@click.option("--repeats", type=POSITIVE, default=1, show_default=True, help="Repeats of every decode (interleaved).")
-@click.option("--alpha-tokens", type=POSITIVE, default=2048, show_default=True,
+@click.option("--repeats", type=Number(int, 1, MAX_REPEATS), default=1, show_default=True,
+              help="Repeats of every decode (interleaved).")
+@click.option("--alpha-tokens", type=Number(int, 1, MAX_TOKENS), default=2048, show_default=True,
               help="Target-sampled positions for the alpha estimator, per temperature.")
 @click.option("--alpha-new-tokens", type=POSITIVE, default=64, show_default=True,
               help="Length of each target-sampled continuation for the estimator "
@@ -53,9 +54,9 @@ from specdec.strict_json import to_json
 @prompt_source_options
 @click.option("--max-k", type=Number(int, 2, MAX_DECODE_GAMMA + 1), default=16, show_default=True,
               help=f"Verify-cost curve v(1..max_k), 2 .. {MAX_DECODE_GAMMA + 1}; gammas must be < max_k.")
-@click.option("--timing-repeats", type=POSITIVE, default=7, show_default=True,
+@click.option("--timing-repeats", type=Number(int, 1, MAX_REPEATS), default=7, show_default=True,
               help="Runs of each k for the up-front verify-cost curve v(1..max_k).")
-@click.option("--sweep-repeats", type=NONNEGATIVE, default=2, show_default=True,
+@click.option("--sweep-repeats", type=Number(int, 0, MAX_REPEATS), default=2, show_default=True,
               help="Runs of each k <= max(gammas)+1 timed again before every decode block (0 = off).")
 @click.option("--retries", type=NONNEGATIVE, default=3, show_default=True,
               help="Redo a timed run up to this many times when other processes used > 0.1 CPU cores meanwhile.")
@@ -73,8 +74,8 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
     simulator's predictions (the paper's Theorem 8 and the extended model)."""
     from specdec.reference.validation.config import ValidationConfig, ValidationJob
     from specdec.reference.validation.files import write_results
-    from specdec.reference.validation.suite_report import suite_report
     from specdec.reference.validation.run import run_validation
+    from specdec.reference.validation.suite_report import suite_report
 
     if max(gammas) >= max_k:
         raise click.BadParameter(f"gammas must be < --max-k {max_k}, got {max(gammas)}", param_hint="--gammas")
