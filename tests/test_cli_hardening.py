@@ -228,3 +228,14 @@ def test_config_only_target_folder(capsys, tmp_path) -> None:
 def test_absurd_counts_are_refused_before_anything_runs(capsys, argv, option) -> None:
     """Bounded numeric options (issue 28): a runaway count is one line naming the option."""
     expect_usage_error(capsys, argv, option)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan"])
+def test_negative_rollback_is_a_usage_error(capsys, value) -> None:
+    expect_usage_error(capsys, ["bild", "--drafter", "lookup", "--rollback", value], "--rollback")
+
+
+@pytest.mark.parametrize("argv", [[], ["heads"]])
+def test_bare_command_prints_its_help(capsys, argv) -> None:
+    code, out, err = run(capsys, argv)
+    assert code == 0 and out.startswith("Usage:") and len(out.splitlines()) > 5 and err == ""

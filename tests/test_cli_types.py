@@ -82,3 +82,17 @@ def test_one_vocabulary_across_commands(command, new, old) -> None:
 
     help_text = CliRunner().invoke(cli, [*command, "--help"]).output
     assert new in help_text and old not in help_text
+
+
+@pytest.mark.parametrize("spec, words", [("lookup:99999999999999999999", "1 .. 64"), ("lookup:0", "1 .. 64"),
+                                         ("heads:x,w=nan", "finite w"), ("heads:x,w=inf", "finite w"),
+                                         ("heads:x,k=100000000000", "1 .. 1024")])
+def test_drafter_spec_values_are_bounded(spec, words) -> None:
+    """A runaway lookup length or a non-finite weight is refused by the grammar itself (issue 28:
+    lookup:10^20 used to allocate one index table per length until the kernel killed it)."""
+    from specdec.errors import SpecdecError
+    from specdec.reference.drafters.spec import heads_args, lookup_args
+
+    with pytest.raises(SpecdecError, match=words.replace(".", r"\.")):
+        kind, _, arg = spec.partition(":")
+        lookup_args(arg) if kind == "lookup" else heads_args(arg)

@@ -59,9 +59,12 @@ class BildPolicy:
         if t in ("inf", "none", "off"):
             return math.inf
         try:
-            return float(t)
+            value = float(t)
         except ValueError:
             raise SpecdecError(f"rollback threshold {text!r}: expected a number of nats, inf or {ARGMAX!r}") from None
+        if not value >= 0:  # negative, or nan
+            raise SpecdecError(f"rollback threshold {text!r}: must be >= 0 nats, inf or {ARGMAX!r}")
+        return value
 
     def rollback_label(self) -> str:
         """The rollback setting as text ('argmax', 'inf', '2')."""

@@ -20,6 +20,8 @@
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from specdec.errors import SpecdecError
@@ -85,11 +87,14 @@ def split_label(spec: str) -> tuple[str, str]:
     return spec, spec
 
 
+MAX_LOOKUP_NGRAM = 64  # the longest suffix prompt lookup matches (one index table per length)
+
+
 def lookup_args(arg: str | None) -> tuple[int, str]:
     """`N[:earliest|latest]` (default 3, latest) -> (max_ngram, match)."""
     n, _, match = (arg or "3").partition(":")
-    if not (n.isdigit() and int(n) >= 1) or match not in ("", "latest", "earliest"):
-        raise SpecdecError(f"lookup[:N[:earliest|latest]] needs a positive integer N, got {arg!r}")
+    if not (n.isdigit() and len(n) <= 3 and 1 <= int(n) <= MAX_LOOKUP_NGRAM) or match not in ("", "latest", "earliest"):
+        raise SpecdecError(f"lookup[:N[:earliest|latest]] needs an integer N in 1 .. {MAX_LOOKUP_NGRAM}, got {arg!r}")
     return int(n), match or "latest"
 
 
@@ -109,8 +114,9 @@ def heads_args(arg: str | None) -> tuple[str, dict]:
             options[key] = HEADS_OPTIONS[key](value)
         except ValueError:
             raise SpecdecError(f"heads option {key} needs a {HEADS_OPTIONS[key].__name__}, got {value!r}") from None
-    if options.get("k", 1) < 1 or options.get("p", 1) < 1 or options.get("w", 0.0) < 0:
-        raise SpecdecError(f"heads options need k >= 1, p >= 1 and w >= 0, got {arg!r}")
+    if not (1 <= options.get("k", 1) <= 1024 and 1 <= options.get("p", 1) <= 1024
+            and 0 <= options.get("w", 0.0) < math.inf):
+        raise SpecdecError(f"heads options need k and p in 1 .. 1024 and a finite w >= 0, got {arg!r}")
     if options.get("rescore", "global") not in ("global", "local"):
         raise SpecdecError(f"heads option rescore is global or local, got {options['rescore']!r}")
     if "ngram" in options and "lm" in options:

@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(1)
+    except click.exceptions.NoArgsIsHelpError as exc:  # a bare `specdec` (or group): its help, as --help shows it
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        sys.exit(0)
     except click.UsageError as exc:  # one line naming the option, status 2 (no usage banner)
         if os.environ.get("RANK", "0") in ("", "0"):  # under torchrun every rank finds it: rank 0 says it
             click.echo(f"Error: {_one_line(exc.format_message())}", err=True)
