@@ -239,3 +239,13 @@ def test_negative_rollback_is_a_usage_error(capsys, value) -> None:
 def test_bare_command_prints_its_help(capsys, argv) -> None:
     code, out, err = run(capsys, argv)
     assert code == 0 and out.startswith("Usage:") and len(out.splitlines()) > 5 and err == ""
+
+
+@pytest.mark.parametrize("prompt, words", [("", "no tokens"), ("w1 " * 600, "more than the model's 512")])
+def test_bad_prompt_is_refused_before_the_weights_load(capsys, tmp_path, prompt, words) -> None:
+    """Corrupt weights would fail the load (exit 1): exit 2 on the prompt proves the check ran first."""
+    folder = save_tiny_model(tmp_path / "m")
+    (folder / "model.safetensors").write_bytes(b"not a safetensors file")
+    capsys.readouterr()  # the save's own progress bar
+    line = expect_usage_error(capsys, ["decode", "--prompt", prompt, "--target", str(folder)], "--prompt")
+    assert words in line

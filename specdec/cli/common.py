@@ -291,6 +291,19 @@ def preflight_encoder_inputs(path: Path, encoder_inputs: Path | None):
         raise click.BadParameter(str(exc), param_hint="--encoder-inputs") from None
 
 
+def prompt_ids(path: Path, text: str) -> list[int]:
+    """`--prompt`'s ids with the target's tokenizer alone (before any model loads): an empty
+    encoding is a usage error. An encoder-decoder's text gets its special tokens later
+    (`specdec.reference.core.seq2seq.text_prompts`)."""
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+    from specdec.reference.data.corpus import load_tokenizer
+
+    ids = load_tokenizer(path)(text, add_special_tokens=not folder_is_encoder_decoder(path))["input_ids"]
+    if not ids:
+        raise click.BadParameter("the prompt encodes to no tokens", param_hint="--prompt")
+    return list(ids)
+
+
 def check_context(limit: int | None, tokens: int, what: str, option: str) -> None:
     """A usage error when `tokens` positions exceed the model's limit."""
     if limit is not None and tokens > limit:

@@ -8,7 +8,7 @@ import click
 from specdec.cli.common import (MAX_DECODE_GAMMA, NEW_TOKENS_HINT, backend_option, check_context,
                                 check_drafter_kinds, drafter_option, encoder_inputs_option, generator, json_option,
                                 model_options, new_tokens_option, preflight_encoder_inputs, preflight_target,
-                                sampling_options, seed_option)
+                                prompt_ids, sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import UNIT_OPEN_LOW, Number, Utf8Text
 from specdec.strict_json import to_json
@@ -40,6 +40,8 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
     path, limit = preflight_target(target_path)
     check_context(limit, 1 + new_tokens + gamma, "--new-tokens with --gamma", NEW_TOKENS_HINT)
     check_drafter_kinds(path, (drafter,))
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+
     features = preflight_encoder_inputs(path, encoder_inputs)
     if (prompt is None) == (features is None):
         raise click.BadParameter("give the prompt text, or (for an encoder that reads features) --encoder-inputs, "
@@ -47,12 +49,15 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
     if features is not None and len(features.ids) != 1:
         raise click.BadParameter(f"decode takes one example, the file holds {len(features.ids)}",
                                  param_hint="--encoder-inputs")
+    ids = None if prompt is None else prompt_ids(path, prompt)
+    if ids is not None and not folder_is_encoder_decoder(path):  # an encoder-decoder's decoder starts empty
+        check_context(limit, len(ids) + new_tokens + gamma, f"a {len(ids)}-token prompt with --new-tokens "
+                      f"{new_tokens} and --gamma {gamma}", "--prompt")
 
     from specdec.reference.core.loop import SpeculativeSampling
     from specdec.reference.core.models import load_model
     from specdec.reference.core.placement import output_device
     from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.core.seq2seq import is_encoder_decoder
     from specdec.reference.core.target import TargetScorer
     from specdec.reference.data.encoder_inputs import load_target_prompts, model_prompts
     from specdec.reference.data.prompts import PromptSource
@@ -65,14 +70,9 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
     target = load_model(path, place.device, dtype, backend, place.device_map)
     draft, note = make_drafter(drafter, target, place.device, dtype, place.draft_device_map)
     if features is None:
-        ids = target.tokenizer(prompt, add_special_tokens=not is_encoder_decoder(target.model))["input_ids"]
-        if not ids:
-            raise click.BadParameter("the prompt encodes to no tokens", param_hint="--prompt")
         ids = model_prompts(target, [ids])[0]  # an encoder-decoder's: the text to the encoder
     else:
         ids = load_target_prompts(target, 1, PromptSource(encoder_inputs=Path(encoder_inputs))).ids[0]
-    check_context(limit, len(ids) + new_tokens + gamma, f"a {len(ids)}-token prompt with --new-tokens "
-                  f"{new_tokens} and --gamma {gamma}", "--prompt")
     eos = None if ignore_eos else target.tokenizer.eos_token_id
     scorer = TargetScorer(target.model)
     method = Decoding(drafter, draft, gamma, SpeculativeSampling(lenience))
