@@ -21,6 +21,7 @@ what is missing; the command line names the option.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -153,8 +154,10 @@ def read_lattice_study(path: Path, needs: tuple[str, ...] = STUDY_FOR_TREES) -> 
                            f"no {', '.join(missing)}")
     if "by_depth" in needs:
         _check_rows(data["by_depth"], path)
-    if not isinstance(data.get("heads_pass_ms"), (int, float, type(None))):
-        raise SpecdecError(f"{path}: heads_pass_ms must be a number of milliseconds")
+    if not (data.get("heads_pass_ms") is None or _finite(data["heads_pass_ms"])):
+        raise SpecdecError(f"{path}: heads_pass_ms must be a finite number of milliseconds >= 0")
+    if "k" in data and not (isinstance(data["k"], int) and not isinstance(data["k"], bool) and 1 <= data["k"] <= 1024):
+        raise SpecdecError(f"{path}: k (the lattice's top-k) must be an integer in 1 .. 1024, got {data['k']!r}")
     return data
 
 
@@ -184,25 +187,38 @@ def _check_kind(data: Any, path: Path, accepted: tuple[str, ...], what: str) -> 
     raise SpecdecError(f"{path}: unknown kind {kind!r} (expected {' or '.join(accepted)})")
 
 
+def _finite(x: Any, low: float = 0.0) -> bool:
+    """A real number (not a bool), finite and >= low."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= low
+
+
 def _check_rows(rows: list, path: Path) -> None:
-    """Each row of a study names its method and holds numbers where the tree plan reads them."""
+    """Each row of a study names its method and holds finite numbers where the tree plan reads
+    them (a NaN or negative number would become a confident plan)."""
     for i, row in enumerate(rows):
         options = row.get("options") if isinstance(row, dict) else None
         ok = (isinstance(row, dict) and isinstance(row.get("method"), str)
-              and isinstance(row.get("block_efficiency"), (int, float))
-              and all(isinstance(row.get(key), (int, float, type(None))) for key in ("tree_tokens", "choose_ms"))
-              and (options is None or (isinstance(options, dict) and isinstance(options.get("p", 1), int)
-                                       and ("rescorer" not in options or isinstance(options.get("w"), (int, float))))))
+              and _finite(row.get("block_efficiency"), 1.0)
+              and all(row.get(key) is None or _finite(row.get(key)) for key in ("tree_tokens", "choose_ms"))
+              and (options is None or (isinstance(options, dict)
+                                       and all(isinstance(options.get(key, 1), int) and 1 <= options.get(key, 1) <= 1024
+                                               for key in ("k", "p"))
+                                       and ("rescorer" not in options or _finite(options.get("w"))))))
         if not ok:
-            raise SpecdecError(f"{path}: by_depth row {i} needs a method, a block_efficiency, numbers (or null) "
-                               "for tree_tokens and choose_ms, and options with an integer p and, with a rescorer, "
-                               "its weight w")
+            raise SpecdecError(f"{path}: by_depth row {i} needs a method, a finite block_efficiency >= 1, finite "
+                               "numbers >= 0 (or null) for tree_tokens and choose_ms, and options with integers k "
+                               "and p in 1 .. 1024 and, with a rescorer, a finite weight w >= 0")
 
 
 def _seconds(steps_ms: Any, path: Path) -> dict[int, float]:
     """{N: seconds} from {"N": milliseconds}."""
     try:
-        return {int(n): ms / 1000 for n, ms in steps_ms.items()}
+        seconds = {int(n): ms / 1000 for n, ms in steps_ms.items()}
     except (AttributeError, ValueError, TypeError):
         raise SpecdecError(f"{path}: verify_step_ms must map draft nodes N to milliseconds, "
                            'e.g. {"0": 10.0, "3": 14.0}') from None
+    bad = [n for n, ms in steps_ms.items() if not _finite(ms) or ms == 0 or not 0 <= int(n) <= 4096]
+    if bad:
+        raise SpecdecError(f"{path}: verify_step_ms[{bad[0]!r}] = {steps_ms[bad[0]]!r}: each N in 0 .. 4096 needs a "
+                           "finite positive time in milliseconds")
+    return seconds

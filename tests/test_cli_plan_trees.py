@@ -133,3 +133,25 @@ def test_trees_refuses_other_plans_options(capsys, tmp_path, argv, words) -> Non
     path = study(tmp_path)
     code, out, err = run_main(capsys, ["plan", *[path if a == "STUDY" else a for a in argv]])
     assert code == 2 and all(w in err for w in words) and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["by_depth"][0].update(block_efficiency=float("nan")),
+    lambda d: d["by_depth"][1].update(block_efficiency=-3.0),
+    lambda d: d["by_depth"][1].update(choose_ms=-1.0),
+    lambda d: d["by_depth"][1]["options"].update(w=float("inf")),
+    lambda d: d.update(k="sixteen"),
+    lambda d: d.update(heads_pass_ms=float("nan")),
+    lambda d: d["verify_step_ms"].update({"3": -14.0}),
+    lambda d: d["verify_step_ms"].update({"6": float("nan")}),
+], ids=["nan-efficiency", "negative-efficiency", "negative-choose", "inf-weight", "k-word", "nan-heads-ms",
+        "negative-verify", "nan-verify"])
+def test_no_plan_from_a_bad_number(capsys, tmp_path, change) -> None:
+    """Issue 28: a NaN or negative number in a study is one line naming the file, never a
+    'best' configuration with a command to paste."""
+    path = study(tmp_path)
+    data = json.loads(open(path).read())
+    change(data)
+    open(path, "w").write(json.dumps(data))  # json writes NaN / Infinity literals, as a careless tool would
+    code, out, err = run_main(capsys, ["plan-trees", path])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "study.json" in err, err
