@@ -24,7 +24,8 @@ _SPLITS: WeakKeyDictionary = WeakKeyDictionary()  # model -> whether decoder + o
 
 @torch.inference_mode()
 def forward(model: torch.nn.Module, input_ids: torch.Tensor, n_logits: int, needs: Needs = NOTHING,
-            encoder: EncoderState | None = None, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+            encoder: EncoderState | None = None, **kwargs
+            ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Run `model` on input_ids [B, T] (extra keyword arguments go to the model: a cache,
     positions, a mask).
 

@@ -18,7 +18,7 @@ from specdec.errors import SpecdecError
 from specdec.reference.core.forward import forward
 from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.seams import NOTHING, Needs, Scored
-from specdec.reference.core.seq2seq import EncoderState, encode as encode_source, is_encoder_decoder, new_cache, self_attention
+from specdec.reference.core.seq2seq import EncoderState, encoder_state, new_cache, self_attention
 from specdec.reference.core.tree import tree_inputs
 
 
@@ -49,7 +49,7 @@ class KVSession:
         self.n_cached = 0
         self.tree_nodes = 0
         self.cache = new_cache(self.model)
-        self.encoder = encode_source(self.model, [prompt]) if is_encoder_decoder(self.model) else None
+        self.encoder = encoder_state(self.model, [prompt])
         if not encode or len(self.tokens) < 2:
             return None
         scored = self._forward(self.tokens[:-1], 1, needs)

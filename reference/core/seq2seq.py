@@ -101,15 +101,6 @@ def text_prompts(model: torch.nn.Module, tokenizer, prompts: Sequence[Sequence[i
     return [Seq2SeqPrompt(start, {"input_ids": torch.tensor(build(list(p)) if build else list(p))}) for p in prompts]
 
 
-def feature_prompts(model: torch.nn.Module, features: torch.Tensor) -> list[Seq2SeqPrompt]:
-    """Encoder-decoder prompts from precomputed encoder inputs [N, ...] (one per row)."""
-    name = getattr(model, "main_input_name", "input_ids")
-    if name == "input_ids":
-        raise SpecdecError(f"{type(model).__name__}'s encoder reads text: give prompts, not --encoder-inputs")
-    start = decoder_start(model)
-    return [Seq2SeqPrompt(start, {name: row}) for row in features]
-
-
 @dataclass
 class EncoderState:
     """The encoder's outputs for a batch, and its attention mask (None: no padding)."""
@@ -156,6 +147,11 @@ def encode(model: torch.nn.Module, prompts: Sequence[Sequence[int]]) -> EncoderS
     dtype = next(model.parameters()).dtype
     features = torch.stack([s[name] for s in sources]).to(device=device, dtype=dtype)
     return EncoderState(model.get_encoder()(**{name: features}), None)
+
+
+def encoder_state(model: torch.nn.Module, prompts: Sequence[Sequence[int]]) -> EncoderState | None:
+    """`encode(model, prompts)` for an encoder-decoder; None for a causal LM (nothing to encode)."""
+    return encode(model, prompts) if is_encoder_decoder(model) else None
 
 
 def new_cache(model: torch.nn.Module):

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.seq2seq import feature_prompts, text_prompts
+from specdec.reference.core.seq2seq import text_prompts
 
 MAX_FEATURE_BYTES = 4 << 30  # refuse bigger files before reading them
 
@@ -36,8 +36,8 @@ def read_encoder_inputs(path: str | Path) -> torch.Tensor:
     except SpecdecError:
         raise
     except Exception as exc:  # numpy and torch raise many types for a corrupt file
-        raise SpecdecError(f"cannot read {str(path)!r}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                           ) from None
+        first = (str(exc).splitlines() or [""])[0]
+        raise SpecdecError(f"cannot read {str(path)!r}: {type(exc).__name__}: {first}") from None
     if not isinstance(array, torch.Tensor) or not (array.is_floating_point() or array.dtype == torch.int64):
         raise SpecdecError(f"{str(path)!r} holds no numeric array (a tensor of floats is expected)")
     if array.dim() not in (2, 3) or array.numel() == 0:
@@ -92,16 +92,9 @@ def load_target_prompts(target, n: int, source):
     return replace(prompt_set, ids=model_prompts(target, prompt_set.ids))
 
 
-def model_prompts(loaded, ids: list[list[int]], features: torch.Tensor | None = None) -> list[list[int]]:
-    """The prompts `loaded` (a LoadedModel) decodes from: token ids unchanged for a causal LM; for
-    an encoder-decoder, each text's ids to its encoder (the decoder starting from its start
-    token), or each row of `features`."""
+def model_prompts(loaded, ids: list[list[int]]) -> list[list[int]]:
+    """The prompts `loaded` (a LoadedModel) decodes from texts' ids: unchanged for a causal LM; for
+    an encoder-decoder, each text's ids to its encoder (the decoder starting from its start token)."""
     from specdec.reference.core.seq2seq import is_encoder_decoder
 
-    if not is_encoder_decoder(loaded.model):
-        if features is not None:
-            raise SpecdecError("encoder inputs are for encoder-decoder targets")
-        return ids
-    if features is not None:
-        return feature_prompts(loaded.model, features)
-    return text_prompts(loaded.model, loaded.tokenizer, ids)
+    return text_prompts(loaded.model, loaded.tokenizer, ids) if is_encoder_decoder(loaded.model) else ids

@@ -5,6 +5,7 @@ from specdec.errors import SpecdecError
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.core.models import LoadedModel, check_pair, load_model
 from specdec.reference.core.placement import DeviceMap
+from specdec.reference.core.seq2seq import is_encoder_decoder
 
 from specdec.reference.drafters.spec import DrafterSpec, lookup_args
 
@@ -15,7 +16,6 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
     NoDrafter; a neural draft model (or LM rescorer) runs on the target's backend, on `device`
     or spread by `device_map` (specdec.reference.core.placement)."""
     s = DrafterSpec.parse(spec)
-    from specdec.reference.core.seq2seq import is_encoder_decoder
     check_kind(s, target.path, is_encoder_decoder(target.model))
     if s.kind == "none":
         return NoDrafter(), None

@@ -12,7 +12,7 @@ import torch
 
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig, sample
-from specdec.reference.core.seq2seq import extended, is_encoder_decoder, new_cache, run_model
+from specdec.reference.core.seq2seq import encoder_state, extended, is_encoder_decoder, new_cache, run_model
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,6 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
     with its source encoded once.
     """
     from specdec.reference.core.placement import input_device
-    from specdec.reference.core.seq2seq import encode
 
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt must contain at least one token")
@@ -76,7 +75,7 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
     if is_encoder_decoder(model):
         if len({len(p) for p in prompts}) > 1:
             raise ValueError("an encoder-decoder's decoder prefixes must have one length within a batch")
-        encoder, padded = encode(model, prompts), {}
+        encoder, padded = encoder_state(model, prompts), {}
     else:
         encoder, padded = None, {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp_min(0)}  # [B, L]
     out = run_model(model, ids, encoder, 1, past_key_values=cache, use_cache=True, **padded)

@@ -94,7 +94,7 @@ def continuation_logits(model: torch.nn.Module, samples: TargetSamples, indices:
     position never changes it), and only the last K logits are kept, K covering every
     sequence's continuation. An encoder-decoder's decoder runs with its prompts' sources encoded.
     """
-    from specdec.reference.core.seq2seq import encode, is_encoder_decoder, run_model
+    from specdec.reference.core.seq2seq import encoder_state, run_model
 
     seqs = [samples.prompts[i] + samples.continuations[i][:-1] for i in indices]  # inputs
     starts = [len(samples.prompts[i]) - 1 for i in indices]  # position predicting x_0
@@ -103,7 +103,7 @@ def continuation_logits(model: torch.nn.Module, samples: TargetSamples, indices:
     for b, s in enumerate(seqs):
         ids[b, :len(s)] = torch.tensor(s, dtype=torch.long)
     keep = width - min(starts)
-    encoder = encode(model, [samples.prompts[i] for i in indices]) if is_encoder_decoder(model) else None
+    encoder = encoder_state(model, [samples.prompts[i] for i in indices])
     logits = run_model(model, ids.to(input_device(model)), encoder, keep).logits  # [B, keep, V]
     out = []
     for b, i in enumerate(indices):

@@ -18,8 +18,7 @@ from specdec.reference.core.loop import speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import FixedLogitsScorer
 from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
-from specdec.reference.core.seq2seq import (EncoderState, encode, is_encoder_decoder, new_cache, run_model,
-                                              same_source)
+from specdec.reference.core.seq2seq import encoder_state, new_cache, run_model, same_source
 from specdec.reference.drafters.protocol import DrafterBase
 
 
@@ -35,11 +34,6 @@ def context_of(tokens: Sequence[int], length: int) -> list[int]:
         raise ValueError("need at least one token to build a timing context")
     reps = -(-length // len(tokens))
     return same_source(tokens, (list(tokens) * reps)[:length])
-
-
-def encoder_of(model: torch.nn.Module, tokens: Sequence[int]) -> EncoderState | None:
-    """The encoder's outputs for `tokens`' source when `model` is an encoder-decoder (None otherwise)."""
-    return encode(model, [tokens]) if is_encoder_decoder(model) else None
 
 
 @dataclass
@@ -89,7 +83,7 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
         raise ValueError(f"need context lengths >= 1 and max_k >= 1, got {list(contexts)}, {max_k}")
     ids = torch.tensor([context_of(tokens, max(contexts) + max_k)], dtype=torch.long, device=input_device(model))
     device = output_device(model)  # the clock waits for the last device's work
-    encoder = encoder_of(model, tokens)
+    encoder = encoder_state(model, [tokens])
     caches = []
     for n in contexts:
         cache = new_cache(model)
@@ -258,7 +252,7 @@ def target_logits(model: torch.nn.Module, tokens: Sequence[int], rows: int) -> t
     """Real target logits for the last `rows` positions of tokens: [rows, V] (for overhead timing)."""
     with torch.inference_mode():
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=input_device(model))
-        return run_model(model, ids, encoder_of(model, tokens), rows).logits[0].float()
+        return run_model(model, ids, encoder_state(model, [tokens]), rows).logits[0].float()
 
 
 class TargetProbe:
@@ -275,9 +269,10 @@ class TargetProbe:
         self.model, self.passes = model, passes
         self.ids = torch.tensor([context_of(tokens, context_tokens + 1)], dtype=torch.long, device=input_device(model))
         self.cache = new_cache(model)
-        self.encoder = encoder_of(model, tokens)
+        self.encoder = encoder_state(model, [tokens])
         with torch.inference_mode():
-            run_model(model, self.ids[:, :context_tokens], self.encoder, 1, past_key_values=self.cache, use_cache=True)
+            run_model(model, self.ids[:, :context_tokens], self.encoder, 1, past_key_values=self.cache,
+                      use_cache=True)
         self.context_tokens = context_tokens
 
     @torch.inference_mode()

@@ -134,7 +134,8 @@ def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequenc
 
                 def once(method=method, prompt=prompt) -> DecodeResult:
                     generator = torch.Generator(device=device).manual_seed(seeds(r, j))
-                    return method.decode(scorer, extended(prompt, []), new_tokens, sampling, generator, eos_id, fuse_prefill)
+                    return method.decode(scorer, extended(prompt, []), new_tokens, sampling, generator, eos_id,
+                                         fuse_prefill)
 
                 result, load, attempts = run_undisturbed(once, retries, threshold)
                 last_probe = probe() if probe is not None else None

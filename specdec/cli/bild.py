@@ -14,8 +14,8 @@ import click
 from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, MAX_PROMPTS, MAX_REPEATS, NEW_TOKENS_HINT, backend_option,
                                 check_context, check_drafter_kinds, check_out_dir, drafter_option,
                                 encoder_inputs_option, json_option, model_options, new_tokens_option,
-                                preflight_encoder_inputs, preflight_target, refuse_tree_drafter, require_drafter,
-                                sampling_options, seed_option)
+                                preflight_encoder_inputs, preflight_target, prompt_ids, refuse_tree_drafter,
+                                require_drafter, sampling_options, seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, PROBABILITY, Number, NumberList, Renamed, Rollback, Utf8Text
 from specdec.paths import write_atomic
@@ -63,7 +63,8 @@ from specdec.strict_json import to_json
               help="Sweep: folder for bild_sweep.json and bild_tradeoff.png.")
 @seed_option
 @json_option
-def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device, dtype, device_map, draft_device_map, backend, drafter,
+def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device, dtype, device_map, draft_device_map,
+         backend, drafter,
          fallback, rollback, max_little_steps, temperature, top_k, top_p, new_tokens, ignore_eos, sweep, fallbacks,
          rollbacks, handovers, gammas, repeats, out, seed, as_json):
     """Big Little Decoder: the drafter is the little model, the target the large one."""
@@ -79,13 +80,18 @@ def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device,
         raise click.BadParameter("give --prompt or --encoder-inputs, not both", param_hint="--encoder-inputs")
     if not prompts:
         check_context(limit, prompt_tokens + new_tokens + steps, "--prompt-tokens plus --new-tokens", NEW_TOKENS_HINT)
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+
+    texts = [prompt_ids(path, p) for p in prompts]
+    if texts and not folder_is_encoder_decoder(path):  # an encoder-decoder's decoder starts empty
+        check_context(limit, max(map(len, texts)) + new_tokens + steps, "the longest --prompt plus --new-tokens",
+                      "--prompt")
     out_dir = check_out_dir(out) if sweep else None
     from specdec.reference.bild.policy import BildPolicy
     from specdec.reference.bild.sweep import Method, run_sweep, sweep_methods
     from specdec.reference.core.models import load_model
     from specdec.reference.core.progress import progress as progress_bar
     from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.core.seq2seq import is_encoder_decoder
     from specdec.reference.core.target import TargetScorer
     from specdec.reference.data.encoder_inputs import load_target_prompts, model_prompts
     from specdec.reference.data.prompts import PromptSource
@@ -100,13 +106,7 @@ def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device,
     target = load_model(path, place.device, dtype, backend, place.device_map)
     little, note = make_drafter(drafter, target, place.device, dtype, place.draft_device_map)
     if prompts:
-        ids = [target.tokenizer(p, add_special_tokens=not is_encoder_decoder(target.model))["input_ids"]
-               for p in prompts]
-        if not all(ids):
-            raise click.BadParameter("a prompt encodes to no tokens", param_hint="--prompt")
-        check_context(limit, max(map(len, ids)) + new_tokens + steps, "the longest --prompt plus --new-tokens",
-                      "--prompt")
-        ids = model_prompts(target, ids)
+        ids = model_prompts(target, texts)
     elif features is not None:
         ids = load_target_prompts(target, n_prompts, PromptSource(encoder_inputs=Path(encoder_inputs))).ids
     else:

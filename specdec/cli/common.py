@@ -6,6 +6,7 @@ Every check raises `click.BadParameter` naming its option, so bad input is one l
 status 2, before any model loads (see `preflight_target`)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -191,11 +192,11 @@ def preflight_target(target_path: str | None, causal_only: str | None = None) ->
         raise click.BadParameter(f"{str(path)!r} is an encoder-decoder; {causal_only} needs a causal LM "
                                  "(docs/encoder-decoder.md)", param_hint="--target")
     try:  # whatever AutoTokenizer loads (a byte-level tokenizer needs no vocabulary file)
-        from transformers import AutoTokenizer
-        AutoTokenizer.from_pretrained(path)
+        target_tokenizer(path)
     except Exception as exc:  # transformers raises many types for a missing or broken tokenizer
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise click.BadParameter(f"cannot load the tokenizer in {str(path)!r}: {first}", param_hint="--target") from None
+        raise click.BadParameter(f"cannot load the tokenizer in {str(path)!r}: {first}",
+                                 param_hint="--target") from None
     return path, limit
 
 
@@ -264,12 +265,14 @@ def preflight_encoder_inputs(path: Path, encoder_inputs: Path | None):
     model loads: --encoder-inputs read and matched to the config (returned as a `PromptSet`, the
     decoder starting from its start token), or None for text prompts. Usage errors name
     --encoder-inputs (given to a causal or text target, missing for a feature encoder, unreadable)."""
+    from transformers import AutoModelForSpeechSeq2Seq
+
     from specdec.reference.core.models import model_class
     from specdec.reference.core.seq2seq import folder_is_encoder_decoder
 
     seq2seq = folder_is_encoder_decoder(path)
     try:
-        features_in = seq2seq and model_class(path).__name__ == "AutoModelForSpeechSeq2Seq"
+        features_in = seq2seq and model_class(path) is AutoModelForSpeechSeq2Seq
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--target") from None
     if encoder_inputs is None:
@@ -291,14 +294,23 @@ def preflight_encoder_inputs(path: Path, encoder_inputs: Path | None):
         raise click.BadParameter(str(exc), param_hint="--encoder-inputs") from None
 
 
+@functools.lru_cache(maxsize=4)
+def target_tokenizer(path: Path):
+    """The target folder's tokenizer, loaded once per command (preflight and prompts share it)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.model_max_length = 1 << 40  # an over-long prompt is refused by check_context, not warned about
+    return tokenizer
+
+
 def prompt_ids(path: Path, text: str) -> list[int]:
     """`--prompt`'s ids with the target's tokenizer alone (before any model loads): an empty
     encoding is a usage error. An encoder-decoder's text gets its special tokens later
     (`specdec.reference.core.seq2seq.text_prompts`)."""
     from specdec.reference.core.seq2seq import folder_is_encoder_decoder
-    from specdec.reference.data.corpus import load_tokenizer
 
-    ids = load_tokenizer(path)(text, add_special_tokens=not folder_is_encoder_decoder(path))["input_ids"]
+    ids = target_tokenizer(path)(text, add_special_tokens=not folder_is_encoder_decoder(path))["input_ids"]
     if not ids:
         raise click.BadParameter("the prompt encodes to no tokens", param_hint="--prompt")
     return list(ids)
