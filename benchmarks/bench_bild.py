@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from specdec.figures.bild import bild_tradeoff  # noqa: E402
 from specdec.reference.data.corpus import eval_prompts  # noqa: E402
-from specdec.reference.bild.policy import BildPolicy  # noqa: E402
+from specdec.reference.bild.rollback import parse_rollback  # noqa: E402
 from specdec.strict_json import to_json  # noqa: E402
 from specdec.reference.bild.sweep import run_sweep, sweep_methods  # noqa: E402
 from specdec.reference.core.kv_session import KVSession  # noqa: E402
@@ -49,7 +49,7 @@ from specdec.reference.measure.harness import Run  # noqa: E402
 
 
 def parse_rollbacks(text: str) -> list:
-    return [BildPolicy.parse_rollback(t) for t in text.split(",") if t.strip()]
+    return [parse_rollback(t) for t in text.split(",") if t.strip()]
 
 
 def pass_cost(model, context: list[int], sizes=(1, 2, 3, 4, 5, 8, 11), repeats: int = 5) -> dict[int, float]:

@@ -27,7 +27,7 @@ from specdec.simulator.counts import Acceptance, alpha_from_fraction, wilson_int
 def acceptance_from_counts(counts: EngineCounts, k: int | None = None) -> Acceptance:
     """alpha_i with intervals; k: the draft length for sources that do not state it (a k that
     contradicts the source's is an error)."""
-    if k is not None and counts.k is not None and k != counts.k and not counts.per_position:
+    if k is not None and counts.k is not None and k != counts.k:
         raise SpecdecError(f"{counts.source} states draft length {counts.k}, not {k}: leave out --draft-length")
     acceptance = _acceptance(counts, counts.k or k)
     if counts.note:

@@ -52,7 +52,8 @@ class EngineCounts:
 
 
 def as_count(x, what: str) -> int:
-    """A count from the input (a number, or its text): finite and >= 0, rounded; else one clear error."""
+    """A count from the input (a number, or its text): a whole number in [0, MAX_COUNT]; else one
+    clear error (a fraction is not truncated, an absurd magnitude never sizes an array)."""
     if isinstance(x, bool):
         raise SpecdecError(f"{what} must be a number, got {x!r}")
     try:
@@ -61,7 +62,9 @@ def as_count(x, what: str) -> int:
         raise SpecdecError(f"{what} must be a number, got {str(x)[:40]!r}") from None
     if not math.isfinite(value) or value < 0 or value > MAX_COUNT:
         raise SpecdecError(f"{what} must be a finite count in [0, {MAX_COUNT:g}], got {str(x)[:40]}")
-    return int(round(value))
+    if value != round(value):
+        raise SpecdecError(f"{what} must be a whole count, got {str(x)[:40]}")
+    return int(value)
 
 
 def as_length(x, what: str) -> int:

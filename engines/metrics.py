@@ -8,34 +8,72 @@ SpecdecError naming what is missing. Formats and their sources: docs/engines.md.
 """
 from __future__ import annotations
 
+import http.client
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from specdec.engines import llamacpp, sglang, vllm
-from specdec.engines.counts import EngineCounts, as_count, json_objects
+from specdec.engines.counts import MAX_DRAFT_LENGTH, EngineCounts, as_count, as_length, json_objects
 from specdec.errors import SpecdecError
+from specdec.simulator.counts import check_conditional
 
-FETCH_TIMEOUT_S = 10
+FETCH_DEADLINE_S = 10.0  # a whole URL answer: connect, headers and body (a /metrics page takes milliseconds)
+MAX_SOURCE_BYTES = 256 << 20  # larger is not one engine's counts (a long log: keep its metrics lines, grep them)
+MAX_URL_BYTES = 16 << 20  # a /metrics page or a response is kilobytes
 
 
 def read_source(source: str, stdin_text: str | None = None) -> str:
-    """The text of a file, '-' (standard input) or an http(s) URL (a Prometheus endpoint)."""
+    """The text of a file, '-' (standard input) or an http(s) URL (a Prometheus endpoint); a
+    URL answers within FETCH_DEADLINE_S in all and MAX_URL_BYTES, a file holds at most
+    MAX_SOURCE_BYTES, else one SpecdecError line."""
     if source == "-":
-        return stdin_text or ""
+        text = stdin_text or ""
+        if len(text) > MAX_SOURCE_BYTES:
+            raise SpecdecError(f"standard input holds more than {MAX_SOURCE_BYTES >> 20} MiB: give the metrics "
+                               "lines only")
+        return text
     if source.startswith(("http://", "https://")):
-        try:
-            with urllib.request.urlopen(source, timeout=FETCH_TIMEOUT_S) as response:
-                return response.read().decode("utf-8", errors="replace")
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise SpecdecError(f"cannot read {source}: {getattr(exc, 'reason', exc)}") from None
+        return _fetch(source)
     path = Path(source)
     if not path.is_file():
         raise SpecdecError(f"{source}: no such file")
     try:
+        if path.stat().st_size > MAX_SOURCE_BYTES:
+            raise SpecdecError(f"{source} is larger than {MAX_SOURCE_BYTES >> 20} MiB: keep its speculative-decoding "
+                               "lines (e.g. grep 'SpecDecoding metrics') and give those")
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise SpecdecError(f"cannot read {source}: {exc.strerror}") from None
+
+
+def _fetch(url: str) -> str:
+    """The body of `url`, read in a daemon thread joined with one overall deadline (a server
+    sending a byte every few seconds never trips a per-read timeout) and cut off past
+    MAX_URL_BYTES; every failure (refused, not HTTP, too slow, too large) is one SpecdecError."""
+    box: dict[str, object] = {}
+
+    def read() -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=FETCH_DEADLINE_S) as response:
+                body = response.read(MAX_URL_BYTES + 1)
+            box["body"] = body
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            box["error"] = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}".strip()
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(FETCH_DEADLINE_S)
+    if worker.is_alive():
+        raise SpecdecError(f"cannot read {url}: no complete answer within {FETCH_DEADLINE_S:g} s")
+    if "error" in box:
+        raise SpecdecError(f"cannot read {url}: {box['error'][:200]}")
+    body = box["body"]
+    assert isinstance(body, bytes)
+    if len(body) > MAX_URL_BYTES:
+        raise SpecdecError(f"cannot read {url}: the answer exceeds {MAX_URL_BYTES >> 20} MiB (not a /metrics page)")
+    return body.decode("utf-8", errors="replace")
 
 
 def parse_specdec_json(data: dict) -> EngineCounts:
@@ -43,17 +81,21 @@ def parse_specdec_json(data: dict) -> EngineCounts:
     stats = data.get("stats")
     if isinstance(stats, dict) and isinstance(stats.get("reached"), list) and isinstance(stats.get("accepted"), list) \
             and "gamma" in stats:
+        if len(stats["reached"]) > MAX_DRAFT_LENGTH:
+            raise SpecdecError(f"stats.reached has {len(stats['reached'])} positions, more than a draft's "
+                               f"{MAX_DRAFT_LENGTH}")
         reached = [as_count(x, "stats.reached") for x in stats["reached"]]
         accepted = [as_count(x, "stats.accepted") for x in stats["accepted"]]
         if len(reached) != len(accepted):
             raise SpecdecError("stats.reached and stats.accepted must have one count per draft position each")
+        check_conditional(accepted, reached)
         while reached and reached[-1] == 0:  # positions never reached carry no information
             reached, accepted = reached[:-1], accepted[:-1]
         if not reached:
             raise SpecdecError("the decode reached no draft position (no drafts were proposed)")
         return EngineCounts("specdec-decode", accepted, reached, reached[0],
                             as_count(stats.get("drafted", 0), "stats.drafted") or None, sum(accepted),
-                            as_count(stats["gamma"], "stats.gamma"))
+                            as_length(stats["gamma"], "stats.gamma"))
     raise SpecdecError("specdec JSON without stats.reached / stats.accepted / stats.gamma (expected `specdec decode "
                        "--json` output)")
 

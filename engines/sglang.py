@@ -119,8 +119,8 @@ def _parse_prometheus(text: str) -> EngineCounts:
     lengths = [_accept_length(x, "sglang:spec_accept_length") for x in values.get("sglang:spec_accept_length", [])]
     if not lengths:
         raise SpecdecError("no sglang:spec_accept_length sample in the metrics")
-    steps = {as_length(float(x), "sglang:spec_num_steps") for x in values.get("sglang:spec_num_steps", [])}
-    tokens = {as_length(float(x), "sglang:spec_num_draft_tokens") for x in values.get("sglang:spec_num_draft_tokens", [])}
+    steps = {as_length(x, "sglang:spec_num_steps") for x in values.get("sglang:spec_num_steps", [])}
+    tokens = {as_length(x, "sglang:spec_num_draft_tokens") for x in values.get("sglang:spec_num_draft_tokens", [])}
     if len(steps) > 1:
         raise SpecdecError(f"sglang:spec_num_steps differs between label sets: {sorted(steps)}")
     k = steps.pop() if steps else None

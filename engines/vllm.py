@@ -46,7 +46,7 @@ def parse_prometheus(text: str) -> EngineCounts:
     if "vllm:spec_decode_num_drafts" not in totals:
         raise SpecdecError("no vllm:spec_decode_num_drafts counter: not a vLLM /metrics page with speculative decoding")
     if not per_pos:
-        raise SpecdecError("no vllm:spec_decode_num_accepted_tokens_per_pos counters (position labels) in the metrics")
+        return _aggregate_prometheus(totals)
     k = max(per_pos) + 1
     if sorted(per_pos) != list(range(k)):
         raise SpecdecError(f"per-position counters skip a position: got positions {sorted(per_pos)}")
@@ -55,6 +55,23 @@ def parse_prometheus(text: str) -> EngineCounts:
     return EngineCounts("vllm-prometheus", accepted.tolist(), reached.tolist(), drafts,
                         _int(totals.get("vllm:spec_decode_num_draft_tokens")),
                         _int(totals.get("vllm:spec_decode_num_accepted_tokens")), k)
+
+
+def _aggregate_prometheus(totals: dict[str, float]) -> EngineCounts:
+    """A page without per-position counters (vLLM before they were added): accepted of drafted
+    tokens only, for the i.i.d. model; k = draft tokens / drafts when that is whole."""
+    drafts = _int(totals["vllm:spec_decode_num_drafts"])
+    draft_tokens = _int(totals.get("vllm:spec_decode_num_draft_tokens"))
+    accepted = _int(totals.get("vllm:spec_decode_num_accepted_tokens"))
+    if draft_tokens is None or accepted is None:
+        raise SpecdecError("no vllm:spec_decode_num_accepted_tokens_per_pos counters, and no num_draft_tokens / "
+                           "num_accepted_tokens counters to fall back on")
+    k = draft_tokens // drafts if drafts and draft_tokens % drafts == 0 else None
+    if k is not None:
+        as_length(k, "num_draft_tokens / num_drafts")
+    return EngineCounts("vllm-prometheus", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted, k=k,
+                        note="no per-position counters on the page (an older vLLM): alpha is the i.i.d. model's, "
+                             "from the token totals")
 
 
 def _int(x: float | None) -> int | None:
@@ -97,7 +114,7 @@ def parse_vllm_v1_log(lines: list[str]) -> EngineCounts:
     if with_rates < lines_seen:
         raise SpecdecError(f"{lines_seen - with_rates} of {lines_seen} SpecDecoding metrics lines lack per-position "
                            "rates: mixed log formats")
-    drafts = as_count(drafts_total, "drafts")
+    drafts = as_count(round(drafts_total), "drafts")  # drafted / k per line: whole unless drafts were short
     acc, reached = conditional_from_cumulative(drafts, np.minimum(np.rint(at_least).astype(np.int64), drafts))
     return EngineCounts("vllm-log", acc.tolist(), reached.tolist(), drafts, drafted_total, accepted_total, at_least.size)
 

@@ -108,6 +108,23 @@ def conditional_from_cumulative(drafts: int, at_least: npt.ArrayLike) -> tuple[I
     return a, reached
 
 
+def check_conditional(accepted: npt.ArrayLike, reached: npt.ArrayLike) -> None:
+    """Per-position counts a decoder can produce: accepted_i <= reached_i, and only drafts that
+    accepted position i reach position i + 1 (reached_{i+1} <= accepted_i)."""
+    a, r = np.asarray(accepted, dtype=np.int64), np.asarray(reached, dtype=np.int64)
+    if a.shape != r.shape or a.ndim != 1:
+        raise SpecdecError("accepted and reached need one count per draft position each")
+    over = np.nonzero(a > r)[0]
+    if over.size:
+        i = int(over[0])
+        raise SpecdecError(f"position {i + 1}: {int(a[i])} accepted of {int(r[i])} reaching it")
+    grow = np.nonzero(r[1:] > a[:-1])[0]
+    if grow.size:
+        i = int(grow[0])
+        raise SpecdecError(f"position {i + 2} is reached by {int(r[i + 1])} drafts, but only {int(a[i])} accepted "
+                           f"position {i + 1}: reached counts cannot grow past the accepted ones")
+
+
 @dataclass(frozen=True)
 class Acceptance:
     """Per-position acceptance alpha_1..alpha_K measured from counts, with 95% intervals."""

@@ -31,6 +31,7 @@ from specdec.simulator.batch import BatchTimes, check_batch_times
 from specdec.simulator.checks import check_verify_cost
 from specdec.simulator.context import ContextTimes, check_context_times, merge_context_times
 from specdec.simulator.trees import steps_from_curve
+from specdec.strict_json import loads
 
 KIND_ESTIMATE = "specdec.estimate"
 KIND_TREE_COSTS = "specdec.tree-costs"
@@ -154,11 +155,11 @@ def read_lattice_study(path: Path, needs: tuple[str, ...] = STUDY_FOR_TREES) -> 
                            f"no {', '.join(missing)}")
     if "by_depth" in needs:
         _check_rows(data["by_depth"], path)
-    if not (data.get("heads_pass_ms") is None or _finite(data["heads_pass_ms"])):
-        raise SpecdecError(f"{path}: heads_pass_ms must be a finite number of milliseconds >= 0")
-    if "k" in data and not (isinstance(data["k"], int) and not isinstance(data["k"], bool) and 1 <= data["k"] <= 1024):
-        raise SpecdecError(f"{path}: k (the lattice's top-k) must be an integer in 1 .. 1024, got {data['k']!r}")
+    for key, (ok, what) in STUDY_FIELDS.items():
+        if data.get(key) is not None and not ok(data[key]):
+            raise SpecdecError(f"{path}: {key} must be {what}, got {str(data[key])[:60]}")
     return data
+
 
 
 def study_tree_steps(study: Mapping[str, Any], path: Path) -> TreeSteps | None:
@@ -170,7 +171,7 @@ def study_tree_steps(study: Mapping[str, Any], path: Path) -> TreeSteps | None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(Path(path).read_text())
+        return loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecdecError(f"cannot read {path} as JSON: {exc}") from None
 
@@ -197,7 +198,7 @@ def _check_rows(rows: list, path: Path) -> None:
     them (a NaN or negative number would become a confident plan)."""
     for i, row in enumerate(rows):
         options = row.get("options") if isinstance(row, dict) else None
-        ok = (isinstance(row, dict) and isinstance(row.get("method"), str)
+        ok = (isinstance(row, dict) and isinstance(row.get("method"), str) and _integer(row.get("depth"))
               and _finite(row.get("block_efficiency"), 1.0)
               and all(row.get(key) is None or _finite(row.get(key)) for key in ("tree_tokens", "choose_ms"))
               and (options is None or (isinstance(options, dict)
@@ -205,7 +206,8 @@ def _check_rows(rows: list, path: Path) -> None:
                                                for key in ("k", "p"))
                                        and ("rescorer" not in options or _finite(options.get("w"))))))
         if not ok:
-            raise SpecdecError(f"{path}: by_depth row {i} needs a method, a finite block_efficiency >= 1, finite "
+            raise SpecdecError(f"{path}: by_depth row {i} needs a method, a depth in 1 .. 1024, a finite "
+                               "block_efficiency >= 1, finite "
                                "numbers >= 0 (or null) for tree_tokens and choose_ms, and options with integers k "
                                "and p in 1 .. 1024 and, with a rescorer, a finite weight w >= 0")
 
@@ -222,3 +224,19 @@ def _seconds(steps_ms: Any, path: Path) -> dict[int, float]:
         raise SpecdecError(f"{path}: verify_step_ms[{bad[0]!r}] = {steps_ms[bad[0]]!r}: each N in 0 .. 4096 needs a "
                            "finite positive time in milliseconds")
     return seconds
+
+
+def _integer(x: Any, low: int = 1, high: int = 1024) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and low <= x <= high
+
+
+# The lattice study's top-level fields (absent or null: not given), each with its check and what it must be.
+STUDY_FIELDS: dict[str, tuple[Any, str]] = {
+    "heads_path": (lambda x: isinstance(x, str), "the heads folder's path (a string)"),
+    "heads": (_integer, "an integer in 1 .. 1024"),
+    "k": (_integer, "the lattice's top-k, an integer in 1 .. 1024"),
+    "heads_pass_ms": (_finite, "a finite number of milliseconds >= 0"),
+    "rescorers": (lambda x: isinstance(x, dict) and all(isinstance(v, list) and len(v) == 2 and all(
+        isinstance(part, str) for part in v) for v in x.values()), 'an object {name: [kind, path]}'),
+    "verify_step_ms": (lambda x: isinstance(x, dict), 'an object {"N": milliseconds}'),
+}

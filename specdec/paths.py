@@ -6,9 +6,11 @@ folder below is read from the environment when asked for, so setting `SPECDEC_CA
 import moves everything.
 
 A file or folder is written under a scratch name beside it and renamed into place when
-complete, so a crash or Ctrl-C never leaves half of one over a good one. Scratch names start
-with a dot: `.{name}.tmp-{pid}` (a file), `.{name}.building-{pid}` (a folder being built),
-`.{name}.old-{pid}` (the folder it replaces, during the swap).
+complete, so a crash or Ctrl-C never leaves half of one over a good one; a command's several
+output files are rendered into one scratch folder and published together (`publishing`): all
+of them replace the old ones, or none does. Scratch names start with a dot: `.{name}.tmp-{pid}`
+(a file), `.{name}.building-{pid}` (a folder being built), `.{name}.old-{pid}` (what it
+replaces, during the swap).
 """
 from __future__ import annotations
 
@@ -107,3 +109,45 @@ def replace_folder(work: Path, out: Path) -> None:
         os.replace(out, old)
     os.replace(work, out)
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def publishing(out: Path) -> Iterator[Path]:
+    """Yield a scratch folder beside the files of `out` (a folder that exists); the files the
+    block writes there replace their namesakes in `out` together when it completes (`publish`),
+    and on any exception the scratch folder goes and `out` is as it was."""
+    work = scratch(out / "outputs", "building")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        yield work
+        publish({f: out / f.name for f in sorted(work.iterdir())})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def publish(files: dict[Path, Path]) -> None:
+    """Rename each finished file onto its destination, all or none: a destination that is a
+    folder stops it before anything moves; the old files are moved aside first and, should a
+    rename fail half way, the new ones are removed and the old ones put back."""
+    for dest in files.values():
+        if dest.is_dir():
+            raise IsADirectoryError(f"{dest} is a folder; nothing was written")
+    aside: list[tuple[Path, Path]] = []
+    placed: list[Path] = []
+    try:
+        for src, dest in files.items():
+            if dest.exists():
+                old = scratch(dest, "old")
+                os.replace(dest, old)
+                aside.append((old, dest))
+            os.replace(src, dest)
+            placed.append(dest)
+    except BaseException:
+        for dest in placed:
+            dest.unlink(missing_ok=True)
+        for old, dest in aside:
+            os.replace(old, dest)
+        raise
+    for old, _ in aside:
+        old.unlink(missing_ok=True)

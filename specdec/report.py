@@ -218,7 +218,7 @@ def drafter_spec(study: Mapping[str, Any], method: str) -> str:
     if options.get("p", 1) > 1 or rescorer is not None:
         spec += f",k={study['k']}" + (f",p={options['p']}" if options.get("p", 1) > 1 else "")
     if rescorer is not None:
-        kind, path = study.get("rescorers", {}).get(rescorer, ("ngram", f"<{rescorer}>"))
+        kind, path = (study.get("rescorers") or {}).get(rescorer, ("ngram", f"<{rescorer}>"))
         spec += f",{kind}={path},w={options['w']:g}" + (",rescore=local" if options.get("rescore") == "local" else "")
     return spec
 

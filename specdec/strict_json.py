@@ -18,6 +18,16 @@ def finite_or_none(value: Any) -> Any:
     return value
 
 
+def loads(text: str | bytes) -> Any:
+    """`json.loads` for files a user hands over: a document nested too deeply for the parser
+    (RecursionError) is a JSONDecodeError like any other malformed JSON, so every reader's
+    one-line refusal covers it."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
+
+
 def to_json(value: Any, indent: int | None = None) -> str:
     """Strict JSON: undefined rates are null, never NaN or Infinity."""
     return json.dumps(finite_or_none(value), indent=indent, allow_nan=False)

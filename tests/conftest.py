@@ -6,12 +6,16 @@ Tiny-model tests run torch on one thread: their matrices are so small that intra
 threading only adds overhead (measured 16 ms vs 0.6 ms per tiny forward pass on a busy
 2-core machine). Tests marked slow (real SmolLM2 model) keep torch's default threads.
 """
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from tests.ngram_corpus import EOS_ID, VOCAB, require_kenlm_tools, synthetic_corpus
+
+# Saving a tiny model must not print progress bars into the stderr a CLI test reads.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from specdec.reference.bild.policy import ARGMAX, BildPolicy, bild_decode, first_rollback
+from specdec.reference.bild.rollback import parse_rollback
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.bild.sweep import Method, run_sweep, summarize, sweep_methods
 from specdec.reference.measure.harness import measure
@@ -269,14 +270,14 @@ def test_first_rollback_rules() -> None:
 
 
 def test_policy_validation() -> None:
-    assert BildPolicy.parse_rollback("inf") == math.inf and BildPolicy.parse_rollback("argmax") == ARGMAX
-    assert BildPolicy.parse_rollback("2.5") == 2.5
+    assert parse_rollback("inf") == math.inf and parse_rollback("argmax") == ARGMAX
+    assert parse_rollback("2.5") == 2.5
     for bad in (dict(fallback=1.5), dict(fallback=-0.1), dict(rollback=-1.0), dict(rollback="x"),
                 dict(max_little_steps=0)):
         with pytest.raises(ValueError):
             BildPolicy(**bad)
     with pytest.raises(ValueError):
-        BildPolicy.parse_rollback("lots")
+        parse_rollback("lots")
 
 
 def test_greedy_agreement_counts() -> None:

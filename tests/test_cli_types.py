@@ -51,9 +51,13 @@ def test_number_lists() -> None:
 def test_drafter_specs(tmp_path) -> None:
     assert convert(DrafterSpecType(), "lookup:2:earliest") == "lookup:2:earliest"
     assert convert(DrafterSpecType(labelled=True), "fast=lookup") == ("fast", "lookup")
+    fails(DrafterSpecType(labelled=True), f"model:{tmp_path}", "not a Hugging Face model folder")
+    (tmp_path / "config.json").write_text("{}")
     assert convert(DrafterSpecType(labelled=True), f"model:{tmp_path}") == (f"model:{tmp_path}", f"model:{tmp_path}")
     fails(DrafterSpecType(), "beam:3", "unknown drafter")
     fails(DrafterSpecType(), "ngram:/nonexistent/model", "no such file or folder")
+    (tmp_path / "lm.binary").write_bytes(b"not kenlm")  # a KenLM binary needs its ARPA file beside it
+    fails(DrafterSpecType(), f"ngram:{tmp_path / 'lm.binary'}", "no ARPA file")
     fails(DrafterSpecType(), f"heads:{tmp_path}", "holds no heads")
 
 

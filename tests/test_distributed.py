@@ -143,6 +143,23 @@ def test_estimate_with_two_processes_equals_one(tiny_pair, tmp_path, drafter: st
             else a.get(key) == b.get(key), key
 
 
+def test_processes_option_launches_the_ranks_itself(tiny_pair, tmp_path) -> None:
+    """`specdec estimate --processes 2` (no torchrun on the command line) gives what torchrun with
+    two processes gives; a bad option is our one line, said once, with nothing of torchrun's."""
+    args = ["estimate", "--target", str(tiny_pair.target), "--prompts-file", str(tiny_pair.prompts), "--drafter",
+            "lookup:2", "--tokens", "120", "--new-tokens", "10", "--batch-size", "3", "--no-timing",
+            "--bootstrap", "300", "--seed", "7", "--json"]
+    launched = _command(args + ["--processes", "2"], 1, tmp_path)
+    assert launched.returncode == 0, launched.stderr
+    torchrun = _command(args, 2, tmp_path)
+    a, b = json.loads(launched.stdout), json.loads(torchrun.stdout)
+    assert a["processes"]["count"] == 2 and a["alpha"] == b["alpha"] and a["n_positions"] == b["n_positions"] == 120
+    bad = _command(args + ["--processes", "2", "--temperature", "-1"], 1, tmp_path)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--temperature" in bad.stderr
+    under = _command(args + ["--processes", "2"], 2, tmp_path)
+    assert under.returncode != 0 and "run it without torchrun" in under.stderr
+
+
 def test_validate_alpha_part_with_two_processes_equals_one(tiny_pair, tmp_path) -> None:
     def args(out: str) -> list[str]:
         return ["validate", "--target", str(tiny_pair.target), "--prompts-file", str(tiny_pair.prompts),

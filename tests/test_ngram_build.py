@@ -78,8 +78,10 @@ def test_interrupt_inside_the_swap(old_model, corpus_file, monkeypatch) -> None:
     assert len(aside) == 1 and (aside[0] / "model.json").is_file()
 
 
-def test_sigint_to_the_real_command(old_model, corpus_file) -> None:
-    """SIGINT at several delays into `specdec ngram build --force`: old or new, never a mix."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_the_real_command(old_model, corpus_file, signum) -> None:
+    """SIGINT or SIGTERM at several delays into `specdec ngram build --force`: old or new, never
+    a mix, and no scratch folder left beside --out (SIGTERM exits 143)."""
     before = snapshot(old_model)
     code = "import sys; from specdec.cli import main; main(sys.argv[1:])"
     argv = [sys.executable, "-c", code, "ngram", "build", "--order", "4", "--text", str(corpus_file),
@@ -88,8 +90,10 @@ def test_sigint_to_the_real_command(old_model, corpus_file) -> None:
     for delay in (0.5, 1.0, 1.5, 2.0, 3.0):
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(delay)
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+        assert b"Traceback" not in err
+        assert proc.returncode in (0, 143 if signum == signal.SIGTERM else 1), (proc.returncode, err)
         now = snapshot(old_model)
         assert no_scratch(old_model.parent)
         if now == before:

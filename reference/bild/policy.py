@@ -15,13 +15,13 @@ from typing import Sequence
 import torch
 
 from specdec.errors import SpecdecError
+from specdec.reference.bild.rollback import ARGMAX
 from specdec.reference.core.loop import DecodeResult, decode
 from specdec.reference.core.sampling import SamplingConfig, sample
 from specdec.reference.core.target import Scorer
 from specdec.reference.core.seams import Proposal, Verdict
 from specdec.reference.drafters.protocol import Drafter
 
-ARGMAX = "argmax"
 
 
 @dataclass(frozen=True)
@@ -49,22 +49,6 @@ class BildPolicy:
             raise SpecdecError(f"the rollback threshold must be >= 0 (nats), inf or {ARGMAX!r}, got {self.rollback!r}")
         if self.max_little_steps < 1:
             raise SpecdecError(f"max_little_steps must be >= 1, got {self.max_little_steps}")
-
-    @classmethod
-    def parse_rollback(cls, text: str) -> float | str:
-        """'2.5' -> 2.5; 'inf' or 'none' -> math.inf; 'argmax' -> 'argmax'."""
-        t = text.strip().lower()
-        if t == ARGMAX:
-            return ARGMAX
-        if t in ("inf", "none", "off"):
-            return math.inf
-        try:
-            value = float(t)
-        except ValueError:
-            raise SpecdecError(f"rollback threshold {text!r}: expected a number of nats, inf or {ARGMAX!r}") from None
-        if not value >= 0:  # negative, or nan
-            raise SpecdecError(f"rollback threshold {text!r}: must be >= 0 nats, inf or {ARGMAX!r}")
-        return value
 
     def rollback_label(self) -> str:
         """The rollback setting as text ('argmax', 'inf', '2')."""

@@ -7,7 +7,6 @@ and a GGUF file via its converted folder (specdec.reference.core.gguf).
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 from specdec.errors import SpecdecError
 from specdec.reference.core.gguf import model_folder
 from specdec.reference.core.placement import DeviceMap
+from specdec.strict_json import loads
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -68,7 +68,7 @@ def check_model_folder(path: str | Path) -> Path:
 def context_limit(path: str | Path) -> int | None:
     """The model's position limit (config.json's max_position_embeddings / n_positions), read
     without loading the model; None when the config states none."""
-    config = json.loads((Path(path) / "config.json").read_text())
+    config = loads((Path(path) / "config.json").read_text())
     for key in ("max_target_positions", "max_position_embeddings", "n_positions", "max_sequence_length"):
         if isinstance(config.get(key), int) and config[key] > 0:
             return int(config[key])

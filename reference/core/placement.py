@@ -15,6 +15,7 @@ from typing import Any, Union
 import torch
 
 from specdec.errors import SpecdecError
+from specdec.strict_json import loads
 
 STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 OFFLOAD = ("cpu", "disk")  # devices accelerate keeps weights on and moves to the GPU when a layer runs
@@ -39,7 +40,7 @@ def parse_device_map(text: str) -> DeviceMap:
         except (OSError, UnicodeDecodeError) as exc:
             raise SpecdecError(f"cannot read {str(path)!r}: {exc}") from None
     try:
-        raw = json.loads(text)
+        raw = loads(text)
     except json.JSONDecodeError as exc:
         raise SpecdecError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
     if not isinstance(raw, dict) or not raw:

@@ -5,6 +5,7 @@ continue. Read from a file here; the embedded workloads build them in
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -12,8 +13,10 @@ from pathlib import Path
 from typing import Sequence
 
 from specdec.errors import SpecdecError
+from specdec.strict_json import loads
 
 FILE_CATEGORY = "file"  # the category of a prompt whose line names none
+MAX_PROMPTS_FILE_BYTES = 256 << 20  # a benchmark's prompts are megabytes at most
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,16 @@ def read_prompts_file(path: str | os.PathLike) -> list[Prompt]:
     path = Path(path)
     if not path.is_file():
         raise SpecdecError(f"prompts file {str(path)!r} not found")
+    if path.stat().st_size > MAX_PROMPTS_FILE_BYTES:
+        raise SpecdecError(f"prompts file {str(path)!r} is larger than {MAX_PROMPTS_FILE_BYTES >> 20} MiB")
+    stat = path.stat()
+    return list(_read(path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=2)
+def _read(path: Path, mtime_ns: int, size: int) -> tuple[Prompt, ...]:
+    """A prompts file's prompts, read once per command while the file is unchanged (the option's
+    check, the length check and the preflight share one read)."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -55,13 +68,13 @@ def read_prompts_file(path: str | os.PathLike) -> list[Prompt]:
                    for number, line in enumerate(lines, 1) if line.strip()]
     if not prompts:
         raise SpecdecError(f"prompts file {str(path)!r} holds no prompt")
-    return prompts
+    return tuple(prompts)
 
 
 def _json_prompt(path: Path, number: int, line: str) -> Prompt:
     where = f"prompts file {str(path)!r} line {number}"
     try:
-        row = json.loads(line)
+        row = loads(line)
     except json.JSONDecodeError as exc:
         raise SpecdecError(f"{where}: not JSON ({exc.msg})") from None
     if not isinstance(row, dict):

@@ -5,8 +5,9 @@ prompt's category, so estimate and validate can report per category. docs/worklo
 """
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -123,6 +124,16 @@ def render(tokenizer, prompt: Prompt, content: str, chat_template: str) -> list[
     return list(tokenizer(content, add_special_tokens=False)["input_ids"])
 
 
+TOKEN_CHARS_MARGIN = 4  # headroom over "a token spells at most longest_token characters" for normalizers
+
+
+@functools.lru_cache(maxsize=4)
+def longest_token(tokenizer) -> int:
+    """The most characters one vocabulary entry spells (byte-level entries: one character per
+    byte), so a text of n characters has at least n / longest_token tokens."""
+    return max(1, max(len(t) for t in tokenizer.get_vocab()))
+
+
 def encode_prompt(tokenizer, prompt: Prompt, chat_template: str, max_tokens: int, truncate: str
                   ) -> tuple[list[int], bool]:
     """(ids, truncated): the prompt's ids; when longer than max_tokens, refused or (truncate="left")
@@ -132,6 +143,13 @@ def encode_prompt(tokenizer, prompt: Prompt, chat_template: str, max_tokens: int
     Raises:
         SpecdecError: too long and truncate="refuse", or even an empty content does not fit.
     """
+    if prompt.ids is None and len(prompt.text) > TOKEN_CHARS_MARGIN * longest_token(tokenizer) * (max_tokens + 64):
+        if truncate == "refuse":  # certainly too long: refused without tokenizing megabytes
+            raise SpecdecError(f"prompt {prompt.name} has {len(prompt.text):,} characters, more than "
+                               f"--max-prompt-tokens {max_tokens} tokens can hold (raise it, or cut long prompts "
+                               "from the start with --truncate left)")
+        keep = TOKEN_CHARS_MARGIN * longest_token(tokenizer) * (max_tokens + 64)
+        prompt = replace(prompt, text=prompt.text[-keep:])  # the tokens cut below all lie in this tail
     ids = list(prompt.ids) if prompt.ids is not None else render(tokenizer, prompt, prompt.text, chat_template)
     if not ids:
         raise SpecdecError(f"prompt {prompt.name} encodes to no tokens")

@@ -78,7 +78,7 @@ def check_kind(s: DrafterSpec, target_path, seq2seq: bool) -> None:
     kind (read from config.json)."""
     from pathlib import Path
 
-    from specdec.reference.core.models import model_class, pair_kinds_differ
+    from specdec.reference.core.models import check_model_folder, model_class, pair_kinds_differ
     from specdec.reference.core.seq2seq import folder_is_encoder_decoder
 
     if seq2seq and s.kind in ("heads", "eagle"):
@@ -86,6 +86,10 @@ def check_kind(s: DrafterSpec, target_path, seq2seq: bool) -> None:
                            "encoder-decoder (use model:PATH, lookup or ngram:PATH)")
     if s.kind != "model" or not (Path(s.arg) / "config.json").is_file():
         return
+    try:
+        check_model_folder(s.arg)
+    except FileNotFoundError as exc:
+        raise SpecdecError(str(exc)) from None
     if folder_is_encoder_decoder(s.arg) != seq2seq:
         raise SpecdecError(pair_kinds_differ(target_path, s.arg, seq2seq))
     if seq2seq and model_class(Path(s.arg)) is not model_class(Path(target_path)):

@@ -69,6 +69,13 @@ class DrafterSpec:
         return [self.arg] if self.kind == "model" else []
 
     @property
+    def ngram_paths(self) -> list[str]:
+        """The KenLM models the spec names (ngram:PATH, heads' ngram=PATH)."""
+        if self.kind == "heads":
+            return [path for key, path in heads_args(self.arg)[1].items() if key == "ngram"]
+        return [self.arg] if self.kind == "ngram" else []
+
+    @property
     def paths(self) -> list[str]:
         """The files or folders the spec names (checked to exist before any model loads)."""
         if self.kind == "heads":

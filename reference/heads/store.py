@@ -16,6 +16,7 @@ from specdec.errors import SpecdecError
 from specdec.paths import building
 from specdec.reference.heads.files import CARD_NAME, WEIGHTS_NAME, heads_folder
 from specdec.reference.heads.model import BlockHeads
+from specdec.strict_json import loads
 
 FORMAT = "specdec-heads/1"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -42,7 +43,7 @@ def read_card(path: str | os.PathLike) -> dict[str, Any]:
 def card_in(folder: Path, fmt: str) -> dict[str, Any]:
     """The card.json of a checked folder, refused in one line unless it is a `fmt` card."""
     try:
-        card = json.loads((folder / CARD_NAME).read_text())
+        card = loads((folder / CARD_NAME).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise SpecdecError(f"cannot read {str(folder / CARD_NAME)!r}: {exc}") from None
     if not isinstance(card, dict) or card.get("format") != fmt:

@@ -6,14 +6,17 @@ value the library refuses, a corrupt or unusable file) and a missing, unreadable
 file or folder become a one-line `Error: ...` and exit status 1; usage errors a one-line
 `Error: Invalid value for '--option': ...` and exit status 2 (under torchrun, said by rank 0
 alone). Anything else is a bug and shows its traceback; SPECDEC_DEBUG=1 shows the traceback of
-an input error too.
+an input error too. SIGTERM unwinds the command as Ctrl-C does (every scratch file and folder
+is removed on the way out; nothing published is touched) and exits 143.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import os
+import signal
 import sys
+import threading
 
 import click
 
@@ -63,10 +66,28 @@ def cli() -> None:
     """Plan, measure and check speculative decoding (Leviathan et al., ICML 2023)."""
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is so that its cleanups run (not an Exception: nothing
+    catches it on the way but `finally` and `except BaseException` blocks)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
+ARGV: list[str] = []  # this invocation's arguments, for a command that relaunches itself (estimate --processes)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the group, turning library errors into one-line messages."""
+    ARGV[:] = sys.argv[1:] if argv is None else argv
+    main_thread = threading.current_thread() is threading.main_thread()  # signals can be set there only
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         cli.main(args=argv, prog_name="specdec", standalone_mode=False)
+    except Terminated:
+        click.echo("Terminated.", err=True)
+        sys.exit(143)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(1)
@@ -87,6 +108,9 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"Error: {_one_line(str(exc))}", err=True)
         sys.exit(1)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _one_line(message: str) -> str:

@@ -12,13 +12,14 @@ from pathlib import Path
 import click
 
 from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, MAX_PROMPTS, MAX_REPEATS, NEW_TOKENS_HINT, backend_option,
-                                check_context, check_drafter_kinds, check_out_dir, drafter_option,
+                                check_context, check_drafter_kinds, drafter_option,
                                 encoder_inputs_option, json_option, model_options, new_tokens_option,
                                 preflight_encoder_inputs, preflight_target, prompt_ids, refuse_tree_drafter,
                                 require_drafter, sampling_options, seed_option)
+from specdec.cli.outputs import check_out_dir
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, PROBABILITY, Number, NumberList, Renamed, Rollback, Utf8Text
-from specdec.paths import write_atomic
+from specdec.paths import publishing
 from specdec.strict_json import to_json
 
 
@@ -73,6 +74,7 @@ def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device,
     steps = max([max_little_steps, *gammas, *handovers]) if sweep else max_little_steps
     require_drafter(drafter, "BiLD needs a little model: lookup[:N], ngram:PATH or model:PATH")
     refuse_tree_drafter(drafter, "BiLD's fallback and rollback take one draft a pass")
+    out_dir = check_out_dir(out, files=("bild_sweep.json", "bild_tradeoff.png")) if sweep else None
     path, limit = preflight_target(target_path)
     check_drafter_kinds(path, (drafter,))
     features = preflight_encoder_inputs(path, encoder_inputs)
@@ -86,7 +88,6 @@ def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device,
     if texts and not folder_is_encoder_decoder(path):  # an encoder-decoder's decoder starts empty
         check_context(limit, max(map(len, texts)) + new_tokens + steps, "the longest --prompt plus --new-tokens",
                       "--prompt")
-    out_dir = check_out_dir(out) if sweep else None
     from specdec.reference.bild.policy import BildPolicy
     from specdec.reference.bild.sweep import Method, run_sweep, sweep_methods
     from specdec.reference.core.models import load_model
@@ -123,8 +124,10 @@ def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device,
               "seed": seed, "new_tokens": new_tokens, "prompts": len(ids), "repeats": repeats, "rows": rows}
     if sweep:
         from specdec.figures.bild import bild_tradeoff
-        write_atomic(out_dir / "bild_sweep.json", to_json(report, indent=1) + "\n")
-        report["figure"] = str(bild_tradeoff(rows, out_dir, title=f"BiLD trade-off: little model {drafter}"))
+        with publishing(out_dir) as work:
+            drawn = bild_tradeoff(rows, work, title=f"BiLD trade-off: little model {drafter}")
+            report["figure"] = str(out_dir / drawn.name)
+            (work / "bild_sweep.json").write_text(to_json(report, indent=1) + "\n", encoding="utf-8")
     elif len(ids) == 1:
         report["text"] = target.tokenizer.decode(rows[1]["outputs"][0])
         report["target_text"] = target.tokenizer.decode(rows[0]["outputs"][0])

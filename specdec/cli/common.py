@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
 import click
 
 from specdec.cli.types import (NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, Device, DrafterSpecType, ModelPath, Number,
-                               NumberList, Renamed, Workloads)
+                               NumberList, PromptsFile, Renamed, Workloads)
 from specdec.errors import SpecdecError
 from specdec.reference.drafters.spec import SPEC_HELP
 
@@ -84,8 +83,10 @@ def preflight_training(target_path, out, force: bool, tokens: int, aligned_token
     """(target folder, DataConfig) of a `train` command (heads, feature draft), its options
     checked before any model loads: the window within the target's positions, --out empty
     unless --force, enough tokens for the held-out windows."""
+    from specdec.cli.outputs import check_creatable
     from specdec.reference.heads.build import DataConfig
 
+    check_creatable(out, "--out", folder=True)
     path, limit = preflight_target(target_path, "training a drafter on the target's features")
     if limit is not None and window > limit:
         raise click.BadParameter(f"{window} tokens exceed the target's {limit} positions", param_hint="--window")
@@ -138,7 +139,7 @@ seed_option = click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, s
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON object on stdout (progress stays on stderr).")
 prompts_file_option = click.option(
-    "--prompts-file", type=click.Path(dir_okay=False), default=None,
+    "--prompts-file", type=PromptsFile(), default=None,
     help="Prompts instead of the held-out corpus: JSON lines (MT-bench / Spec-Bench {\"category\", \"turns\": [...]} "
          "or {\"prompt\", \"category\"}; newlines kept) or plain text, one prompt a line (docs/workloads.md).")
 encoder_inputs_option = click.option(
@@ -211,10 +212,28 @@ def prompt_source(prompts_file, workloads, categories, chat_template, max_prompt
         raise click.BadParameter("encoder inputs are the prompts: give them without --prompts-file, --workload or "
                                  "--category", param_hint="--encoder-inputs")
     names = tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None
+    if prompts_file is not None and truncate == "refuse":
+        _refuse_certainly_long(prompts_file, max_prompt_tokens)
     return PromptSource(file=Path(prompts_file) if prompts_file else None, workloads=workloads or (),
                         categories=names, chat_template=chat_template, prompt_tokens=prompt_tokens,
                         max_prompt_tokens=max_prompt_tokens, truncate=truncate,
                         encoder_inputs=Path(encoder_inputs) if encoder_inputs else None)
+
+
+MAX_TOKEN_CHARS = 1024  # no vocabulary entry spells more characters (SmolLM2's longest: 81)
+
+
+def _refuse_certainly_long(prompts_file, max_prompt_tokens: int) -> None:
+    """A prompt too long for any tokenizer to fit in --max-prompt-tokens, refused from its length
+    in characters before the tokenizer loads (the exact check, with the target's tokenizer,
+    follows in `preflight_prompts`)."""
+    from specdec.reference.data.prompt_sources import read_prompts_file
+
+    for prompt in read_prompts_file(prompts_file):
+        if len(prompt.text) > MAX_TOKEN_CHARS * max_prompt_tokens:
+            raise click.BadParameter(f"prompt {prompt.name} has {len(prompt.text):,} characters, more than "
+                                     f"{max_prompt_tokens} tokens can hold (raise it, or cut long prompts from the "
+                                     "start with --truncate left)", param_hint="--max-prompt-tokens")
 
 
 def preflight_prompts(path: Path, n: int, source):
@@ -321,20 +340,6 @@ def check_context(limit: int | None, tokens: int, what: str, option: str) -> Non
     if limit is not None and tokens > limit:
         raise click.BadParameter(f"{what} needs {tokens} positions, more than the model's {limit}",
                                  param_hint=option)
-
-
-def check_out_dir(path: str | os.PathLike, option: str = "--out") -> Path:
-    """Create the output folder now and check that it is writable, so a run cannot fail at
-    its end for want of a place to write."""
-    out = Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".specdec-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise click.BadParameter(f"cannot write to {str(out)!r}: {exc.strerror or exc}", param_hint=option) from None
-    return out
 
 
 def generator(device, seed: int):

@@ -21,7 +21,7 @@ from specdec.cli.types import Number, NumberList
 from specdec.errors import SpecdecError
 from specdec.simulator.hardware import DTYPES, EAGER_KERNELS_PER_LAYER, GB, PRESETS, TERA, Device, Dtype, overridden
 from specdec.simulator.roofline import GIB, ModelShape, MemoryFit, memory_fit, model_shape, pass_seconds
-from specdec.strict_json import to_json
+from specdec.strict_json import loads, to_json
 
 MAX_BATCH = 4096
 MAX_TP = 64
@@ -40,7 +40,7 @@ class ModelConfig(click.ParamType):
         path = Path(value)
         path = path / "config.json" if path.is_dir() else path
         try:
-            config = json.loads(path.read_text(encoding="utf-8"))
+            config = loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             self.fail(f"cannot read {str(path)!r} as a config.json: {exc}", param, ctx)
         if not isinstance(config, dict):

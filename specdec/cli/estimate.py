@@ -17,6 +17,7 @@ from specdec.cli.common import (LENIENCE, MAX_BOOTSTRAP, MAX_DECODE_GAMMA, MAX_R
                                 seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, Number, NumberList
+from specdec.reference.distributed.launch import MAX_PROCESSES
 from specdec.strict_json import to_json
 
 MAX_BATCH = 256  # largest batch size --batch-sizes times
@@ -61,11 +62,14 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
                    "batch-aware plan (`specdec plan --from ... --batch-cost-file`). With --drafter none: only this.")
 @click.option("--batch-max-k", type=Number(int, 2, MAX_DECODE_GAMMA + 1), default=8, show_default=True,
               help="Largest k of t(B, k).")
+@click.option("--processes", type=Number(int, 1, MAX_PROCESSES), default=1, show_default=True,
+              help="Split the prompts over this many processes on this machine (launched through torchrun's API "
+                   "once the options are checked; the same alpha as one process, docs/distributed.md).")
 @seed_option
 @json_option
 def estimate(target_path, device, dtype, device_map, draft_device_map, backend, drafter, tokens, new_tokens,
              prompt_tokens, prompts_file, encoder_inputs, workloads, categories, chat_template, max_prompt_tokens, truncate, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, contexts, max_k,
-             timing_repeats, no_timing, batch_sizes, batch_max_k, seed, as_json):
+             timing_repeats, no_timing, batch_sizes, batch_max_k, processes, seed, as_json):
     """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k);
     with --batch-sizes also t(B, k) per batch size.
 
@@ -76,8 +80,11 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     from specdec.reference.core.seq2seq import folder_is_encoder_decoder
     from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
 
-    path, limit = preflight_target(target_path)
     batch_only = batch_sizes is not None and drafter == "none"
+    if not batch_only:  # the prompts' files checked before the tokenizer loads
+        source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
+                               prompt_tokens, encoder_inputs)
+    path, limit = preflight_target(target_path)
     check_drafter_kinds(path, (drafter,))
     if batch_sizes is not None and folder_is_encoder_decoder(path):
         raise click.BadParameter("t(B, k) is timed for causal LMs only; this target is an encoder-decoder",
@@ -90,8 +97,6 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
                                  "t(B, k) only)")
         refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
         check_heads_prompts(drafter, prompt_tokens)
-        source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
-                               prompt_tokens, encoder_inputs)
         longest = preflight_prompts(path, -(-tokens // new_tokens), source).longest
         check_context(limit, longest + new_tokens, "the longest prompt plus --new-tokens", "--new-tokens")
         if not no_timing:
@@ -106,6 +111,12 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         check_context(limit, timed_at + batch_max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
     place = resolve_placement(device, device_map, None if batch_only else draft_device_map, backend, path,
                               () if batch_only else (drafter,))
+    if processes > 1:  # every option checked: the ranks run this same command line
+        from specdec.cli import ARGV
+        from specdec.reference.distributed.launch import launch, without_option
+
+        launch(processes, without_option(ARGV, "--processes"))
+        return
     config = EstimateConfig(target=path, drafter=drafter, placement=place, dtype=dtype, backend=backend,
                             sampling=SamplingConfig(temperature, top_k, top_p), tokens=tokens, new_tokens=new_tokens,
                             source=source, lenience=lenience,

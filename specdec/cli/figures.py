@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import check_out_dir
+from specdec.cli.outputs import check_out_dir
+from specdec.paths import publishing
 
 
 @click.command()
@@ -31,9 +32,11 @@ def figures(out: Path, study_path: Path | None) -> None:
             study = read_lattice_study(study_path, STUDY_FOR_FIGURES)
         except SpecdecError as exc:
             raise click.BadParameter(str(exc), param_hint="--lattice") from None
-        paths = write_lattice(study, out)
+        with publishing(out) as work:  # the figures and tables replace the old ones together
+            paths = write_lattice(study, work)
     else:
         from specdec.figures.theory import write_all  # matplotlib is imported here only
-        paths = write_all(out)
+        with publishing(out) as work:
+            paths = write_all(work)
     for path in paths:
-        click.echo(str(path))
+        click.echo(str(out / Path(path).name))

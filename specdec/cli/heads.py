@@ -12,8 +12,9 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, check_context, device_option, json_option,
-                                preflight_target, target_option, training_data_options)
+from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, check_context, device_option,
+                                json_option, preflight_target, target_option, training_data_options)
+from specdec.cli.outputs import check_creatable
 from specdec.cli.types import POSITIVE, Number, check_model_path
 from specdec.errors import SpecdecError
 from specdec.paths import write_atomic
@@ -169,6 +170,8 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
 
     if tune >= n_prompts:
         raise click.BadParameter(f"must be below --prompts {n_prompts}", param_hint="--tune")
+    if save is not None:
+        check_creatable(save, "--save")
     path, limit = preflight_target(target_path, "the heads")
     check_context(limit, prompt_tokens + new_tokens, f"--prompt-tokens {prompt_tokens} + --new-tokens {new_tokens}",
                   "--new-tokens")

@@ -8,11 +8,13 @@ Each command is thin: parse, call `ngram` / `specdec.reference.data.aligned_corp
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from specdec.cli.common import MAX_SEED, json_option, preflight_target, stack, target_option
+from specdec.cli.outputs import check_creatable
 from specdec.cli.types import NONNEGATIVE, POSITIVE, Number, Renamed
 from specdec.paths import writing
 from specdec.strict_json import to_json
@@ -96,7 +98,9 @@ def aligned(target_path, tokens, new_tokens, batch_size, temperature, seed, thre
               help="Output folder (model.arpa, model.binary, tables, model.json); built beside it and renamed "
                    "into place when complete.")
 @click.option("--force", is_flag=True, help="Replace a model already in --out (otherwise an error).")
-@click.option("--memory", default="10%", show_default=True, help="lmplz -S memory bound.")
+@click.option("--memory", default="10%", show_default=True, callback=lambda ctx, param, value: _memory(value),
+              help="lmplz -S memory bound: a whole number with a suffix, 1..100% of physical memory or b, K (the "
+                   "default), M, G, T.")
 @click.option("--discount-fallback/--no-discount-fallback", default=None,
               help="Force lmplz --discount_fallback on/off (default: only if lmplz needs it).")
 @click.option("--kenlm-bin", type=click.Path(file_okay=False), default=None,
@@ -113,6 +117,7 @@ def build(order, corpus_name, text_path, vocab_size, eos_id, out, force, memory,
     folder = Path(out)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise click.BadParameter(f"{out} already holds files; pass --force to replace them", param_hint="--out")
+    check_creatable(out, "--out", folder=True)
     if text_path is not None:
         if vocab_size is None:
             raise click.BadParameter("--text needs --vocab-size", param_hint="--vocab-size")
@@ -140,6 +145,16 @@ def build(order, corpus_name, text_path, vocab_size, eos_id, out, force, memory,
                          memory=memory, discount_fallback=discount_fallback, bin_dir=kenlm_bin, extra=extra,
                          force=force)
     _print_build(report, corpus_name, text, as_json)
+
+
+def _memory(value: str) -> str:
+    """lmplz's -S size as lmplz parses it (util/usage.cc ParseSize: an integer, one suffix of
+    %bKMGTPEZY, K by default; a decimal point is refused there too), checked before anything runs."""
+    m = re.fullmatch(r"([1-9][0-9]{0,12})([%bkKMGTPEZY]?)", value.strip())
+    if m is None or (m.group(2) == "%" and int(m.group(1)) > 100):
+        raise click.BadParameter(f"{value!r} is not a memory size: a whole number with one suffix, e.g. 10%, 500M, "
+                                 "2G (percent at most 100)", param_hint="--memory")
+    return value.strip()
 
 
 def _print_build(report, corpus_name: str, text: Path, as_json: bool) -> None:

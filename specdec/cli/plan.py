@@ -19,6 +19,7 @@ from typing import Any, Callable
 import click
 
 from specdec.cli.common import json_option
+from specdec.cli.outputs import check_creatable
 from specdec.cli.types import Checked, Number
 from specdec.costfiles import (read_batch_times, read_context_times, read_lattice_study, read_tree_steps,
                                read_verify_cost, study_tree_steps)
@@ -148,6 +149,10 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
         raise click.UsageError("--draft-ms needs --trees (a lattice study)")
     curve_file, at_context = _curve_file(verify_cost_file, None if verify_cost_file is None and batch_cost_file
                                          is not None else context)
+    for option, given_curve in (("--verify-cost", verify_cost), ("--verify-cost-file", curve_file)):
+        if given_curve is not None and len(given_curve) < 2:  # else "no gamma beats plain decoding", never evaluated
+            raise click.BadParameter("v(1) alone evaluates no draft length: give v(1), ..., v(K) with K >= 2",
+                                     param_hint=option)
     if c is None:
         ctx = click.get_current_context()
         raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == "c"))
@@ -224,6 +229,8 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
     from specdec.engines.metrics import read_counts, read_source
     from specdec.simulator.engine_plan import engine_plan
 
+    if figure is not None:
+        check_creatable(figure, "--figure")
     tables = [] if batch_cost_file is None else _read(read_batch_times, batch_cost_file, "--batch-cost-file")
     batch_times = _batch_at(tables, context, batch_cost_file)
     if figure is not None and batch_times is None:

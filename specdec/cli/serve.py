@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_PROMPTS, backend_option, check_context, check_out_dir, json_option,
+from specdec.cli.common import (GAMMAS, MAX_PROMPTS, backend_option, check_context, json_option,
                                 model_options, preflight_target, refuse_tree_drafter, require_drafter)
+from specdec.cli.outputs import check_out_dir
 from specdec.cli.types import DrafterSpecType, Number, NumberList
 from specdec.reference.drafters.spec import SPEC_HELP
 from specdec.strict_json import to_json
@@ -51,7 +52,7 @@ def serve_bench(target_path, device, dtype, backend, drafters, gammas, batch_siz
     plain batched decoding and each drafter, the measured speedups against those the ragged batch
     model predicts from the batch-1 runs and t(B, k, L), and where speculation stops paying."""
     from specdec.costfiles import KIND_SERVE
-    from specdec.paths import write_atomic
+    from specdec.paths import publishing
     from specdec.reference.core.models import load_model
     from specdec.reference.data.prompts import held_out_prompts
     from specdec.reference.drafters.factory import make_drafter
@@ -68,7 +69,7 @@ def serve_bench(target_path, device, dtype, backend, drafters, gammas, batch_siz
     path, limit = preflight_target(target_path, "ragged batches")
     check_context(limit, max(contexts) + new_tokens + max(gammas) + 2, "the longest context plus --new-tokens",
                   "--contexts")
-    out = check_out_dir(out_dir)
+    out = check_out_dir(out_dir, files=("serve.json", "serve.md", "serve.png"))
     config = ServeConfig(batch_sizes=tuple(batch_sizes), contexts=tuple(contexts), gammas=tuple(gammas),
                          new_tokens=new_tokens, prompts=n_prompts, blocks=blocks, timing_repeats=timing_repeats,
                          layout=layout, slo_ms=slo_ms)
@@ -79,10 +80,11 @@ def serve_bench(target_path, device, dtype, backend, drafters, gammas, batch_siz
     result = {"kind": KIND_SERVE, **result, "target": str(path), "drafters": dict(drafters), "device": str(device),
               "backend": target.backend}
     markdown = serve_markdown(result)
-    write_atomic(out / "serve.json", to_json(result))
-    write_atomic(out / "serve.md", markdown)
     from specdec.figures.serving import serving_figure
-    serving_figure(result, out / "serve.png")
+    with publishing(out) as work:
+        (work / "serve.json").write_text(to_json(result), encoding="utf-8")
+        (work / "serve.md").write_text(markdown, encoding="utf-8")
+        serving_figure(result, work / "serve.png")
     if as_json:
         click.echo(to_json(result))
         return

@@ -150,6 +150,12 @@ class DrafterSpecType(click.ParamType):
             for path in spec.paths:
                 if not Path(path).exists():
                     raise SpecdecError(f"{spec.kind}:{spec.arg}: {path}: no such file or folder")
+            for path in spec.model_paths:
+                if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
+                    raise SpecdecError(f"{path!r} is not a Hugging Face model folder (no config.json there)")
+            for path in spec.ngram_paths:
+                from specdec.ngram.model import resolve_arpa
+                resolve_arpa(path)
             if spec.kind == "heads":
                 from specdec.reference.heads.files import heads_folder
                 heads_folder(spec.paths[0])
@@ -172,6 +178,24 @@ def check_model_path(path: str) -> None:
         check_gguf(path)
     elif Path(path).is_file():
         raise SpecdecError(f"{path!r} is a file: expected a model folder or a .gguf file")
+
+
+class PromptsFile(click.ParamType):
+    """A prompts file read and checked as it is parsed (found, UTF-8, at least one prompt, every
+    JSON line a prompt object: `specdec.reference.data.prompt_sources.read_prompts_file`), so a
+    bad one is refused before the tokenizer or any model loads. Converts to the path text."""
+
+    name = "file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from specdec.errors import SpecdecError
+        from specdec.reference.data.prompt_sources import read_prompts_file
+
+        try:
+            read_prompts_file(str(value))
+        except SpecdecError as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
 
 
 class ModelPath(click.ParamType):
@@ -237,7 +261,7 @@ class DeviceMap(click.ParamType):
 
 
 class Rollback(click.ParamType):
-    """BiLD's alpha_RB: a number of nats, inf (none, off) or argmax (`BildPolicy.parse_rollback`);
+    """BiLD's alpha_RB: a number of nats, inf (none, off) or argmax (`specdec.reference.bild.rollback`);
     many: a comma-separated list of them."""
 
     name = "rollback"
@@ -247,14 +271,14 @@ class Rollback(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         from specdec.errors import SpecdecError
-        from specdec.reference.bild.policy import BildPolicy
+        from specdec.reference.bild.rollback import parse_rollback
 
         if not isinstance(value, str):
             return value
         try:
             if self.many:
-                return tuple(BildPolicy.parse_rollback(r) for r in value.split(",") if r.strip())
-            return BildPolicy.parse_rollback(value)
+                return tuple(parse_rollback(r) for r in value.split(",") if r.strip())
+            return parse_rollback(value)
         except SpecdecError as exc:
             self.fail(str(exc), param, ctx)
 

@@ -14,13 +14,20 @@ from pathlib import Path
 import click
 
 from specdec.cli.common import (GAMMAS, MAX_DECODE_GAMMA, MAX_PROMPTS, MAX_REPEATS, MAX_TOKENS, TEMPERATURES,
-                                backend_option, check_context, check_drafter_kinds, check_heads_prompts, check_out_dir,
+                                backend_option, check_context, check_drafter_kinds, check_heads_prompts,
                                 json_option, model_options, preflight_prompts, preflight_target, prompt_source,
                                 prompt_source_options, refuse_tree_drafter, require_drafter, seed_option)
+from specdec.cli.outputs import check_out_dir
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, DrafterSpecType, Number
 from specdec.reference.drafters.spec import SPEC_HELP
 from specdec.strict_json import to_json
+
+
+# every file `specdec.reference.validation.files.write_results` may write into --out
+VALIDATION_OUTPUTS = ("validation.json", "validation.md", "validation_predicted_vs_measured.png",
+                      "validation_relative_error.png", "validation_speedup_by_gamma.png", "validation_verify_cost.png",
+                      "validation_beta.png", "validation_by_category.png")
 
 
 @click.command()
@@ -72,11 +79,6 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
              prompts_file, encoder_inputs, workloads, categories, chat_template, max_prompt_tokens, truncate, max_k, timing_repeats, sweep_repeats, retries, probe, out_dir, no_figures, seed, as_json):
     """Run the reference decoder and the baseline, and compare the measured speedups with the
     simulator's predictions (the paper's Theorem 8 and the extended model)."""
-    from specdec.reference.validation.config import ValidationConfig, ValidationJob
-    from specdec.reference.validation.files import write_results
-    from specdec.reference.validation.run import run_validation
-    from specdec.reference.validation.suite_report import suite_report
-
     if max(gammas) >= max_k:
         raise click.BadParameter(f"gammas must be < --max-k {max_k}, got {max(gammas)}", param_hint="--gammas")
     for i, (label, spec) in enumerate(drafters):
@@ -86,16 +88,21 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
         refuse_tree_drafter(spec, "the validation estimates one draft a pass; measure a heads lattice with "
                                   "`specdec heads lattice` and `specdec decode --baseline`")
         check_heads_prompts(spec, prompt_tokens)
-    path, limit = preflight_target(target_path)
-    check_drafter_kinds(path, [spec for _, spec in drafters])
     source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
                            prompt_tokens, encoder_inputs)
+    out = check_out_dir(out_dir, files=VALIDATION_OUTPUTS)
+    path, limit = preflight_target(target_path)
+    check_drafter_kinds(path, [spec for _, spec in drafters])
     longest = preflight_prompts(path, max(n_prompts, math.ceil(alpha_tokens / alpha_new_tokens)), source).longest
     check_context(limit, longest + new_tokens + max(gammas) + 1, "the longest prompt plus --new-tokens",
                   "--new-tokens")
     check_context(limit, longest + alpha_new_tokens, "the longest prompt plus --alpha-new-tokens", "--alpha-new-tokens")
     check_context(limit, longest + new_tokens + max_k, "the timing context plus --max-k", "--max-k")
-    out = check_out_dir(out_dir)
+    from specdec.reference.validation.config import ValidationConfig, ValidationJob
+    from specdec.reference.validation.files import write_results
+    from specdec.reference.validation.run import run_validation
+    from specdec.reference.validation.suite_report import suite_report
+
     config = ValidationConfig(gammas=gammas, temperatures=temperatures, top_k=top_k, top_p=top_p,
                               prompts=n_prompts, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
                               alpha_prompts=math.ceil(alpha_tokens / alpha_new_tokens),

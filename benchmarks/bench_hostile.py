@@ -1,0 +1,180 @@
+"""Issue 28's representative hostile inputs, each run as a real `specdec` process under a 1 GiB
+address-space limit (RLIMIT_AS), timed, its peak resident memory read from the kernel
+(wait4's rusage): a case passes when it exits 2 with one `Error:` line, no traceback, in
+under 2 s (URL cases: within the fetch deadline) and under the limit.
+
+    .venv/bin/python benchmarks/bench_hostile.py          # the table, for RESULTS.md
+
+tests/test_hostile_limits.py runs the same cases in the fast suite.
+"""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT_BYTES = 1 << 30
+V1 = "SpecDecoding metrics: Accepted: 5 tokens, Drafted: 10 tokens, Per-position acceptance rate: "
+COUNTERS = ("vllm:spec_decode_num_drafts 100\nvllm:spec_decode_num_draft_tokens 300\n"
+            "vllm:spec_decode_num_accepted_tokens 150\n")
+PER_POS = 'vllm:spec_decode_num_accepted_tokens_per_pos{{position="{}"}} 50\n'
+
+
+def _serve() -> tuple[int, int]:
+    """A local HTTP server (/drip: a byte every 2 s; /big: 1 GiB) and a socket answering junk."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(60 if self.path == "/drip" else 1024):
+                    self.wfile.write(b"v" if self.path == "/drip" else b"x" * (1 << 20))
+                    self.wfile.flush()
+                    if self.path == "/drip":
+                        time.sleep(2)
+            except OSError:
+                pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    junk = socket.socket()
+    junk.bind(("127.0.0.1", 0))
+    junk.listen(8)
+
+    def answer() -> None:
+        while True:
+            conn, _ = junk.accept()
+            conn.recv(4096)
+            conn.sendall(b"\x00\x01garbage\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    return server.server_address[1], junk.getsockname()[1]
+
+
+def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
+    """(label, argv, seconds allowed) of every representative case, its files written into tmp."""
+    def write(name: str, text: str | bytes) -> str:
+        path = tmp / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        return str(path)
+
+    http_port, junk_port = _serve()
+    plan = ["plan", "--c", "0.1", "--from"]
+    a_file = write("a_file", "x")
+    (tmp / "out" / "validation.json").mkdir(parents=True, exist_ok=True)
+    (tmp / "out" / "validation.md").write_text("old results\n")
+    study = {"k": 16, "heads_pass_ms": 1.0, "verify_step_ms": {"0": 10.0, "3": 14.0},
+             "by_depth": [{"method": "base", "depth": 3, "block_efficiency": float("nan"), "options": {"p": 1}}]}
+    return [
+        ("V0 log, k = 1e9", plan + [write("v0.log", "Speculative metrics: Number of speculative tokens: 1000000000, "
+                                                   "Number of draft tokens: 1000000000, Number of emitted tokens: 20.\n")], 2),
+        ('position="100000000"', plan + [write("pos.txt", COUNTERS + PER_POS.format(100000000))], 2),
+        ('position="-1"', plan + [write("neg.txt", COUNTERS + PER_POS.format(-1))], 2),
+        ("counter +Inf", plan + [write("inf.txt", COUNTERS.replace("100\n", "+Inf\n", 1) + PER_POS.format(0))], 2),
+        ("100,000-digit rate", plan + [write("rx.log", V1 + "1" * 100_000 + "x\n")], 2),
+        ("rate 1.500", plan + [write("r15.log", V1 + "1.500, 0.2\n")], 2),
+        ("Drafted: 10^30 tokens", plan + [write("d30.log", V1.replace("10 tokens", "1" + "0" * 30 + " tokens")
+                                                + "0.5, 0.2\n")], 2),
+        ("histogram count 2.5", plan + [write("frac.json", json.dumps(
+            {"speculative_decoding": {"acceptance_histogram": [2.5, 1, 1]}}))], 2),
+        ("decode JSON, reached grows", plan + [write("grow.json", json.dumps(
+            {"stats": {"gamma": 3, "reached": [10, 12, 14], "accepted": [8, 6, 4]}}))], 2),
+        ("--draft-length contradicts", plan + [write("k3.txt", COUNTERS + "".join(PER_POS.format(i) for i in range(3))),
+                                               "--draft-length", "5"], 2),
+        ("100,000-deep JSON, --from", plan + [write("deep.json", "[" * 100_000 + "]" * 100_000)], 2),
+        ("100,000-deep JSON, plan-trees", ["plan-trees", str(tmp / "deep.json")], 2),
+        ("100,000-deep JSON, figures --lattice", ["figures", "--lattice", str(tmp / "deep.json"),
+                                                  "--out", str(tmp / "figs")], 2),
+        ("verify cost of k = 1 only", ["plan", "--alpha", "0.8", "--c", "0.01", "--verify-cost-file",
+                                       write("k1.json", "[1]")], 2),
+        ("batch_sizes: []", plan + [str(tmp / "k3.txt"), "--batch-cost-file", write("bc.json", json.dumps(
+            {"kind": "specdec.estimate", "batch_timing": {"batch_sizes": [], "seconds": []}}))], 2),
+        ("study row with NaN", ["plan-trees", write("study.json", json.dumps(study).replace("NaN", "NaN"))], 2),
+        ("URL: a byte every 2 s", plan + [f"http://127.0.0.1:{http_port}/drip"], 12),
+        ("URL: 1 GiB answer", plan + [f"http://127.0.0.1:{http_port}/big"], 12),
+        ("URL: not HTTP", plan + [f"http://127.0.0.1:{junk_port}/"], 2),
+        ("19 MB prompt line", ["estimate", "--prompts-file", write("big.txt", "word " * 4_000_000)], 2),
+        ("empty --prompts-file", ["estimate", "--prompts-file", write("empty.txt", "")], 2),
+        ("binary --prompts-file", ["estimate", "--prompts-file", write("bin.txt", bytes(range(256)))], 2),
+        ("ngram: not a model", ["estimate", "--drafter", "ngram:" + write("lm.binary", "x")], 2),
+        ("model: not a model", ["estimate", "--drafter", f"model:{tmp}"], 2),
+        ("lookup:99999999999999999999", ["estimate", "--drafter", "lookup:99999999999999999999"], 2),
+        ("--bootstrap 1e12", ["estimate", "--bootstrap", "1000000000000"], 2),
+        ("heads train --out FILE/sub", ["heads", "train", "--out", a_file + "/sub"], 2),
+        ("plan --figure FILE/x.png", plan + [str(tmp / "k3.txt"), "--batch-cost-file", str(tmp / "bc.json"),
+                                            "--figure", a_file + "/x.png"], 2),
+        ("validate --out, validation.json a folder", ["validate", "--drafter", "lookup", "--out", str(tmp / "out")], 2),
+        ("ngram build --memory lots", ["ngram", "build", "--order", "3", "--out", str(tmp / "ng"), "--memory", "lots"],
+         2),
+        ("--rollback -1", ["bild", "--rollback", "-1"], 2),
+    ]
+
+
+def run_case(argv: list[str], timeout: float = 30.0) -> tuple[int | None, float, float, str]:
+    """(exit status or None on timeout, seconds, peak resident MiB, stderr) of `specdec argv`
+    under the RLIMIT_AS limit."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (LIMIT_BYTES, LIMIT_BYTES))
+
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-m", "specdec", *argv], stdout=subprocess.DEVNULL, stderr=err,
+                                cwd=ROOT, preexec_fn=limit)
+        deadline = start + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                status = None
+                break
+            time.sleep(0.02)
+        proc.returncode = 0  # reaped above
+        seconds = time.perf_counter() - start
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    code = None if status is None else os.waitstatus_to_exitcode(status)
+    return code, seconds, usage.ru_maxrss / 1024, text
+
+
+def passes(code: int | None, seconds: float, rss_mib: float, stderr: str, allowed: float) -> bool:
+    lines = stderr.strip().splitlines()
+    return (code == 2 and len(lines) == 1 and lines[0].startswith("Error:") and "Traceback" not in stderr
+            and seconds < allowed and rss_mib < LIMIT_BYTES / (1 << 20))
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        print("| case | exit | seconds | peak RSS MiB | passes | message |")
+        print("|---|---|---|---|---|---|")
+        failed = 0
+        for label, argv, allowed in cases(tmp):
+            code, seconds, rss, stderr = run_case(argv)
+            ok = passes(code, seconds, rss, stderr, allowed)
+            failed += not ok
+            message = (stderr.strip().splitlines() or [""])[-1][:110].replace("|", "/").replace(str(tmp), "T")
+            print(f"| {label} | {code} | {seconds:.2f} | {rss:.0f} | {'yes' if ok else 'NO'} | {message} |", flush=True)
+        old = (tmp / "out" / "validation.md").read_text()
+        print(f"\nvalidate's old validation.md untouched: {old == 'old results' + chr(10)}; cases failing: {failed}")
+        sys.exit(1 if failed or old != "old results\n" else 0)
+
+
+if __name__ == "__main__":
+    main()

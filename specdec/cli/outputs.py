@@ -1,0 +1,45 @@
+"""Output paths checked before a command does any work: a folder it will write into (and the
+files it will write there), or a file or folder it will create later. Each problem is a usage
+error naming the option; nothing is written by the checks but the output folder itself."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+
+def check_out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ...] = ()) -> Path:
+    """Create the output folder now and check that it is writable and that none of the `files`
+    the command will write there is a folder, so a run cannot fail at its end for want of a
+    place to write."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".specdec-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write to {str(out)!r}: {exc.strerror or exc}", param_hint=option) from None
+    for name in files:
+        if (out / name).is_dir():
+            raise click.BadParameter(f"{str(out / name)!r} is a folder; the command writes a file there",
+                                     param_hint=option)
+    return out
+
+
+def check_creatable(path: str | os.PathLike, option: str, folder: bool = False) -> Path:
+    """An output path (a file, or a folder when `folder`) the command can create later, checked
+    without creating anything: the nearest existing ancestor must be a writable folder, and the
+    path itself, if it exists, of the right kind."""
+    out = Path(path)
+    if out.exists() and out.is_dir() != folder:
+        raise click.BadParameter(f"{str(out)!r} is a {'file' if folder else 'folder'}", param_hint=option)
+    parent = out.parent if not out.exists() else out
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise click.BadParameter(f"cannot create {str(out)!r}: {str(parent)!r} is a file", param_hint=option)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"cannot create {str(out)!r}: {str(parent)!r} is not writable", param_hint=option)
+    return out

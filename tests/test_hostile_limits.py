@@ -1,0 +1,129 @@
+"""Issue 28's representative hostile inputs (benchmarks/bench_hostile.py), each a real process
+under a 1 GiB address-space limit: one `Error:` line, exit 2, no traceback, under 2 s (the
+slow-drip URL is tested here in process with a short deadline instead of its 10 s); and the
+pieces behind them: outputs published all or nothing, URLs with one deadline and a size cap,
+aggregate-only vLLM counters planned with the i.i.d. model and said so, long prompts cut
+before tokenizing."""
+from __future__ import annotations
+
+import http.server
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_hostile import cases, passes, run_case
+from specdec.engines import metrics
+from specdec.errors import SpecdecError
+from specdec.paths import publish, publishing
+from tests.cli_helpers import run_main
+
+
+def test_every_representative_case_is_one_line_under_the_limits(tmp_path) -> None:
+    failures = []
+    for label, argv, allowed in cases(tmp_path):
+        if "a byte every 2 s" in label:
+            continue
+        code, seconds, rss, stderr = run_case(argv)
+        if not passes(code, seconds, rss, stderr, allowed):
+            failures.append((label, code, round(seconds, 2), round(rss), stderr[-300:]))
+    assert not failures, failures
+    assert (tmp_path / "out" / "validation.md").read_text() == "old results\n"  # validate refused, nothing replaced
+
+
+def test_publish_is_all_or_nothing(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.json").write_text("old a")
+    (out / "b.md").mkdir()  # a folder where a file goes: nothing moves
+    with pytest.raises(IsADirectoryError):
+        with publishing(out) as work:
+            (work / "a.json").write_text("new a")
+            (work / "b.md").write_text("new b")
+    assert (out / "a.json").read_text() == "old a" and sorted(p.name for p in out.iterdir()) == ["a.json", "b.md"]
+    (out / "b.md").rmdir()
+    (out / "b.md").write_text("old b")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.json").write_text("new a")
+    (work / "b.md").write_text("new b")
+    real_replace = os.replace
+
+    def failing_replace(src, dst):  # the second new file fails to land
+        if Path(src) == work / "b.md":
+            raise OSError("disk full")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        publish({work / "a.json": out / "a.json", work / "b.md": out / "b.md"})
+    monkeypatch.undo()
+    assert (out / "a.json").read_text() == "old a" and (out / "b.md").read_text() == "old b"
+    assert sorted(p.name for p in out.iterdir()) == ["a.json", "b.md"]  # no .old- files left
+
+
+@pytest.fixture()
+def server():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(20):
+                    self.wfile.write(b"vllm:spec_decode_num_drafts 1\n" * (1000 if self.path == "/big" else 1))
+                    self.wfile.flush()
+                    if self.path == "/drip":
+                        time.sleep(0.5)
+            except OSError:
+                pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_url_has_one_deadline_and_a_size_cap(server, monkeypatch) -> None:
+    monkeypatch.setattr(metrics, "FETCH_DEADLINE_S", 1.0)
+    start = time.perf_counter()
+    with pytest.raises(SpecdecError, match="no complete answer within 1 s"):
+        metrics.read_source(server + "/drip")  # each read returns in 0.5 s: a per-read timeout never fires
+    assert time.perf_counter() - start < 2.0
+    monkeypatch.setattr(metrics, "MAX_URL_BYTES", 10_000)
+    with pytest.raises(SpecdecError, match="exceeds"):
+        metrics.read_source(server + "/big")
+    assert metrics.read_source(server + "/small").startswith("vllm:spec_decode_num_drafts 1")
+
+
+def test_aggregate_only_vllm_counters_are_planned_iid_and_flagged(capsys, tmp_path) -> None:
+    page = tmp_path / "metrics.txt"
+    page.write_text("vllm:spec_decode_num_drafts_total 100\nvllm:spec_decode_num_draft_tokens_total 300\n"
+                    "vllm:spec_decode_num_accepted_tokens_total 150\n")
+    code, out, _ = run_main(capsys, ["plan", "--from", str(page), "--c", "0.05"])
+    assert code == 0 and "i.i.d. alpha from 150/300" in out and "no per-position counters" in out
+    assert "num_speculative_tokens\": 3" in out  # k = 300 / 100 draft tokens per draft
+
+
+def test_over_long_prompt_is_cut_before_tokenizing(capsys) -> None:
+    """truncate=left on a prompt far past the character bound: the tail kept is tokenized, and the
+    ids are those of the whole prompt's end."""
+    from transformers import AutoTokenizer
+
+    from specdec.reference.data.default_model import default_target_path
+    from specdec.reference.data.prompt_sources import Prompt
+    from specdec.reference.data.prompts import encode_prompt, longest_token
+
+    tokenizer = AutoTokenizer.from_pretrained(default_target_path())
+    words = " ".join(f"w{i % 997}" for i in range(200_000))
+    assert len(words) > 4 * longest_token(tokenizer) * (32 + 64)
+    prompt = Prompt(words, "file", "long:1", False)
+    ids, cut = encode_prompt(tokenizer, prompt, "none", 32, "left")
+    full = tokenizer(words[-20_000:], add_special_tokens=False)["input_ids"]
+    assert cut and len(ids) <= 32 and ids[-20:] == full[-20:]
+    with pytest.raises(SpecdecError, match="characters, more than --max-prompt-tokens 32"):
+        encode_prompt(tokenizer, prompt, "none", 32, "refuse")
