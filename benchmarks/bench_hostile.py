@@ -12,7 +12,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -81,7 +81,8 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
              "by_depth": [{"method": "base", "depth": 3, "block_efficiency": float("nan"), "options": {"p": 1}}]}
     return [
         ("V0 log, k = 1e9", plan + [write("v0.log", "Speculative metrics: Number of speculative tokens: 1000000000, "
-                                                   "Number of draft tokens: 1000000000, Number of emitted tokens: 20.\n")], 2),
+                                                   "Number of draft tokens: 1000000000, Number of emitted tokens: "
+                                                   "20.\n")], 2),
         ('position="100000000"', plan + [write("pos.txt", COUNTERS + PER_POS.format(100000000))], 2),
         ('position="-1"', plan + [write("neg.txt", COUNTERS + PER_POS.format(-1))], 2),
         ("counter +Inf", plan + [write("inf.txt", COUNTERS.replace("100\n", "+Inf\n", 1) + PER_POS.format(0))], 2),
@@ -127,30 +128,30 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
 def run_case(argv: list[str], timeout: float = 30.0) -> tuple[int | None, float, float, str]:
     """(exit status or None on timeout, seconds, peak resident MiB, stderr) of `specdec argv`
     under the RLIMIT_AS limit."""
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (LIMIT_BYTES, LIMIT_BYTES))
-
+    # A small launcher sets the limit, runs specdec as its own child and reports that child's
+    # rusage: a child forked straight from a large parent (a pytest process) would count the
+    # parent's pages, which it held until exec, in its peak RSS.
+    launcher = ("import os, resource, subprocess, sys; "
+                "resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]),) * 2); "
+                "p = subprocess.Popen([sys.executable, '-m', 'specdec', *sys.argv[2:]], stdout=subprocess.DEVNULL); "
+                "_, status, usage = os.wait4(p.pid, 0); print(usage.ru_maxrss); "
+                "sys.exit(os.waitstatus_to_exitcode(status) % 256)")
     start = time.perf_counter()
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "specdec", *argv], stdout=subprocess.DEVNULL, stderr=err,
-                                cwd=ROOT, preexec_fn=limit)
-        deadline = start + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                proc.kill()
-                pid, status, usage = os.wait4(proc.pid, 0)
-                status = None
-                break
-            time.sleep(0.02)
-        proc.returncode = 0  # reaped above
+        proc = subprocess.Popen([sys.executable, "-c", launcher, str(LIMIT_BYTES), *argv], stdout=subprocess.PIPE,
+                                stderr=err, cwd=ROOT, start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+            code: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            code = None
         seconds = time.perf_counter() - start
         err.seek(0)
         text = err.read().decode(errors="replace")
-    code = None if status is None else os.waitstatus_to_exitcode(status)
-    return code, seconds, usage.ru_maxrss / 1024, text
+    rss_kib = int(out.split()[-1]) if out.split() and out.split()[-1].isdigit() else 0
+    return code, seconds, rss_kib / 1024, text
 
 
 def passes(code: int | None, seconds: float, rss_mib: float, stderr: str, allowed: float) -> bool:
