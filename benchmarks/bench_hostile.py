@@ -29,8 +29,9 @@ COUNTERS = ("vllm:spec_decode_num_drafts 100\nvllm:spec_decode_num_draft_tokens 
 PER_POS = 'vllm:spec_decode_num_accepted_tokens_per_pos{{position="{}"}} 50\n'
 
 
-def _serve() -> tuple[int, int]:
-    """A local HTTP server (/drip: a byte every 2 s; /big: 1 GiB) and a socket answering junk."""
+def serve(drip_s: float = 2.0) -> tuple[int, int]:
+    """A local HTTP server (/drip: a byte every drip_s seconds; /big: 1 GiB; any other path a
+    one-line /metrics page) and a socket answering bytes that are not HTTP: their ports."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:
             pass
@@ -38,12 +39,14 @@ def _serve() -> tuple[int, int]:
         def do_GET(self) -> None:
             self.send_response(200)
             self.end_headers()
+            chunks = {"/drip": (b"v", 60), "/big": (b"x" * (1 << 20), 1024)}
+            chunk, count = chunks.get(self.path, (b"vllm:spec_decode_num_drafts 1\n", 1))
             try:
-                for _ in range(60 if self.path == "/drip" else 1024):
-                    self.wfile.write(b"v" if self.path == "/drip" else b"x" * (1 << 20))
+                for _ in range(count):
+                    self.wfile.write(chunk)
                     self.wfile.flush()
                     if self.path == "/drip":
-                        time.sleep(2)
+                        time.sleep(drip_s)
             except OSError:
                 pass
 
@@ -72,7 +75,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
         path.write_bytes(text if isinstance(text, bytes) else text.encode())
         return str(path)
 
-    http_port, junk_port = _serve()
+    http_port, junk_port = serve()
     plan = ["plan", "--c", "0.1", "--from"]
     a_file = write("a_file", "x")
     (tmp / "out" / "validation.json").mkdir(parents=True, exist_ok=True)

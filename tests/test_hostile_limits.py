@@ -6,15 +6,13 @@ aggregate-only vLLM counters planned with the i.i.d. model and said so, long pro
 before tokenizing."""
 from __future__ import annotations
 
-import http.server
 import os
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_hostile import cases, passes, run_case
+from benchmarks.bench_hostile import cases, passes, run_case, serve
 from specdec.engines import metrics
 from specdec.errors import SpecdecError
 from specdec.paths import publish, publishing
@@ -66,26 +64,8 @@ def test_publish_is_all_or_nothing(tmp_path, monkeypatch) -> None:
 
 @pytest.fixture()
 def server():
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.end_headers()
-            try:
-                for _ in range(20):
-                    self.wfile.write(b"vllm:spec_decode_num_drafts 1\n" * (1000 if self.path == "/big" else 1))
-                    self.wfile.flush()
-                    if self.path == "/drip":
-                        time.sleep(0.5)
-            except OSError:
-                pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    http_port, _ = serve(drip_s=0.5)
+    return f"http://127.0.0.1:{http_port}"
 
 
 def test_url_has_one_deadline_and_a_size_cap(server, monkeypatch) -> None:
@@ -94,7 +74,7 @@ def test_url_has_one_deadline_and_a_size_cap(server, monkeypatch) -> None:
     with pytest.raises(SpecdecError, match="no complete answer within 1 s"):
         metrics.read_source(server + "/drip")  # each read returns in 0.5 s: a per-read timeout never fires
     assert time.perf_counter() - start < 2.0
-    monkeypatch.setattr(metrics, "MAX_URL_BYTES", 10_000)
+    monkeypatch.setattr(metrics, "MAX_URL_BYTES", 10_000)  # /big sends 1 GiB
     with pytest.raises(SpecdecError, match="exceeds"):
         metrics.read_source(server + "/big")
     assert metrics.read_source(server + "/small").startswith("vllm:spec_decode_num_drafts 1")

@@ -143,12 +143,12 @@ def encode_prompt(tokenizer, prompt: Prompt, chat_template: str, max_tokens: int
     Raises:
         SpecdecError: too long and truncate="refuse", or even an empty content does not fit.
     """
-    if prompt.ids is None and len(prompt.text) > TOKEN_CHARS_MARGIN * longest_token(tokenizer) * (max_tokens + 64):
+    keep = TOKEN_CHARS_MARGIN * longest_token(tokenizer) * (max_tokens + 64)  # more than max_tokens tokens surely
+    if prompt.ids is None and len(prompt.text) > keep:
         if truncate == "refuse":  # certainly too long: refused without tokenizing megabytes
             raise SpecdecError(f"prompt {prompt.name} has {len(prompt.text):,} characters, more than "
                                f"--max-prompt-tokens {max_tokens} tokens can hold (raise it, or cut long prompts "
                                "from the start with --truncate left)")
-        keep = TOKEN_CHARS_MARGIN * longest_token(tokenizer) * (max_tokens + 64)
         prompt = replace(prompt, text=prompt.text[-keep:])  # the tokens cut below all lie in this tail
     ids = list(prompt.ids) if prompt.ids is not None else render(tokenizer, prompt, prompt.text, chat_template)
     if not ids:

@@ -153,9 +153,10 @@ class DrafterSpecType(click.ParamType):
             for path in spec.model_paths:
                 if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
                     raise SpecdecError(f"{path!r} is not a Hugging Face model folder (no config.json there)")
-            for path in spec.ngram_paths:
+            if spec.ngram_paths:
                 from specdec.ngram.model import resolve_arpa
-                resolve_arpa(path)
+                for path in spec.ngram_paths:
+                    resolve_arpa(path)
             if spec.kind == "heads":
                 from specdec.reference.heads.files import heads_folder
                 heads_folder(spec.paths[0])
