@@ -12,17 +12,23 @@ per configuration, the same method on each backend is a harness method with its 
 (`specdec.reference.measure.speedup.speedup`: seconds per token, prefill excluded, 95% bootstrap
 interval over the paired runs). Usage:
     .venv/bin/python benchmarks/bench_backend.py [--context 72] [--repeats 9] [--new-tokens 48]
+
+Then where a fast pass goes: every `FastLinear` call timed inside passes over k = 1, 5, 8, 16
+tokens (its forward wrapped for this table only), the rest of the pass the difference.
 """
 from __future__ import annotations
 
 import argparse
 import platform
 import statistics
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from specdec import paths as PATHS
+from specdec.reference.core.backend import FastLinear
 from specdec.reference.core.models import LoadedModel, load_model
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
@@ -30,7 +36,8 @@ from specdec.reference.drafters.ngram import NgramDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.estimate.limits import measure_limits
-from specdec.reference.estimate.timing import pool_timings, time_target_passes
+from specdec.reference.core.seq2seq import new_cache, run_model
+from specdec.reference.estimate.timing import context_of, pool_timings, time_target_passes
 from specdec.reference.measure.harness import Decoding, measure
 from specdec.reference.measure.speedup import speedup
 
@@ -66,6 +73,9 @@ def main() -> None:
         print(f"| {name} v(k) | " + " | ".join(f"{v:.2f}" for v in t.verify_cost) + " |")
     print("| floor ms | " + " | ".join(f"{1000 * limits.min_seconds(k):.1f}" for k in range(1, 17)) + " |")
     print(f"\nfast t(1) / eager t(1) = {ratio:.2f} (median of paired repeats)")
+    print("\n| k | fast pass ms | matrix products ms | everything else ms |\n|---|---|---|---|")
+    for k, (whole, products) in breakdown(models["fast"].model, tokens, args.context, args.repeats).items():
+        print(f"| {k} | {1000 * whole:.1f} | {1000 * products:.1f} | {1000 * (whole - products):.1f} |")
     print(f"\n| decode (greedy, {args.new_tokens} tokens) | eager s | fast s | fast vs eager: measured speedup "
           "[95% CI] | same tokens |\n|---|---|---|---|---|")
     configs = [("autoregressive", 0, None)] + [(f"lookup gamma={g}", g, None) for g in (1, 2, 3, 4)]
@@ -80,6 +90,45 @@ def main() -> None:
         e, f = (statistics.median(r.seconds for r in runs[name]) for name in ("eager", "fast"))
         same = all(a.output == b.output for a, b in zip(runs["eager"], runs["fast"]))
         print(f"| {label} | {e:.2f} | {f:.2f} | {c.speedup:.2f} [{c.ci[0]:.2f}, {c.ci[1]:.2f}] | {same} |")
+
+
+@contextmanager
+def timed_products(seconds: list[float]):
+    """Every FastLinear call's seconds added to seconds[0] while inside (the forward wrapped)."""
+    forward = FastLinear.forward
+
+    def timed(self, x):
+        start = time.perf_counter()
+        y = forward(self, x)
+        seconds[0] += time.perf_counter() - start
+        return y
+
+    FastLinear.forward = timed
+    try:
+        yield
+    finally:
+        FastLinear.forward = forward
+
+
+@torch.inference_mode()
+def breakdown(model: torch.nn.Module, tokens: list[int], context: int, repeats: int,
+              ks: tuple[int, ...] = (1, 5, 8, 16)) -> dict[int, tuple[float, float]]:
+    """{k: (median pass seconds, median seconds in FastLinear calls)} over passes at `context` tokens."""
+    ids = torch.tensor([context_of(tokens, context + max(ks))])
+    cache = new_cache(model)
+    run_model(model, ids[:, :context], None, 1, past_key_values=cache, use_cache=True)
+    runs: dict[int, list[tuple[float, float]]] = {k: [] for k in ks}
+    for r in range(repeats + 1):  # the first round warms up
+        for k in ks:
+            products = [0.0]
+            with timed_products(products):
+                start = time.perf_counter()
+                run_model(model, ids[:, context:context + k], None, k, past_key_values=cache, use_cache=True)
+                whole = time.perf_counter() - start
+            cache.crop(-k)
+            if r:
+                runs[k].append((whole, products[0]))
+    return {k: (statistics.median(w for w, _ in v), statistics.median(p for _, p in v)) for k, v in runs.items()}
 
 
 def drafter(model: LoadedModel, gamma: int, ngram: Path | None) -> Drafter:

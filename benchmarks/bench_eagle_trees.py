@@ -28,9 +28,10 @@ from specdec.reference.measure.speedup import speedup
 
 
 def methods(target, eagle: str, heads: str | None) -> list[Decoding]:
-    """(label, drafter spec, gamma): chains of 2 and 3, trees of 6 nodes (top-2) at depth 3 and of
-    10 nodes (top-3) at depth 4, and the heads' chain of 2."""
+    """(label, drafter spec, gamma): chains of 2 and 3, trees of 4 nodes (top-2) at depth 2, of 6
+    nodes (top-2) at depth 3 and of 10 nodes (top-3) at depth 4, and the heads' chain of 2."""
     rows = [("eagle g=2", f"eagle:{eagle}", 2), ("eagle g=3", f"eagle:{eagle}", 3),
+            ("eagle tree N=4 K=2 d=2", f"eagle:{eagle},tree=4,topk=2", 2),
             ("eagle tree N=6 K=2 d=3", f"eagle:{eagle},tree=6,topk=2", 3),
             ("eagle tree N=10 K=3 d=4", f"eagle:{eagle},tree=10,topk=3", 4)]
     if heads:

@@ -129,3 +129,12 @@ def test_backend_choice(monkeypatch) -> None:
     assert use_backend(copy.deepcopy(model).to(torch.bfloat16), "auto") == "eager"
     with pytest.raises(ValueError, match="unknown target backend"):
         use_backend(model, "turbo")
+
+
+def test_kernel_runs_on_torchs_threads() -> None:
+    """The kernel's at::parallel_for is OpenMP: a build without -fopenmp runs it on one thread
+    (every build did until 2026-11-24, at half the speed on two cores)."""
+    from specdec.reference.core.backend import kernel
+
+    torch.set_num_threads(2)  # the fast suite runs on one (conftest restores it afterwards)
+    assert kernel().parallel_threads(64) == 2

@@ -26,6 +26,9 @@ BACKENDS = ("eager", "fast", "auto")
 MAX_ROWS = 16  # the kernel's largest row count; longer inputs (prefill) use F.linear
 SOURCE = Path(__file__).with_name("kernels") / "small_gemm.cpp"
 FLAGS = ["-O3", "-march=native"]  # a build runs only on CPUs with its instruction set: see build_dir
+# at::parallel_for is inline OpenMP: without -fopenmp the kernel ran on one thread. The library
+# it links is libgomp.so.1, the one torch ships and has already loaded (one thread pool).
+OPENMP = ["-fopenmp"]
 
 
 @lru_cache(maxsize=1)
@@ -74,7 +77,8 @@ def kernel():
 
     build = build_dir()
     build.mkdir(parents=True, exist_ok=True)
-    return load(name="specdec_small_gemm", sources=[str(SOURCE)], extra_cflags=FLAGS, build_directory=str(build),
+    return load(name="specdec_small_gemm", sources=[str(SOURCE)], extra_cflags=FLAGS + OPENMP,
+                extra_ldflags=OPENMP, build_directory=str(build),
                 verbose=False)
 
 
@@ -93,13 +97,10 @@ class FastLinear(torch.nn.Module):
         self.register_buffer("packed", kernel().pack(linear.weight.detach().float().contiguous()), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, x.shape[-1])
-        if rows.shape[0] > MAX_ROWS or x.dtype != torch.float32 or x.device.type != "cpu":
+        if not 0 < x.numel() <= MAX_ROWS * x.shape[-1] or x.dtype != torch.float32 or x.device.type != "cpu":
             return F.linear(x, self.weight, self.bias)
-        y = kernel().small_linear(rows, self.packed, self.out_features)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.reshape(*x.shape[:-1], self.out_features)
+        y = kernel().small_linear(x, self.packed, self.out_features)  # x [..., in]: shapes kept in C++
+        return y if self.bias is None else y + self.bias
 
 
 def available(model: torch.nn.Module) -> str | None:
@@ -128,7 +129,7 @@ def measured_choice() -> dict:
     (at set-up, or on first use) and recorded in the kernel's build folder (one per instruction
     set and torch version), so every later command reads the same choice."""
     path = build_dir() / AUTO_RECORD
-    source = hashlib.sha1(SOURCE.read_bytes()).hexdigest()[:10]  # a changed kernel is measured again
+    source = build_hash()  # a changed kernel or build is measured again
     try:
         record = json.loads(path.read_text())
         if record.get("choice") in ("fast", "eager") and record.get("source") == source:
@@ -153,6 +154,11 @@ def measured_choice() -> dict:
     tmp.write_text(json.dumps(record, indent=1))
     tmp.replace(path)
     return record
+
+
+def build_hash() -> str:
+    """The kernel's source and its compiler flags, hashed: what `measured_choice` measured."""
+    return hashlib.sha1(SOURCE.read_bytes() + " ".join(FLAGS + OPENMP).encode()).hexdigest()[:10]
 
 
 def _best_seconds(f, x: torch.Tensor, calls: int = 7) -> float:
