@@ -84,7 +84,6 @@ def preflight_training(target_path, out, force: bool, tokens: int, aligned_token
     checked before any model loads: the window within the target's positions, --out empty
     unless --force, enough tokens for the held-out windows."""
     from specdec.cli.outputs import check_creatable
-    from specdec.reference.heads.build import DataConfig
 
     check_creatable(out, "--out", folder=True)
     path, limit = preflight_target(target_path, "training a drafter on the target's features")
@@ -93,6 +92,8 @@ def preflight_training(target_path, out, force: bool, tokens: int, aligned_token
     folder = Path(out)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise click.BadParameter(f"{out} already holds files; pass --force to replace them", param_hint="--out")
+    from specdec.reference.heads.build import DataConfig  # torch: after the options are checked
+
     try:
         return path, DataConfig(tokens=tokens, aligned_tokens=min(aligned_tokens, tokens), sampled_from=sampled_from,
                                 window=window)

@@ -46,11 +46,11 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, window,
     """Train the feature draft on the frozen target by self-distillation and save it with a card
     naming the target (a hash of its weights), the data, the seed and the held-out quality per depth."""
     from specdec.cli.common import preflight_training
-    from specdec.reference.eagle.train import EagleTrainConfig
 
     if window <= ttt + 1:
         raise click.BadParameter(f"must exceed --ttt + 1 = {ttt + 1}", param_hint="--window")
     path, data_config = preflight_training(target_path, out, force, tokens, aligned_tokens, sampled_from, window)
+    from specdec.reference.eagle.train import EagleTrainConfig  # torch: after --out is checked
     config = EagleTrainConfig(ttt=ttt, vocab=vocab_size, feature_weight=feature_weight, epochs=epochs, lr=lr,
                               seed=seed)
     from specdec.reference.core.models import load_model

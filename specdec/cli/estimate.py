@@ -76,14 +76,14 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     Under `torchrun --nproc-per-node N -m specdec estimate ...` the prompts are split over the N
     processes and alpha is the same as one process gives; rank 0 alone times and prints
     (docs/distributed.md)."""
-    from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
-    from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
-
     batch_only = batch_sizes is not None and drafter == "none"
     if not batch_only:  # the prompts' files checked before the tokenizer loads
         source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
                                prompt_tokens, encoder_inputs)
+    from specdec.reference.core.sampling import SamplingConfig  # torch, once the prompts are read
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+    from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
+
     path, limit = preflight_target(target_path)
     check_drafter_kinds(path, (drafter,))
     if batch_sizes is not None and folder_is_encoder_decoder(path):

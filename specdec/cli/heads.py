@@ -53,9 +53,9 @@ def train(target_path, n_heads, out, force, tokens, aligned_tokens, sampled_from
     """Train H heads on the frozen target by self-distillation and save them with a card naming
     the target (a hash of its weights), the data, the seed and the held-out quality per head."""
     from specdec.cli.common import preflight_training
-    from specdec.reference.heads.train import TrainConfig
 
     path, data_config = preflight_training(target_path, out, force, tokens, aligned_tokens, sampled_from, window)
+    from specdec.reference.heads.train import TrainConfig  # torch: after --out is checked
     train_config = TrainConfig(n_heads=n_heads, vocab=vocab_size, epochs=epochs, lr=lr, seed=seed)
     from specdec.reference.core.models import load_model
     from specdec.reference.heads.build import build_heads
