@@ -1,11 +1,20 @@
 """The feature draft's chains against its EAGLE-2 dynamic trees (and the heads), per workload, at
-temperatures 0 and 1, on the default target: tokens per target pass and the measured speedup.
+temperatures 0 and 1, on the default target: tokens per target pass and the measured speedup; at
+temperature 0 also the tree plan's prediction of each shape and its error.
 
 Every method decodes the same held-out prompts of each workload (chat template applied, as
 `specdec validate` does) through the one comparison harness (methods interleaved per prompt, the
 order rotated); the speedup is the harness's (seconds per token of the baseline / the method's,
 95% bootstrap interval over the paired runs). Trees are verified at T = 1 by recursive rejection
-over siblings (exact: tests/test_eagle.py). Usage:
+over siblings (exact: tests/test_eagle.py).
+
+The plan (`specdec.simulator.trees.plan_trees`) is made before any decode, from other held-out
+prompts of the same workload (the next --prompts ones): the shapes' tokens per pass on the
+target's greedy text and their drafting times (`specdec.reference.eagle.tree_study`), and the
+target's verify steps with N draft nodes timed at that workload's context
+(`specdec.reference.heads.tree_plan.verify_step_seconds`). Two errors are printed: the plan's
+(predicted / measured - 1) and its cost model's alone (the prediction rescaled to the decode's
+own tokens per pass: what remains once the two prompt sets' acceptance differences are out). Usage:
     .venv/bin/python benchmarks/bench_eagle_trees.py --eagle .cache/eagle/main --heads .cache/heads/main \
         [--workloads code,edit,chat] [--prompts 5] [--new-tokens 24] [--target-backend auto]
 """
@@ -23,20 +32,27 @@ from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.data.prompts import PromptSource, load_prompt_set
 from specdec.reference.drafters.factory import make_drafter
+from specdec.reference.eagle.tree_study import Shape, plan_shapes
 from specdec.reference.measure.harness import Decoding, baseline, measure
 from specdec.reference.measure.speedup import speedup
 
+SHAPES = (Shape(2), Shape(3), Shape(2, 4, 2), Shape(3, 6, 2), Shape(4, 10, 3))
+
 
 def methods(target, eagle: str, heads: str | None) -> list[Decoding]:
-    """(label, drafter spec, gamma): chains of 2 and 3, trees of 4 nodes (top-2) at depth 2, of 6
-    nodes (top-2) at depth 3 and of 10 nodes (top-3) at depth 4, and the heads' chain of 2."""
-    rows = [("eagle g=2", f"eagle:{eagle}", 2), ("eagle g=3", f"eagle:{eagle}", 3),
-            ("eagle tree N=4 K=2 d=2", f"eagle:{eagle},tree=4,topk=2", 2),
-            ("eagle tree N=6 K=2 d=3", f"eagle:{eagle},tree=6,topk=2", 3),
-            ("eagle tree N=10 K=3 d=4", f"eagle:{eagle},tree=10,topk=3", 4)]
+    """The SHAPES of the feature draft (chains of 2 and 3, trees of 4 nodes (top-2) at depth 2, of
+    6 nodes (top-2) at depth 3 and of 10 nodes (top-3) at depth 4), and the heads' chain of 2."""
+    rows = [(s.label, s.spec(eagle), s.depth) for s in SHAPES]
     if heads:
         rows.append(("heads g=2", f"heads:{heads}", 2))
     return [baseline()] + [Decoding(label, make_drafter(spec, target)[0], gamma) for label, spec, gamma in rows]
+
+
+def tree_plan(target, eagle: str, prompts, new_tokens: int):
+    """The plan of SHAPES from these prompts: {label: planned row} best first, the study's rows
+    and the verify steps {N: ms}."""
+    plan, rows, steps = plan_shapes(target, make_drafter(f"eagle:{eagle}", target)[0], prompts, new_tokens, SHAPES)
+    return {r.method: r for r in plan.rows}, rows, {n: 1000 * t for n, t in steps.items()}
 
 
 def main() -> None:
@@ -55,23 +71,49 @@ def main() -> None:
     start = time.time()
     print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, backend {target.backend}, "
           f"{args.prompts} prompts x {args.new_tokens} tokens per workload, {time.strftime('%Y-%m-%d')}")
-    print("| workload | T | method | tokens per pass | measured speedup [95% CI] |")
-    print("|---|---|---|---|---|")
+    print("| workload | T | method | tokens per pass (plan's prompts) | tokens per pass | predicted | "
+          "measured speedup [95% CI] | error | error at the decode's tokens per pass |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    picks = []
     for workload in args.workloads.split(","):
         source = PromptSource(workloads=(workload,))
-        prompts = load_prompt_set(target.tokenizer, target.path, args.prompts, source).ids
+        both = load_prompt_set(target.tokenizer, target.path, 2 * args.prompts, source).ids
+        prompts, planned_on = both[:args.prompts], both[args.prompts:]
+        plan, studied, steps = tree_plan(target, args.eagle, planned_on, args.new_tokens)
+        print(f"# {workload}: verify steps ms " + ", ".join(f"N={n}: {t:.1f}" for n, t in steps.items())
+              + "; drafting ms per iteration " + ", ".join(f"{r['method']}: {r['draft_ms']:.1f}" for r in studied)
+              + f"; {studied[0]['positions']} positions", flush=True)
         for temperature in (float(t) for t in args.temperatures.split(",")):
             runs = measure(methods(target, args.eagle, args.heads), scorer, prompts, args.new_tokens,
                            SamplingConfig(temperature), seed=1, fuse_prefill=True, warm_up=4)
             base = runs["baseline"]
+            measured = {}
             for name, rs in runs.items():
                 if name == "baseline":
                     continue
                 passes = sum(r.stats.iterations for r in rs)
                 per_pass = sum(r.stats.new_tokens for r in rs) / passes
                 s = speedup(base, rs, np.random.default_rng(0))
-                print(f"| {workload} | {temperature:g} | {name} | {per_pass:.2f} | {s.speedup:.2f}x "
-                      f"[{s.ci[0]:.2f}, {s.ci[1]:.2f}] |", flush=True)
+                measured[name] = s.speedup
+                row = plan.get(name) if temperature == 0 else None
+                planned = (f"{row.block_efficiency:.2f} | {per_pass:.2f} | {row.predicted_speedup:.2f}x"
+                           if row else f"n/a | {per_pass:.2f} | n/a")
+                error = (f"{100 * (row.predicted_speedup / s.speedup - 1):+.1f}% | "  # the cost model's own share:
+                         f"{100 * (row.predicted_speedup * per_pass / row.block_efficiency / s.speedup - 1):+.1f}%"
+                         if row else "n/a | n/a")
+                print(f"| {workload} | {temperature:g} | {name} | {planned} | {s.speedup:.2f}x "
+                      f"[{s.ci[0]:.2f}, {s.ci[1]:.2f}] | {error} |", flush=True)
+            if temperature == 0:
+                pick = next(iter(plan.values()))
+                best = max((m for m in measured if m in plan), key=measured.get)
+                picks.append((workload, pick.method, pick.predicted_speedup, measured[pick.method], best,
+                              measured[best]))
+    print("\n| workload | plan's pick (T = 0) | predicted | measured | measured best of the shapes | measured "
+          "| regret |")
+    print("|---|---|---|---|---|---|---|")
+    for workload, pick, predicted, got, best, top in picks:
+        print(f"| {workload} | {pick} | {predicted:.2f}x | {got:.2f}x | {best} | {top:.2f}x | "
+              f"{100 * (top / got - 1):+.1f}% |")
     print(f"# {time.time() - start:.0f} s")
 
 

@@ -5,11 +5,12 @@ target pass and drafts once, so
     predicted speedup = block efficiency * t(0) / (t(N) + t_draft + t_choose),
 
 t(N) the verify step with N draft nodes (linearly interpolated between measured sizes; t(0) a
-plain decoding step), t_draft the drafter's pass (the heads' top-k), t_choose the method's path
-search per block. t(N) comes either from verify steps timed directly on trees, or from a
-verify-cost curve: t(N) = t(1 token) * v(N + 1), since a tree pass over N + 1 tokens costs what
-a chain pass over as many tokens does (measured: docs/heads.md). Pure numpy; the report renders
-the plan (`specdec.report`).
+plain decoding step), t_draft the drafter's pass (the heads' top-k, the same for every row; plus
+a row's own `draft_ms` where drafting differs by shape: the feature draft's trees take one layer
+call per depth), t_choose the method's path search per block. t(N) comes either from verify
+steps timed directly on trees, or from a verify-cost curve: t(N) = t(1 token) * v(N + 1), since
+a tree pass over N + 1 tokens costs what a chain pass over as many tokens does (measured:
+docs/heads.md). Pure numpy; the report renders the plan (`specdec.report`).
 """
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def plan_trees(rows: Sequence[Mapping[str, Any]], step_seconds: Mapping[int, flo
                skip_larger: bool = False) -> TreePlan:
     """Predicted speedup of every realizable row (method, depth) of a lattice study, best first.
 
-    rows: dicts with method, block_efficiency, tree_tokens and choose_ms (depth optional; rows
+    rows: dicts with method, block_efficiency, tree_tokens and choose_ms (depth and draft_ms optional; rows
     whose tree_tokens or choose_ms is None, the oracle's, are skipped); step_seconds {N: t(N)}
     with N = 0 and sizes up to the largest tree; draft_seconds t_draft. A tree larger than the
     timed sizes is an error, or counted in `skipped_larger_trees` with skip_larger."""
@@ -84,7 +85,8 @@ def plan_trees(rows: Sequence[Mapping[str, Any]], step_seconds: Mapping[int, flo
         if r["tree_tokens"] > sizes[-1]:
             raise SpecdecError(f"{r['method']}: trees of {r['tree_tokens']:.1f} nodes exceed the timed "
                                f"{sizes[-1]:.0f}")
-        iteration = float(np.interp(r["tree_tokens"], sizes, t)) + draft_seconds + r["choose_ms"] / 1000
+        iteration = (float(np.interp(r["tree_tokens"], sizes, t)) + draft_seconds + r.get("draft_ms", 0.0) / 1000
+                     + r["choose_ms"] / 1000)
         planned.append(TreeRow(r["method"], r.get("depth"), r["block_efficiency"], r["tree_tokens"], 1000 * iteration,
                                r["block_efficiency"] * step_seconds[0] / iteration))
     return TreePlan(tuple(sorted(planned, key=lambda row: -row.predicted_speedup)), dict(step_seconds), draft_seconds,

@@ -169,6 +169,9 @@ def test_tree_plan_arithmetic_and_step_timing() -> None:
     assert [(r.method, r.depth) for r in plan.rows] == [("b", 2), ("a", 3)]  # best first; the oracle is no drafter
     assert plan.rows[1].predicted_speedup == pytest.approx(1.5 * 0.010 / (0.012 + 0.001 + 0.001))
     assert plan.rows[0].predicted_speedup == pytest.approx(2.0 * 0.010 / (0.016 + 0.001))
+    # a row's own drafting time (the feature draft's trees: one layer call per depth) adds to its iteration
+    own = plan_trees([{**rows[0], "draft_ms": 4.0}], {0: 0.010, 3: 0.012, 7: 0.020}, draft_seconds=0.001)
+    assert own.rows[0].predicted_speedup == pytest.approx(1.5 * 0.010 / (0.012 + 0.001 + 0.004 + 0.001))
     # from a verify-cost curve: N nodes ride in a pass over N + 1 tokens
     assert steps_from_curve(0.01, [1.0, 1.2, 1.5]) == {0: 0.01, 1: 0.012, 2: 0.015}
     with pytest.raises(ValueError, match="exceed"):

@@ -143,3 +143,74 @@ def test_draft_timing_cycles_keep_the_cache_aligned() -> None:
     timing = time_draft_steps(drafter, target, list(range(16)) * 8, GREEDY, context_tokens=32, gamma=3, repeats=4)
     assert timing.mean_proposed == 3
     assert drafter.cached == len(drafter.tokens) - 1
+
+
+@pytest.mark.parametrize("shape", [(3, None, 1), (2, 4, 2), (3, 6, 2)], ids=["chain3", "tree4", "tree6"])
+def test_tree_study_replays_greedy_decoding(shape) -> None:
+    """The tree plan's study (one target pass per sequence, the draft's cache grown entry by entry)
+    gives, at every position a greedy decode visits, the tokens that decode's pass commits."""
+    from specdec.reference.eagle.tree_study import Shape, study
+    from specdec.reference.eagle.tree_study import walked as walked_efficiency
+
+    depth, nodes, topk = shape
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    draft = trained_eagle(target)
+    tree = None if nodes is None else (topk, nodes)
+    committed: list[int] = []
+
+    class Recording(EagleDrafter):
+        def commit(self, verdict, scored) -> None:
+            committed.append(len(verdict.tokens))
+            super().commit(verdict, scored)
+
+    prompt, n = [5, 9, 2, 3, 7], 40
+    cont = autoregressive_decode(TargetScorer(target), prompt, n + depth, GREEDY, None).tokens
+    [row] = study(target, EagleDrafter(draft, 16), [(prompt, cont)], [Shape(depth, nodes, topk)])
+    assert row["positions"] == n and row["tree_tokens"] == (nodes or depth)
+    result = speculative_decode(TargetScorer(target), Recording(draft, 16, tree), prompt, n, depth, GREEDY, None)
+    assert result.tokens == cont[:n]
+    t, walked = 0, 0
+    for step in committed:
+        if t > n - depth - 1:  # the decode's last passes may draft fewer than the study does
+            break
+        assert row["per_pass"][0][t] == step, t
+        t, walked = t + step, walked + 1
+    assert walked >= 10 and max(committed) > 1  # drafts were accepted: the walk compared something
+    compared = committed[:walked]  # block efficiency: the decode's own tokens per pass over the walked stretch
+    assert sum(compared) / len(compared) == pytest.approx(walked_efficiency([row["per_pass"][0][:t]]))
+
+
+def test_eagle_trees_command_plans_shapes_and_sglang_flags(tmp_path, capsys) -> None:
+    """`specdec eagle trees` on a tiny target: every shape asked for is planned (best first, finite
+    predictions), the best comes with its drafter spec and SGLang's tree flags; a budget no tree of
+    the shape can fill is skipped, and no shape at all is one line naming --nodes."""
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    from specdec.reference.eagle.store import save_eagle
+    from specdec.reference.heads.store import weights_fingerprint
+    from tests.cli_helpers import run_main
+    from tests.tiny_models import save_tiny_model
+
+    a = save_tiny_model(tmp_path / "a", seed=0)
+    model = AutoModelForCausalLM.from_pretrained(a)
+    save_eagle(random_eagle(model, seed=5), {"target": {"name": "a", "weights_sha256": weights_fingerprint(a)}},
+               tmp_path / "eagle")
+    args = ["eagle", "trees", str(tmp_path / "eagle"), "--target", str(a), "--workload", "chat", "--prompts", "2",
+            "--new-tokens", "6", "--depths", "2,3", "--topks", "1,2", "--nodes", "3,30", "--target-backend", "eager"]
+    code, out, err = run_main(capsys, args + ["--json"])
+    assert code == 0, err
+    plan = json.loads(out)["workloads"]["chat"]
+    shapes = {r["method"] for r in plan["plan"]}
+    # 30 nodes: no top-2 tree of depth <= 3 has that many candidates
+    assert shapes == {"chain g=2", "chain g=3", "tree N=3 K=2 d=2", "tree N=3 K=2 d=3"}
+    speedups = [r["predicted_speedup"] for r in plan["plan"]]
+    assert speedups == sorted(speedups, reverse=True) and all(s > 0 for s in speedups)
+    assert all(1 <= r["block_efficiency"] <= 1 + r["depth"] and r["positions"] == 2 * 6 for r in plan["plan"])
+    best, sglang = plan["plan"][0], plan["best"]["sglang"]
+    assert sglang["num_steps"] == best["depth"] and sglang["eagle_topk"] == best["topk"]
+    assert sglang["num_draft_tokens"] == (best["nodes"] or best["depth"]) + 1
+    assert f"--speculative-eagle-topk {best['topk']}" in sglang["flags"]
+    code, _, err = run_main(capsys, args[:-8] + ["--topks", "2", "--nodes", "30"])
+    assert code == 2 and "--nodes" in err and len(err.strip().splitlines()) == 1

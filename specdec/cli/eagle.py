@@ -2,6 +2,7 @@
 
     specdec eagle train --out DIR [--tokens N] [--ttt 3] ...   self-distil the draft (card + safetensors)
     specdec eagle eval DIR                                    per-depth quality on held-out windows
+    specdec eagle trees DIR --workload code                   plan the chain or tree shape (and SGLang's flags)
 
 Use it with `--drafter eagle:DIR` (chains) or `eagle:DIR,tree=N[,topk=K]` (EAGLE-2 trees) in
 decode, estimate, validate, serve-bench and bild. docs/eagle.md.
@@ -10,9 +11,9 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (MAX_SEED, device_option, json_option, preflight_target, target_option,
-                                training_data_options)
-from specdec.cli.types import POSITIVE, Number
+from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, device_option, json_option, preflight_target,
+                                target_option, training_data_options)
+from specdec.cli.types import POSITIVE, Number, NumberList, Workloads
 from specdec.errors import SpecdecError
 from specdec.strict_json import to_json
 
@@ -118,3 +119,86 @@ def evaluate(eagle_path, target_path, n_windows, window, depth, device, as_json)
         return
     click.echo(f"feature draft {eagle_path}: {n_windows} held-out corpus windows of {window}")
     print_depths(rows)
+
+
+@eagle.command()
+@click.argument("eagle_path", metavar="PATH", type=click.Path(exists=True))
+@target_option
+@backend_option
+@click.option("--workload", "workloads", type=Workloads(), default=("code",), show_default="code",
+              metavar="NAME[,NAME]|all", help="Embedded workloads to plan for, one plan each (chat template applied).")
+@click.option("--prompts", type=Number(int, 1, 1000), default=5, show_default=True,
+              help="Held-out prompts per workload whose greedy continuations are studied.")
+@click.option("--new-tokens", type=Number(int, 4, 4096), default=32, show_default=True,
+              help="Tokens of each continuation studied.")
+@click.option("--depths", type=GAMMAS, default="2,3,4", show_default=True, help="Draft depths (chain lengths).")
+@click.option("--topks", type=NumberList(int, 1, 16, distinct=True, what="top-k values"), default="1,2,3",
+              show_default=True, help="Children per expanded node; 1: chains.")
+@click.option("--nodes", type=NumberList(int, 2, 64, distinct=True, what="node budgets"), default="4,6,10",
+              show_default=True, help="Draft nodes per tree (trees only; a budget larger than a shape's candidates "
+                                      "is skipped).")
+@json_option
+def trees(eagle_path, target_path, backend, workloads, prompts, new_tokens, depths, topks, nodes, as_json):
+    """Plan the feature draft's shape per workload: chains and EAGLE-2 trees (depth, top-k, node
+    budget) studied on the target's greedy continuations of held-out prompts (tokens per pass,
+    drafting time), the target's verify step with N draft nodes timed, the predicted speedup of
+    each (`specdec.simulator.trees`), best first, with the drafter spec and SGLang's flags."""
+    from specdec.reference.eagle.store import read_card
+    from specdec.reference.eagle.tree_study import Shape, candidates
+
+    path, limit = preflight_target(target_path, "the feature draft")
+    try:
+        read_card(eagle_path)
+    except (OSError, SpecdecError) as exc:
+        raise click.BadParameter(str(exc), param_hint="PATH") from None
+    shapes = [Shape(d) for d in depths if 1 in topks] + [
+        Shape(d, n, k) for d in depths for k in topks if k > 1 for n in nodes if candidates(Shape(d, n, k)) >= n]
+    if not shapes:
+        raise click.BadParameter("no shape: give top-k 1 (chains) or a node budget a tree can fill",
+                                 param_hint="--nodes")
+    from specdec.engines.configs import sglang_tree
+    from specdec.reference.core.models import load_model
+    from specdec.reference.data.prompts import PromptSource, load_prompt_set
+    from specdec.reference.drafters.factory import make_drafter
+    from specdec.reference.eagle.tree_study import plan_shapes
+
+    target = load_model(path, backend=backend)
+    report = {"eagle": str(eagle_path), "backend": target.backend, "prompts": prompts, "new_tokens": new_tokens,
+              "workloads": {}}
+    for workload in workloads:
+        ids = load_prompt_set(target.tokenizer, target.path, prompts, PromptSource(workloads=(workload,))).ids
+        longest = max(len(p) for p in ids) + new_tokens + max(depths) + 1
+        if limit is not None and longest > limit:
+            raise click.BadParameter(f"{workload}: a prompt plus --new-tokens needs {longest} positions, the target "
+                                     f"has {limit}", param_hint="--new-tokens")
+        plan, rows, steps = plan_shapes(target, make_drafter(f"eagle:{eagle_path}", target)[0], ids, new_tokens,
+                                        shapes)
+        studied = {r["method"]: r for r in rows}
+        planned = [{**{k: studied[r.method][k] for k in ("method", "depth", "nodes", "topk", "draft_ms",
+                                                           "positions")},
+                    "block_efficiency": r.block_efficiency, "tree_tokens": r.tree_tokens,
+                    "iteration_ms": r.iteration_ms, "predicted_speedup": r.predicted_speedup} for r in plan.rows]
+        best = planned[0]
+        shape = Shape(best["depth"], best["nodes"], best["topk"])
+        report["workloads"][workload] = {
+            "verify_step_ms": {str(n): 1000 * t for n, t in steps.items()}, "plan": planned,
+            "speculate": best["predicted_speedup"] > 1.0,
+            "best": {"drafter": shape.spec(str(eagle_path)), "gamma": shape.depth,
+                     "sglang": sglang_tree(shape.depth, shape.topk, shape.nodes or shape.depth)}}
+    if as_json:
+        click.echo(to_json(report))
+        return
+    for workload, r in report["workloads"].items():
+        click.echo(f"# {workload}: {prompts} held-out prompts x {new_tokens} greedy tokens, backend {target.backend}; "
+                   "verify step ms " + ", ".join(f"N={n}: {t:.1f}" for n, t in r["verify_step_ms"].items()))
+        click.echo("| shape | tokens per pass | draft nodes | drafting ms | iteration ms | predicted speedup |")
+        click.echo("|---|---|---|---|---|---|")
+        for row in r["plan"]:
+            click.echo(f"| {row['method']} | {row['block_efficiency']:.3f} | {row['tree_tokens']:.1f} | "
+                       f"{row['draft_ms']:.1f} | {row['iteration_ms']:.1f} | {row['predicted_speedup']:.2f}x |")
+        b = r["best"]
+        if r["speculate"]:
+            click.echo(f"best: --drafter {b['drafter']} --gamma {b['gamma']}; SGLang: {b['sglang']['flags']}")
+        else:
+            click.echo(f"no shape beats plain decoding here (best {r['plan'][0]['predicted_speedup']:.2f}x: "
+                       f"{r['plan'][0]['method']}): leave speculative decoding off")
