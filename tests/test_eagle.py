@@ -10,6 +10,8 @@
   (enumerated), Pearson chi-square, significance 1e-3, fixed seeds: chains (q sampled from a
   restricted vocabulary) and deterministic top-k trees (recursive rejection over siblings).
 """
+import math
+
 import pytest
 import torch
 
@@ -180,6 +182,25 @@ def test_tree_study_replays_greedy_decoding(shape) -> None:
     assert sum(compared) / len(compared) == pytest.approx(walked_efficiency([row["per_pass"][0][:t]]))
 
 
+def test_tree_study_takes_a_chain_drafter_and_whole_drafts() -> None:
+    """The study refuses a tree drafter (its shapes set the tree) and continuations too short for
+    a whole draft, and leaves the drafter a chain drafter; a one-token prompt drafts nothing at
+    its first position (no entry yet) and counts the target's token there."""
+    from specdec.reference.eagle.tree_study import Shape, study
+
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    draft = random_eagle(target)
+    shapes = [Shape(2), Shape(2, 3, 2)]
+    with pytest.raises(ValueError, match="chain drafter"):
+        study(target, EagleDrafter(draft, 16, (2, 3)), [([1, 2], [3, 4, 5, 6])], shapes)
+    with pytest.raises(ValueError, match="more than 2 tokens"):
+        study(target, EagleDrafter(draft, 16), [([1, 2], [3, 4])], shapes)
+    drafter = EagleDrafter(draft, 16)
+    rows = study(target, drafter, [([1], [3, 4, 5, 6, 7])], shapes)
+    assert drafter.shape_tree is None and not drafter.tree
+    assert all(r["positions"] == 3 and r["per_pass"][0][0] == 1 and math.isfinite(r["draft_ms"]) for r in rows)
+
+
 def test_eagle_trees_command_plans_shapes_and_sglang_flags(tmp_path, capsys) -> None:
     """`specdec eagle trees` on a tiny target: every shape asked for is planned (best first, finite
     predictions), the best comes with its drafter spec and SGLang's tree flags; a budget no tree of
@@ -197,9 +218,10 @@ def test_eagle_trees_command_plans_shapes_and_sglang_flags(tmp_path, capsys) -> 
     model = AutoModelForCausalLM.from_pretrained(a)
     save_eagle(random_eagle(model, seed=5), {"target": {"name": "a", "weights_sha256": weights_fingerprint(a)}},
                tmp_path / "eagle")
-    args = ["eagle", "trees", str(tmp_path / "eagle"), "--target", str(a), "--workload", "chat", "--prompts", "2",
-            "--new-tokens", "6", "--depths", "2,3", "--topks", "1,2", "--nodes", "3,30", "--target-backend", "eager"]
-    code, out, err = run_main(capsys, args + ["--json"])
+    base = ["eagle", "trees", str(tmp_path / "eagle"), "--target", str(a), "--workload", "chat", "--prompts", "2",
+            "--target-backend", "eager"]
+    code, out, err = run_main(capsys, base + ["--new-tokens", "6", "--depths", "2,3", "--topks", "1,2",
+                                              "--nodes", "3,30", "--json"])
     assert code == 0, err
     plan = json.loads(out)["workloads"]["chat"]
     shapes = {r["method"] for r in plan["plan"]}
@@ -212,5 +234,12 @@ def test_eagle_trees_command_plans_shapes_and_sglang_flags(tmp_path, capsys) -> 
     assert sglang["num_steps"] == best["depth"] and sglang["eagle_topk"] == best["topk"]
     assert sglang["num_draft_tokens"] == (best["nodes"] or best["depth"]) + 1
     assert f"--speculative-eagle-topk {best['topk']}" in sglang["flags"]
-    code, _, err = run_main(capsys, args[:-8] + ["--topks", "2", "--nodes", "30"])
-    assert code == 2 and "--nodes" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_main(capsys, base + ["--new-tokens", "6", "--depths", "1", "--topks", "3", "--nodes", "3",
+                                              "--json"])  # depth 1: three siblings
+    assert code == 0, err
+    assert [r["method"] for r in json.loads(out)["workloads"]["chat"]["plan"]] == ["tree N=3 K=3 d=1"]
+    for extra, option in [(["--topks", "2", "--nodes", "30"], "--nodes"),  # no tree of depth <= 4 fills 30 nodes
+                          (["--new-tokens", "4000"], "--new-tokens"),  # beyond the target's positions
+                          (["--workload", "chat,code", "--prompts", "1000"], "--workload")]:  # more than there are
+        code, _, err = run_main(capsys, base + extra)
+        assert code == 2 and option in err and len(err.strip().splitlines()) == 1, (extra, err)

@@ -1,8 +1,8 @@
 """The feature draft's chains and EAGLE-2 trees measured on the target's own greedy text, for the
 tree plan (`specdec.simulator.trees.plan_trees`): per shape, the tokens per target pass (exact
 at temperature 0: the greedy walk of the tree along the target's continuation), the mean draft
-nodes N and the drafting time per iteration (the shape's proposal plus the commit's layer call),
-timed as decoding runs them.
+nodes N and the drafting time per iteration (the shape's proposal plus the commit's layer call
+over the entries that pass accepts), timed as decoding runs them.
 
 The draft sees what decoding gives it: at continuation position t its cache holds the entries of
 every committed position but the pending one, from one target pass over the whole sequence
@@ -63,46 +63,64 @@ def study(target: torch.nn.Module, drafter: EagleDrafter, sequences: Sequence[tu
     commits, the target's own included), block_efficiency (tokens per pass of the greedy decode:
     each sequence walked from its first position by those counts; the mean over all positions
     would overweight easy stretches, which a decode crosses in few passes), tree_tokens (mean
-    draft nodes), draft_ms (median proposal + one commit call), positions.
+    draft nodes), draft_ms (median over positions of the proposal plus the commit of what that
+    pass accepts: the pending token's entry and the accepted nodes'), positions.
 
-    sequences: (prompt, the target's greedy continuation); the positions studied are the first
-    len(continuation) - the deepest shape's depth, so every draft is compared whole."""
+    drafter: a chain drafter (each shape sets its own tree). sequences: (prompt, the target's
+    greedy continuation); the positions studied are the first len(continuation) - the deepest
+    shape's depth, so every draft is compared whole."""
+    if drafter.tree:
+        raise ValueError("study a chain drafter (eagle:PATH): each shape sets its own tree")
     deepest = max(s.depth for s in shapes)
+    if not all(len(p) for p, _ in sequences):
+        raise ValueError("every prompt needs a token")
+    if not any(len(c) > deepest for _, c in sequences):
+        raise ValueError(f"no position to study: every continuation needs more than {deepest} tokens")
     per_pass = {s: [] for s in shapes}
     nodes = {s: [] for s in shapes}
     draft_s = {s: [] for s in shapes}
-    commit_s = []
     greedy = SamplingConfig(0.0)
-    for prompt, cont in sequences:
-        for s in shapes:
-            per_pass[s].append([])
-        seq = [int(t) for t in prompt] + [int(t) for t in cont]
-        _, hidden, _ = forward(target, torch.tensor([seq[:-1]], device=input_device(target)), 1, Needs(hidden=True))
-        hidden = hidden[0]
-        drafter.start(seq)  # its tokens: the whole sequence; an entry reads only the committed token after it
-        drafter.extend(hidden[:len(prompt) - 1])
-        for t in range(len(cont) - deepest):
-            truth = cont[t:]
+    try:
+        for prompt, cont in sequences:
             for s in shapes:
-                start = time.perf_counter()
-                if s.nodes is None:
-                    tokens, parents = drafter.propose(s.depth, greedy, None).tokens.tolist(), None
-                else:
-                    drafter.shape_tree = (s.topk, s.nodes)
-                    proposal = drafter.propose_tree(s.depth)
-                    tokens, parents = proposal.tokens.tolist(), proposal.parents
-                draft_s[s].append(time.perf_counter() - start)
-                parents = list(range(-1, len(tokens) - 1)) if parents is None else parents
-                per_pass[s][-1].append(accepted(tokens, parents, truth) + 1)
-                nodes[s].append(len(tokens))
-            start = time.perf_counter()
-            drafter.extend(hidden[len(prompt) - 1 + t:len(prompt) + t])  # the pending token's entry
-            commit_s.append(time.perf_counter() - start)
-    commit = float(np.median(commit_s))
+                per_pass[s].append([])
+            seq = [int(t) for t in prompt] + [int(t) for t in cont]
+            _, hidden, _ = forward(target, torch.tensor([seq[:-1]], device=input_device(target)), 1,
+                                   Needs(hidden=True))
+            hidden = hidden[0]
+            drafter.start(seq)  # its tokens: the whole sequence; an entry reads only the committed token after it
+            if len(prompt) > 1:
+                drafter.extend(hidden[:len(prompt) - 1])
+            for t in range(len(cont) - deepest):
+                for s in shapes:
+                    start = time.perf_counter()
+                    tokens, parents = propose(drafter, s, greedy)
+                    n = accepted(tokens, parents, cont[t:]) + 1
+                    saved = drafter.keys, drafter.values, drafter.last
+                    drafter.extend(hidden[len(prompt) - 1 + t:len(prompt) - 1 + t + n])  # the commit of n tokens
+                    draft_s[s].append(time.perf_counter() - start)
+                    drafter.keys, drafter.values, drafter.last = saved  # back to this position's cache
+                    per_pass[s][-1].append(n)
+                    nodes[s].append(len(tokens))
+                drafter.extend(hidden[len(prompt) - 1 + t:len(prompt) + t])  # the pending token's entry
+    finally:
+        drafter.shape_tree = None
     return [{"method": s.label, "depth": s.depth, "nodes": s.nodes, "topk": s.topk,
              "block_efficiency": walked(per_pass[s]), "tree_tokens": float(np.mean(nodes[s])),
-             "draft_ms": 1000 * (float(np.median(draft_s[s])) + commit), "choose_ms": 0.0,
+             "draft_ms": 1000 * float(np.median(draft_s[s])), "choose_ms": 0.0,
              "positions": sum(len(p) for p in per_pass[s]), "per_pass": per_pass[s]} for s in shapes]
+
+
+def propose(drafter: EagleDrafter, shape: Shape, greedy: SamplingConfig) -> tuple[list[int], list[int]]:
+    """The shape's draft from the drafter's cache as (tokens, parents); nothing before the first entry."""
+    if drafter.last is None:
+        return [], []
+    if shape.nodes is None:
+        tokens = drafter.propose(shape.depth, greedy, None).tokens.tolist()
+        return tokens, list(range(-1, len(tokens) - 1))
+    drafter.shape_tree = (shape.topk, shape.nodes)
+    proposal = drafter.propose_tree(shape.depth)
+    return proposal.tokens.tolist(), proposal.parents
 
 
 def walked(per_pass: Sequence[Sequence[int]]) -> float:

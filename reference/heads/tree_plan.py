@@ -41,9 +41,12 @@ def verify_step_seconds(model: torch.nn.Module, context: Sequence[int], sizes: S
     from specdec.reference.core.tree import chain_parents
 
     def tree(n: int) -> tuple[list[int], list[int]]:
-        """n nodes: a chain for n <= depth, else chains of depth - 1 under one first node."""
+        """n nodes: a chain for n <= depth, else chains of depth - 1 under one first node (depth 1:
+        n siblings)."""
         if n <= depth:
             return [int(context[0])] * n, chain_parents(n)
+        if depth <= 1:
+            return [int(context[0])] * n, [-1] * n
         parents = [-1] + [0 if (i - 1) % (depth - 1) == 0 else i - 1 for i in range(1, n)]
         return [int(context[0])] * n, parents
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, device_option, json_option, preflight_target,
-                                target_option, training_data_options)
+from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, device_option, json_option, preflight_prompts,
+                                preflight_target, target_option, training_data_options)
 from specdec.cli.types import POSITIVE, Number, NumberList, Workloads
 from specdec.errors import SpecdecError
 from specdec.strict_json import to_json
@@ -156,21 +156,24 @@ def trees(eagle_path, target_path, backend, workloads, prompts, new_tokens, dept
     if not shapes:
         raise click.BadParameter("no shape: give top-k 1 (chains) or a node budget a tree can fill",
                                  param_hint="--nodes")
+    from specdec.reference.data.prompts import PromptSource
+
+    encoded = {w: preflight_prompts(path, prompts, PromptSource(workloads=(w,))).ids for w in workloads}
+    for workload, ids in encoded.items():  # the continuations, and the verify step timed after the first prompt
+        need = max(max(len(p) for p in ids) + new_tokens + max(depths) + 1,
+                   len(ids[0]) + new_tokens // 2 + max(s.nodes or s.depth for s in shapes) + 2)
+        if limit is not None and need > limit:
+            raise click.BadParameter(f"{workload}: the prompts plus --new-tokens and the draft need {need} positions, "
+                                     f"the target has {limit}", param_hint="--new-tokens")
     from specdec.engines.configs import sglang_tree
     from specdec.reference.core.models import load_model
-    from specdec.reference.data.prompts import PromptSource, load_prompt_set
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.eagle.tree_study import plan_shapes
 
     target = load_model(path, backend=backend)
     report = {"eagle": str(eagle_path), "backend": target.backend, "prompts": prompts, "new_tokens": new_tokens,
               "workloads": {}}
-    for workload in workloads:
-        ids = load_prompt_set(target.tokenizer, target.path, prompts, PromptSource(workloads=(workload,))).ids
-        longest = max(len(p) for p in ids) + new_tokens + max(depths) + 1
-        if limit is not None and longest > limit:
-            raise click.BadParameter(f"{workload}: a prompt plus --new-tokens needs {longest} positions, the target "
-                                     f"has {limit}", param_hint="--new-tokens")
+    for workload, ids in encoded.items():
         plan, rows, steps = plan_shapes(target, make_drafter(f"eagle:{eagle_path}", target)[0], ids, new_tokens,
                                         shapes)
         studied = {r["method"]: r for r in rows}
