@@ -92,3 +92,24 @@ def test_pooled_timings_use_every_run() -> None:
     assert pooled.verify_cost[0] == 1.0 and pooled.seconds[4] == long.seconds[4]
     with pytest.raises(ValueError):
         pool_timings([])
+
+
+def test_cache_evictor_streams_what_a_target_pass_streams(monkeypatch) -> None:
+    """The evictor writes as many bytes as the target's pass streams, capped at twice the last-level
+    cache; with the fast backend a layer's packed copy counts in place of its weight (the pass
+    reads the copy), so both backends of one model stream the same bytes, up to the packing's
+    padding to whole panels."""
+    from specdec.reference.core.backend import available, use_backend
+    from specdec.reference.estimate import timing
+
+    eager = tiny_llama(seed=0)
+    params = sum(p.numel() * p.element_size() for p in eager.parameters())
+    assert timing.model_bytes(eager) >= params
+    if available(eager) is None:
+        fast = tiny_llama(seed=0)
+        use_backend(fast, "fast")
+        assert timing.model_bytes(eager) <= timing.model_bytes(fast) < 1.5 * timing.model_bytes(eager)
+    monkeypatch.setattr(timing, "last_level_cache_bytes", lambda: 1 << 20)
+    assert timing.CacheEvictor(torch.device("cpu"), 4096).buffer.numel() * 4 == 4096
+    assert timing.CacheEvictor(torch.device("cpu"), 1 << 30).buffer.numel() * 4 == 2 << 20
+    assert timing.CacheEvictor(torch.device("cpu")).buffer.numel() * 4 == 2 << 20

@@ -168,7 +168,7 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
     drafter.start(context, prefill)
     last = prefill if prefill is not None else NO_PASS
     device = output_device(target)
-    evict = CacheEvictor(device)
+    evict = CacheEvictor(device, model_bytes(target))
     per_token, per_iter, proposed = [], [], []
     for i in range(warmup + repeats):
         evict()
@@ -187,24 +187,50 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
                        gamma, repeats)
 
 
-EVICT_BYTES = 64 << 20  # twice the 32 MiB L3 of the project's machines
+def last_level_cache_bytes() -> int:
+    """The largest CPU cache this machine reports (Linux sysfs), or 32 MiB where none is readable."""
+    from pathlib import Path
+
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = entry.read_text().strip() if entry.is_file() else ""
+        if text[:-1].isdigit() and text[-1] in units:
+            sizes.append(int(text[:-1]) * units[text[-1]])
+    return max(sizes, default=32 << 20)
+
+
+def model_bytes(model: torch.nn.Module) -> int:
+    """Bytes a pass of the model streams through the caches: its parameters and buffers, where
+    the fast backend runs a layer its packed copy in place of its weight."""
+    from specdec.reference.core.backend import FastLinear
+
+    replaced = {id(m.weight) for m in model.modules() if isinstance(m, FastLinear)}
+    streamed = {id(t): t for t in (*model.parameters(), *model.buffers()) if id(t) not in replaced}
+    return sum(t.numel() * t.element_size() for t in streamed.values())
 
 
 class CacheEvictor:
-    """Writes a buffer larger than the CPU's last-level cache, so what runs next starts cold
-    (a no-op off the CPU).
+    """Reads a buffer through the CPU's caches, so what runs next starts as cold as it would in
+    decoding, right after a target pass (a no-op off the CPU): as many bytes as that pass
+    streams (`nbytes`, default: no limit), at most twice the last-level cache (more evicts
+    nothing more).
 
     Why: timed back to back, a drafter's tables or weights stay cached; in decoding each
     proposal follows a target pass that evicts them. The heads drafter (27 MB of weights)
     spent 1.46 ms per iteration drafting in decode against 0.49 ms predicted from warm-cache
-    timings (main job, 2026-11-22); the n-gram drafters 0.41 against 0.10."""
+    timings (main job, 2026-11-22); the n-gram drafters 0.41 against 0.10. A fixed 64 MiB
+    buffer (twice the 32 MiB L3 of the machines then) evicted nothing on a VM reporting a
+    480 MiB L3 (2026-11-25): the feature draft's drafting time was predicted at half what
+    decoding spent."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.buffer = torch.zeros(EVICT_BYTES // 4) if device.type == "cpu" else None
+    def __init__(self, device: torch.device, nbytes: int | None = None) -> None:
+        size = 2 * last_level_cache_bytes() if nbytes is None else min(nbytes, 2 * last_level_cache_bytes())
+        self.buffer = torch.zeros(max(size, 4) // 4) if device.type == "cpu" else None
 
     def __call__(self) -> None:
-        if self.buffer is not None:
-            self.buffer.add_(1.0)
+        if self.buffer is not None:  # read, as a pass reads its weights: written lines would be written back
+            self.buffer.sum()        # during the timed step that evicts them
 
 
 class FixedDrafter(DrafterBase):

@@ -15,12 +15,13 @@ from specdec.reference.heads.model import BlockHeads
 
 
 @torch.inference_mode()
-def heads_pass_seconds(heads: BlockHeads, k: int, repeats: int = 50) -> float:
-    """Median seconds of one drafting step's heads pass: H heads on one hidden state, top-k."""
+def heads_pass_seconds(heads: BlockHeads, k: int, repeats: int = 50, evict_bytes: int | None = None) -> float:
+    """Median seconds of one drafting step's heads pass: H heads on one hidden state, top-k;
+    evict_bytes: what a target pass streams before it (`CacheEvictor`)."""
     hidden = torch.zeros(1, heads.hidden_size, device=heads.weight.device)
     token = torch.zeros(1, dtype=torch.long, device=heads.weight.device)
     times = []
-    evict = CacheEvictor(heads.weight.device)
+    evict = CacheEvictor(heads.weight.device, evict_bytes)
     for _ in range(repeats + 5):
         evict()  # as in decoding, right after a target pass
         start = time.perf_counter()

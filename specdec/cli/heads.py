@@ -220,6 +220,7 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
         import math
 
         from specdec.reference.core.progress import phase
+        from specdec.reference.estimate.timing import model_bytes
         from specdec.reference.heads.tree_plan import heads_pass_seconds, verify_step_seconds
         from specdec.report import tree_rows
         from specdec.simulator.trees import plan_trees
@@ -230,7 +231,7 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
         context = samples.sequences()[0][:prompt_tokens + new_tokens // 2]
         result["verify_step_ms"] = {str(n): 1000 * s for n, s in
                                     verify_step_seconds(target.model, context, sizes, heads.n_heads).items()}
-        result["heads_pass_ms"] = 1000 * heads_pass_seconds(heads, k)
+        result["heads_pass_ms"] = 1000 * heads_pass_seconds(heads, k, evict_bytes=model_bytes(target.model))
         steps = {int(n): s / 1000 for n, s in result["verify_step_ms"].items()}
         result["plan"] = tree_rows(plan_trees(result["by_depth"], steps, result["heads_pass_ms"] / 1000))
     result["rescorers"] = {name: ("ngram", p) for name, p in labelled} | {name: ("lm", p) for name, p in lm_paths}
