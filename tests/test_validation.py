@@ -6,7 +6,8 @@
   overhead into (c', v') gives E / (gamma c + v(gamma + 1) + o(gamma)) * (1 + o(0));
 - an end-to-end run on tiny models has every configuration, the three predictions, and at
   temperature 0 the estimated-acceptance prediction (exact replay) uses the decode's own
-  tokens per iteration when the estimator saw the same prompts and lengths.
+  tokens per iteration when the estimator saw the same prompts and lengths;
+- each row's c comes from the draft timed at that row's gamma, the plan's from the largest.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from specdec.reference.core.loop import speculative_decode
 from specdec.reference.estimate.cost import CostEstimate
-from specdec.reference.estimate.timing import DraftTiming, TargetTiming
+from specdec.reference.estimate.timing import DraftTiming, TargetTiming, time_draft_steps
 from specdec.reference.core.models import LoadedModel
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
@@ -132,3 +133,28 @@ def test_report_renders_undefined_values(tiny_result) -> None:
                            for r in tiny_result.rows])
     text = full_report(broken)
     assert "n/a" in text and "Predicted vs measured" in text
+
+
+def test_each_row_is_costed_with_the_draft_timed_at_its_gamma(monkeypatch) -> None:
+    # a drafter's fixed cost per iteration spread over the largest gamma understates short drafts:
+    # every gamma decoded gets its own draft timing, the plan keeps the one at the largest gamma
+    from specdec.reference.validation import run as run_module
+    timed: dict[int, float] = {}
+
+    def recording(drafter, target, tokens, sampling, context_tokens, gamma, *args, **kwargs):
+        draft = time_draft_steps(drafter, target, tokens, sampling, context_tokens, gamma, *args, **kwargs)
+        timed[gamma] = draft.token_seconds
+        return draft
+
+    monkeypatch.setattr(run_module, "time_draft_steps", recording)
+    target = tiny_llama(TINY_VOCAB, seed=0, sharpness=8.0)
+    prompts = random_prompts(2, 10, seed=7)
+    config = ValidationConfig(gammas=(1, 3), temperatures=(0.0,), prompts=1, prompt_tokens=10, new_tokens=8,
+                              alpha_prompts=1, alpha_new_tokens=8, max_k=5, timing_repeats=1, draft_repeats=2,
+                              bootstrap=20, retries=0)
+    drafter = NeuralDrafter(tiny_llama(TINY_VOCAB, seed=1, sharpness=8.0), TINY_VOCAB)
+    result = validate(LoadedModel(target, None, "tiny"), {"neural": drafter}, prompts[:1], prompts[:1], config)
+    assert set(timed) == {1, 3}
+    rows = {r.gamma: r for r in result.rows}
+    assert rows[1].c / rows[3].c == pytest.approx(timed[1] / timed[3])
+    assert result.costs[("neural", 0.0)].c == pytest.approx(rows[3].c)

@@ -152,10 +152,12 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
                                                                 config.timing_repeats), **retry)[0]
         overhead = run_undisturbed(lambda: loop_overhead(model, context, sampling, timing, config.max_k,
                                                          torch.Generator(device=device).manual_seed(0)), **retry)[0]
-        drafts = {name: run_undisturbed(lambda d=drafter: time_draft_steps(
-            d, model, context, sampling, config.context, gamma_top, config.draft_repeats,
+        # each gamma decoded is timed at that gamma: a drafter's fixed cost per iteration (the commit,
+        # the first step from cold caches) spread over gamma_top tokens understated short drafts
+        drafts = {(name, g): run_undisturbed(lambda d=drafter, g=g: time_draft_steps(
+            d, model, context, sampling, config.context, g, config.draft_repeats,
             generator=torch.Generator(device=device).manual_seed(0)), **retry)[0]
-            for name, drafter in drafters.items()}
+            for name, drafter in drafters.items() for g in {gamma_top, *drafter_gammas(drafter, config.gammas)}}
         seconds["cost"] += time.perf_counter() - start
         start = time.perf_counter()
 
@@ -178,13 +180,14 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
         pooled = pool_timings([timing, *sweeps])  # this temperature's v(k): up-front and in-between runs
         all_sweeps.extend(sweeps)
         for name, drafter in drafters.items():
-            costs[(name, temperature)] = assemble_cost(drafter, model, pooled, drafts[name], overhead)
-        for name in drafters:
+            costs[(name, temperature)] = assemble_cost(drafter, model, pooled, drafts[(name, gamma_top)], overhead)
+        for name, drafter in drafters.items():
             alpha, cost = alphas[(name, temperature)], costs[(name, temperature)]
             plans.append(plan_entry(name, temperature, alpha, cost, config.max_k - 1))
-            window = window_alpha(alpha, config.new_tokens, drafters[name].deterministic, rng)
-            for g in drafter_gammas(drafters[name], config.gammas):
-                rows.append(predict_row(name, temperature, g, alpha, cost, runs[(name, g)],
+            window = window_alpha(alpha, config.new_tokens, drafter.deterministic, rng)
+            for g in drafter_gammas(drafter, config.gammas):
+                at_g = assemble_cost(drafter, model, pooled, drafts[(name, g)], overhead)
+                rows.append(predict_row(name, temperature, g, alpha, at_g, runs[(name, g)],
                                         runs[("baseline", 0)], window, rng))
     pooled = pool_timings([timing, *all_sweeps]) if timing is not None else None
     return ValidationResult(config, rows, alphas, costs, plans, pooled, seconds,
