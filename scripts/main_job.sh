@@ -4,13 +4,13 @@
 #
 #   1. bash scripts/setup.sh                  (idempotent: venv, KenLM tools, model, corpora)
 #   2. specdec ngram build, if absent          4-gram on Shakespeare + Austen (only with MAIN_NGRAM=1)
-#   3. specdec heads train, if absent          3 blockwise parallel heads on the frozen target,
-#                                              self-distilled from its own passes over its own
-#                                              answers to the workloads' training prompts and
-#                                              corpus text (~4 min)
-#   4. specdec eagle train, if absent          a feature draft (EAGLE: one layer over the target's
-#                                              features, training-time test of 3 depths) on the same
-#                                              target passes (read back from the cache)
+#   3. specdec eagle train, if absent          a feature draft (EAGLE: one layer over the target's
+#                                              features fused with layers 2, 15, 27 as EAGLE-3's,
+#                                              training-time test of 3 depths), self-distilled from
+#                                              the target's passes over its own answers to the
+#                                              workloads' training prompts and corpus text (~5 min)
+#   4. specdec heads train, if absent          3 blockwise parallel heads on the frozen target, on
+#                                              the same target passes (read back from the cache)
 #   5. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
 #                                              chat template applied), the feature draft, heads and
 #                                              prompt lookup (and the 4-gram), temperature 0: prints the
@@ -30,7 +30,7 @@
 #   MAIN_NEW_TOKENS=24          tokens per decode (EOS ignored; many short runs average out the machine's speed drift: README)
 #   MAIN_GAMMAS=2,8             draft lengths (the heads draft at most 3, so they run 2)
 #   MAIN_HEADS_TOKENS=32768     teacher-forced tokens the heads and the feature draft train on (the answers, then corpus text)
-#   MAIN_EAGLE_EPOCHS=8         epochs of the feature draft (4: held-out top-1 0.158 at depth 1, 8: 0.210; RESULTS.md)
+#   MAIN_EAGLE_EPOCHS=8         epochs of the feature draft (4: held-out top-1 0.158 at depth 1, 8: 0.210, fused 0.227; RESULTS.md)
 #   MAIN_REPEATS=1              repeats of each decode
 #   MAIN_TEMPERATURES=0         sampling temperatures (0,1: the full grid, ~8 more minutes)
 #   MAIN_NGRAM=0                1: build the 4-gram and validate it too (~2 more minutes per temperature)
@@ -89,22 +89,22 @@ else
   stamp "2/5 n-gram drafter: skipped (MAIN_NGRAM=1 builds and validates the 4-gram)"
 fi
 
-HEADS="$ROOT/.cache/heads/main"
-if [ -f "$HEADS/card.json" ]; then
-  stamp "3/5 heads: already trained ($HEADS)"
-else
-  stamp "3/5 heads: training 3 heads on $HEADS_TOKENS tokens ($ANSWER_TOKENS of the target's answers to training prompts)"
-  "$SPECDEC" heads train --heads 3 --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --sampled-from workloads \
-    --out "$HEADS"
-fi
-
 EAGLE="$ROOT/.cache/eagle/main"
 if [ -f "$EAGLE/card.json" ]; then
-  stamp "4/5 feature draft: already trained ($EAGLE)"
+  stamp "3/5 feature draft: already trained ($EAGLE)"
 else
-  stamp "4/5 feature draft: training on the heads' target passes ($HEADS_TOKENS tokens)"
+  stamp "3/5 feature draft: training on $HEADS_TOKENS tokens ($ANSWER_TOKENS of the target's answers to training prompts), fusing layers 2, 15, 27 (EAGLE-3)"
   "$SPECDEC" eagle train --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --sampled-from workloads \
-    --epochs "$EAGLE_EPOCHS" --out "$EAGLE"
+    --epochs "$EAGLE_EPOCHS" --fuse-layers eagle3 --out "$EAGLE"
+fi
+
+HEADS="$ROOT/.cache/heads/main"
+if [ -f "$HEADS/card.json" ]; then
+  stamp "4/5 heads: already trained ($HEADS)"
+else
+  stamp "4/5 heads: training 3 heads on the feature draft's target passes ($HEADS_TOKENS tokens)"
+  "$SPECDEC" heads train --heads 3 --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --sampled-from workloads \
+    --out "$HEADS"
 fi
 
 stamp "5/5 validation: workloads $WORKLOADS, gammas $GAMMAS, temperatures $TEMPERATURES, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per workload and temperature"

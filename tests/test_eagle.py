@@ -9,6 +9,8 @@
 - Sampling: the joint distribution of the first 4 tokens equals the target's exact joint
   (enumerated), Pearson chi-square, significance 1e-3, fixed seeds: chains (q sampled from a
   restricted vocabulary) and deterministic top-k trees (recursive rejection over siblings).
+- EAGLE-3's fusion (the committed entries read a middle layer's hidden states too): greedy
+  equivalence, the replay, sampling, saving and loading as above; the option refused in one line.
 """
 import math
 
@@ -42,6 +44,25 @@ def test_greedy_eagle_equals_greedy_target(arch, fuse: bool, tree) -> None:
     assert accepted > 0  # drafts were kept: the verification and commit paths ran
 
 
+@pytest.mark.parametrize("arch", [tiny_llama, tiny_gpt2])
+@pytest.mark.parametrize("tree", [None, (2, 6)], ids=["chain", "tree"])
+def test_greedy_fused_eagle_equals_greedy_target(arch, tree) -> None:
+    """A draft that fuses the hidden states after decoder layer 1 (of 2): the layers reach it
+    through the scorer seam, fused prefill or not."""
+    target = arch(vocab_size=16, seed=0, sharpness=8.0)
+    prompt = [5, 9, 2, 3, 7]
+    reference = autoregressive_decode(TargetScorer(target), prompt, 40, GREEDY, None).tokens
+    draft = trained_eagle(target, fuse=(1,))
+    assert draft.layers == (1,) and EagleDrafter(draft, 16).needs.layers == (1,)
+    accepted = 0
+    for gamma, fuse_prefill in ((1, False), (2, True), (4, False)):
+        result = speculative_decode(TargetScorer(target), EagleDrafter(draft, 16, tree), prompt, 40, gamma, GREEDY,
+                                    None, fuse_prefill=fuse_prefill)
+        assert result.tokens == reference, gamma
+        accepted += sum(result.stats.accepted)
+    assert accepted > 0
+
+
 def test_tree_is_the_best_candidates_under_the_node_budget() -> None:
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
     drafter = EagleDrafter(random_eagle(target, seed=3), 16, tree=(3, 7))
@@ -56,7 +77,8 @@ def test_tree_is_the_best_candidates_under_the_node_budget() -> None:
     assert first in [int(t) for t, p in zip(proposal.tokens, proposal.parents) if p < 0]  # the draft's argmax is a root child
 
 
-def test_replay_of_the_feature_draft_equals_the_decoder() -> None:
+@pytest.mark.parametrize("fuse", [(), (1,)], ids=["final", "fused"])
+def test_replay_of_the_feature_draft_equals_the_decoder(fuse) -> None:
     """The estimator's unrolled blocks (one pass per sequence, own tokens, diagonal masks) are
     the drafter's incremental chains: greedy decoding replays count for count."""
     from specdec.reference.estimate.replay import replay
@@ -64,7 +86,7 @@ def test_replay_of_the_feature_draft_equals_the_decoder() -> None:
     from specdec.reference.estimate.teacher_forced import score_positions
 
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
-    draft = trained_eagle(target)
+    draft = trained_eagle(target, fuse=fuse)
     samples = generate_continuations(target, [[1, 5, 2, 9, 3], [4, 4, 7, 1, 0], [2, 3, 5, 7, 11]], 30, GREEDY, None)
     drafter = EagleDrafter(draft, 16)
     scores = score_positions(target, drafter.teacher_forced_scorer(target, 6, None), samples, GREEDY, 16, max_gamma=6)
@@ -76,12 +98,14 @@ def test_replay_of_the_feature_draft_equals_the_decoder() -> None:
     assert sum(decoded.accepted) > 0
 
 
-@pytest.mark.parametrize("tree", [None, (2, 4)], ids=["chain", "tree"])
-@pytest.mark.parametrize("sampling", [SamplingConfig(1.0), SamplingConfig(0.8, top_k=3)], ids=["t1", "t0.8-topk3"])
-def test_sampled_eagle_output_follows_target_distribution(tree, sampling: SamplingConfig) -> None:
+@pytest.mark.parametrize("tree,sampling,fuse", [
+    (None, SamplingConfig(1.0), ()), (None, SamplingConfig(0.8, top_k=3), ()), ((2, 4), SamplingConfig(1.0), ()),
+    ((2, 4), SamplingConfig(0.8, top_k=3), ()), (None, SamplingConfig(1.0), (1,))],
+    ids=["chain-t1", "chain-t0.8-topk3", "tree-t1", "tree-t0.8-topk3", "fused-chain-t1"])
+def test_sampled_eagle_output_follows_target_distribution(tree, sampling: SamplingConfig, fuse) -> None:
     vocab, n_tokens, runs = 5, 4, 3000
     target = tiny_llama(vocab_size=vocab, seed=0, sharpness=6.0)
-    draft = random_eagle(target, vocab=[0, 2, 3, 4], seed=2, scale=0.3)  # q = 0 on id 1
+    draft = random_eagle(target, vocab=[0, 2, 3, 4], seed=2, scale=0.3, fuse=fuse)  # q = 0 on id 1
     prompt = [1, 4, 2]
     exact = exact_joint(target, prompt, n_tokens, lambda logits: sampling.probs(logits).double())
     gen = torch.Generator().manual_seed(7)
@@ -130,6 +154,13 @@ def test_saved_draft_loads_for_its_target_only(tmp_path) -> None:
     save_eagle(draft, {"target": {"name": "a", "weights_sha256": weights_fingerprint(a)}}, tmp_path / "eagle")
     loaded, card = load_eagle(tmp_path / "eagle", model, a)
     for name, p in draft.trained().items():
+        torch.testing.assert_close(loaded.trained()[name], p)
+    fused = random_eagle(model, seed=6, fuse=(1,))  # the card says which layers the draft fuses
+    save_eagle(fused, {"target": {"name": "a", "weights_sha256": weights_fingerprint(a)}, "fuse_layers": [1]},
+               tmp_path / "fused")
+    loaded, _ = load_eagle(tmp_path / "fused", model, a)
+    assert loaded.layers == (1,) and set(loaded.trained()) == set(fused.trained()) and "fuse.weight" in fused.trained()
+    for name, p in fused.trained().items():
         torch.testing.assert_close(loaded.trained()[name], p)
     with pytest.raises(SpecdecError, match="trained for target"):
         load_eagle(tmp_path / "eagle", AutoModelForCausalLM.from_pretrained(b), b)
@@ -243,3 +274,25 @@ def test_eagle_trees_command_plans_shapes_and_sglang_flags(tmp_path, capsys) -> 
                           (["--workload", "chat,code", "--prompts", "1000"], "--workload")]:  # more than there are
         code, _, err = run_main(capsys, base + extra)
         assert code == 2 and option in err and len(err.strip().splitlines()) == 1, (extra, err)
+
+
+@pytest.mark.parametrize("layers", ["0", "40", "2,2", "a,b"])
+def test_eagle_train_refuses_bad_fuse_layers_before_loading(tmp_path, capsys, layers) -> None:
+    from tests.cli_helpers import run_main
+    from tests.tiny_models import save_tiny_model
+
+    a = save_tiny_model(tmp_path / "a", seed=0)  # 2 decoder layers: only layer 1 can be fused
+    code, _, err = run_main(capsys, ["eagle", "train", "--target", str(a), "--out", str(tmp_path / "out"),
+                                     "--fuse-layers", layers])
+    assert code == 2 and "--fuse-layers" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_eagle3_layers_are_the_engines_defaults() -> None:
+    from types import SimpleNamespace
+
+    from specdec.reference.eagle.model import eagle3_layers
+
+    assert eagle3_layers(SimpleNamespace(num_hidden_layers=30)) == (2, 15, 27)  # SmolLM2-135M
+    assert eagle3_layers(SimpleNamespace(num_hidden_layers=32)) == (2, 16, 29)  # Llama-3-8B: vLLM, SGLang
+    assert eagle3_layers(SimpleNamespace(n_layer=2)) == (1,)

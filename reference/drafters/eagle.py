@@ -31,10 +31,9 @@ class EagleDrafter(DrafterBase):
     """Chains of up to gamma tokens, or with tree=(topk, nodes) trees of `nodes` tokens and depth
     up to gamma; vocab_size: rows of the target's output layer (q's width)."""
 
-    needs = Needs(hidden=True)
-
     def __init__(self, draft: EagleDraft, vocab_size: int, tree: tuple[int, int] | None = None) -> None:
         self.draft = draft
+        self.needs = Needs(hidden=True, layers=draft.layers)
         self.vocab_size = vocab_size
         self.shape_tree = tree
         self.tree = tree is not None
@@ -52,18 +51,21 @@ class EagleDrafter(DrafterBase):
         self.tokens = [int(t) for t in prompt]
         self.keys = self.values = self.last = None
         if prefill is not None and prefill.hidden is not None and prefill.hidden.shape[0]:
-            self.extend(prefill.hidden)
+            self.extend(prefill.hidden, prefill.layers)
 
     @torch.inference_mode()
-    def extend(self, features: torch.Tensor) -> None:
-        """Add the entries of the next len(features) positions (their features [n, d], the
-        committed tokens after them), attending to the cache and causally to each other."""
-        m, n = self.cached, int(features.shape[0])
+    def extend(self, hidden: torch.Tensor, layers: torch.Tensor | None = None) -> None:
+        """Add the entries of the next len(hidden) positions (the target's final hidden states
+        [n, d] and, for a fusing draft, its layers' [n, len(layers), d]; the committed tokens after
+        them), attending to the cache and causally to each other."""
+        m, n = self.cached, int(hidden.shape[0])
         device = self.draft.vocab.device
+        features = self.draft.committed(hidden.float().to(device),
+                                        None if layers is None else layers.float().to(device))
         token = torch.tensor([self.tokens[m + 1:m + 1 + n]], device=device)
         allowed = torch.cat([torch.ones(n, m, dtype=torch.bool), torch.ones(n, n, dtype=torch.bool).tril()], 1)
         past = None if self.keys is None else (self.keys, self.values)
-        out, k, v = self.draft(features.float().to(device)[None], token, torch.arange(m, m + n, device=device)[None],
+        out, k, v = self.draft(features[None], token, torch.arange(m, m + n, device=device)[None],
                                past, allowed.to(device))
         self.keys = k if self.keys is None else torch.cat([self.keys, k], 1)
         self.values = v if self.values is None else torch.cat([self.values, v], 1)
@@ -150,8 +152,8 @@ class EagleDrafter(DrafterBase):
     def commit(self, verdict: Verdict, scored: Scored) -> None:
         """Entries for the pending token and the accepted drafts (rows of the verification pass;
         with a fused prefill, the prompt's rows before them too)."""
-        if scored.hidden is None:
-            raise ValueError("the feature drafter needs the pass's hidden states (Needs(hidden=True))")
+        if scored.hidden is None or (self.draft.layers and scored.layers is None):
+            raise ValueError(f"the feature drafter needs the pass's hidden states ({self.needs})")
         self.tokens.extend(int(t) for t in verdict.tokens)
         n_logits = scored.logits.shape[0]
         before = scored.hidden.shape[0] - n_logits  # rows of the fused prompt before the pending token
@@ -159,7 +161,8 @@ class EagleDrafter(DrafterBase):
         rows = list(range(before)) + [before] + [before + 1 + i for i in path]
         need = len(self.tokens) - 1 - self.cached  # entries up to the new pending token's predecessor
         # == len(rows) in decoding; fewer when a pass is handed again (the draft timing re-commits its first pass)
-        self.extend(scored.hidden[rows[len(rows) - need:]])
+        keep = rows[len(rows) - need:]
+        self.extend(scored.hidden[keep], None if scored.layers is None else scored.layers[keep])
 
     def c_hat(self, target_flops: float) -> float:
         return self.draft.flops_per_token() / target_flops

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from specdec.reference.core.models import LoadedModel
-from specdec.reference.eagle.model import draft_on
+from specdec.reference.eagle.model import check_fuse, draft_on
 from specdec.reference.eagle.store import save_eagle
 from specdec.reference.eagle.train import EagleTrainConfig, evaluate, train_eagle
 from specdec.reference.heads.build import DataConfig, trainee_data
@@ -22,15 +22,17 @@ def build_eagle(target: LoadedModel, out: str | Path, data_config: DataConfig = 
                 ) -> dict[str, Any]:
     """Train a feature draft for `target` and save it with its card in `out`; returns the card."""
     start = time.perf_counter()
-    _, train, held, vocab, about, seconds = trainee_data(target, data_config, train_config.vocab, progress)
+    fuse = train_config.fuse
+    check_fuse(target.model.config, fuse)  # before the target's passes
+    _, train, held, vocab, about, seconds = trainee_data(target, data_config, train_config.vocab, progress, fuse)
     torch.manual_seed(train_config.seed)
-    draft = draft_on(target.model, vocab)
+    draft = draft_on(target.model, vocab, fuse)
     lap = time.perf_counter()
     log = train_eagle(draft, train, train_config, progress=progress)
     seconds["train"] = time.perf_counter() - lap
     held_out = evaluate(draft, held, max(EVAL_DEPTH, train_config.ttt))
     seconds["total"] = time.perf_counter() - start
-    card = {**about(draft.shape.hidden, draft.vocab.device), "layer": draft.shape.to_dict(),
+    card = {**about(draft.shape.hidden, draft.vocab.device), "layer": draft.shape.to_dict(), "fuse_layers": list(fuse),
             "trained_parameters": int(sum(p.numel() for p in draft.trained().values())),
             "training": {**train_config.to_dict(), **log}, "held_out": held_out,
             "seconds": {k: round(v, 1) for k, v in seconds.items()}}

@@ -9,7 +9,13 @@ feature, and the target's frozen output layer E' (restricted to `vocab`, the ids
 predicts often) gives the draft q of x_(i+2). Drafting feeds f^ back as the next entry's
 feature. The layer has the target's shapes (for a Llama-family target it is one of its own
 layers, freshly initialised); fc is initialised to pass f through and the layer's output
-projections to zero, so an untrained draft predicts from f itself. docs/eagle.md.
+projections to zero, so an untrained draft predicts from f itself.
+
+With `layers` (EAGLE-3's fusion of low, middle and high features), a committed entry's feature
+is g = fuse([n(h_a); n(h_b); ...; f]) instead of f, where h_i is the target's hidden state after
+decoder layer i and n is a weightless RMS normalisation (the residual stream's scale grows with
+depth); fuse starts as the projection onto f. Drafted entries keep the draft's own f^ as their
+feature, as in EAGLE-3. docs/eagle.md.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from specdec.errors import SpecdecError
 from specdec.reference.heads.model import full_logits
 
 
@@ -61,7 +68,7 @@ class EagleDraft(torch.nn.Module):
     """
 
     def __init__(self, shape: LayerShape, vocab: torch.Tensor, out_weight: torch.Tensor,
-                 embedding: torch.Tensor) -> None:
+                 embedding: torch.Tensor, layers: tuple[int, ...] = ()) -> None:
         super().__init__()
         d, hd = shape.hidden, shape.head_dim
         if out_weight.shape != (vocab.numel(), d) or embedding.shape[1] != d:
@@ -69,6 +76,7 @@ class EagleDraft(torch.nn.Module):
         if shape.heads % shape.kv_heads:
             raise ValueError(f"{shape.heads} attention heads do not split into {shape.kv_heads} key/value groups")
         self.shape = shape
+        self.layers = tuple(int(i) for i in layers)
         linear = lambda i, o: torch.nn.Linear(i, o, bias=False)  # noqa: E731
         self.fc = linear(2 * d, d)
         self.q, self.k, self.v = linear(d, shape.heads * hd), linear(d, shape.kv_heads * hd), linear(d, shape.kv_heads * hd)
@@ -84,6 +92,11 @@ class EagleDraft(torch.nn.Module):
             self.down.weight.zero_()
             self.fc.weight.zero_()
             self.fc.weight[:, d:] = torch.eye(d)  # x = f at initialisation
+        if self.layers:
+            self.fuse = linear((len(self.layers) + 1) * d, d)
+            with torch.no_grad():
+                self.fuse.weight.zero_()
+                self.fuse.weight[:, -d:] = torch.eye(d)  # g = f at initialisation
         self.register_buffer("vocab", vocab.to(torch.long).clone())
         self.register_buffer("inv_freq", 1.0 / shape.rope_theta ** (torch.arange(0, hd, 2).float() / hd),
                              persistent=False)
@@ -103,6 +116,16 @@ class EagleDraft(torch.nn.Module):
         half = x.shape[-1] // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
         return x * cos + rotated * sin
+
+    def committed(self, hidden: torch.Tensor, layers: torch.Tensor | None) -> torch.Tensor:
+        """The feature of committed entries: the target's final hidden states [..., d], fused with
+        its hidden states after `self.layers` ([..., len(layers), d]) when the draft has any."""
+        if not self.layers:
+            return hidden
+        if layers is None or layers.shape[-2] != len(self.layers):
+            raise ValueError(f"this draft fuses the target's layers {self.layers}: pass their hidden states")
+        normed = layers * torch.rsqrt(layers.pow(2).mean(-1, keepdim=True) + self.shape.eps)
+        return self.fuse(torch.cat([normed.flatten(-2), hidden], -1))
 
     def forward(self, feature: torch.Tensor, token: torch.Tensor, positions: torch.Tensor,
                 past: tuple[torch.Tensor, torch.Tensor] | None, allowed: torch.Tensor
@@ -138,16 +161,40 @@ class EagleDraft(torch.nn.Module):
         return full_logits(restricted, self.vocab, vocab_size)
 
     def flops_per_token(self) -> float:
-        """Multiply-adds x 2 of one drafted token: fc, the layer's projections, the restricted output."""
+        """Multiply-adds x 2 of one drafted token: fc, the layer's projections, the restricted output
+        (and the fusion of one committed entry's features)."""
         s = self.shape
         weights = 2 * s.hidden * s.hidden + s.hidden * s.head_dim * (2 * s.heads + 2 * s.kv_heads) \
-            + 3 * s.hidden * s.intermediate + s.hidden * self.vocab.numel()
+            + 3 * s.hidden * s.intermediate + s.hidden * self.vocab.numel() \
+            + (len(self.layers) + 1) * s.hidden * s.hidden * bool(self.layers)
         return 2.0 * weights
 
 
-def draft_on(model: torch.nn.Module, vocab: torch.Tensor) -> EagleDraft:
-    """An untrained draft on the target `model`, on its device."""
+def draft_on(model: torch.nn.Module, vocab: torch.Tensor, layers: tuple[int, ...] = ()) -> EagleDraft:
+    """An untrained draft on the target `model`, on its device (fusing the hidden states after
+    decoder layers `layers`, 1 <= i < the model's layer count)."""
     out_layer = model.get_output_embeddings().weight
+    check_fuse(model.config, layers)
     vocab = vocab.to(out_layer.device)
     shape = shape_of(model.config, int(out_layer.shape[1]))
-    return EagleDraft(shape, vocab, out_layer.detach()[vocab], model.get_input_embeddings().weight).to(out_layer.device)
+    return EagleDraft(shape, vocab, out_layer.detach()[vocab], model.get_input_embeddings().weight,
+                      layers).to(out_layer.device)
+
+
+def check_fuse(config, layers: tuple[int, ...]) -> None:
+    """One line naming --fuse-layers unless `layers` are distinct decoder layers of the target."""
+    count = fusable_layers(config)
+    if any(not 1 <= i < count for i in layers) or len(set(layers)) != len(layers):
+        raise SpecdecError(f"--fuse-layers: distinct decoder layers 1..{count - 1} of this target, got {list(layers)}")
+
+
+def fusable_layers(config) -> int:
+    """The target's decoder layer count (hidden_states index L is the final, normalised one)."""
+    return int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", 0))
+
+
+def eagle3_layers(config) -> tuple[int, ...]:
+    """EAGLE-3's low, middle and high layers as the engines pick them (vLLM's and SGLang's
+    defaults: 2, L // 2, L - 3)."""
+    count = fusable_layers(config)
+    return tuple(sorted({min(2, count - 1), count // 2, max(1, count - 3)}))

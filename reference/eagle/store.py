@@ -34,7 +34,7 @@ def load_eagle(path: str | os.PathLike, model: torch.nn.Module, model_dir: str |
     the card names this target's weights; output rows and embeddings come from the target."""
     folder = eagle_folder(path)
     card, tensors, vocab = load_trained(folder, FORMAT, WEIGHTS_NAME, model, model_dir, "feature draft")
-    draft = draft_on(model, vocab)
+    draft = draft_on(model, vocab, tuple(card.get("fuse_layers", ())))
     expected = {name: tuple(p.shape) for name, p in draft.trained().items()}
     found = {name: tuple(t.shape) for name, t in tensors.items()}
     if found != expected:

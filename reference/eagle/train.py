@@ -24,7 +24,8 @@ class EagleTrainConfig:
     """ttt: depths of the training-time test (1 = EAGLE-1's teacher forcing on the target's
     features only); vocab: restricted output ids; feature_weight: weight of the depth-1 feature
     regression (smooth L1 against the target's next feature; 0 = off); epochs over the windows;
-    batch: windows per step; seed for shuffling and initialisation."""
+    batch: windows per step; seed for shuffling and initialisation; fuse: the target's decoder
+    layers whose hidden states the committed entries fuse (EAGLE-3; () = the final features only)."""
 
     ttt: int = 3
     vocab: int = 8192
@@ -34,6 +35,7 @@ class EagleTrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.01
     seed: int = 0
+    fuse: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if min(self.ttt, self.vocab, self.epochs, self.batch) < 1 or not self.lr > 0 or not self.feature_weight >= 0:
@@ -63,6 +65,15 @@ def depth_losses(logits: list[torch.Tensor], cols: torch.Tensor, probs: torch.Te
     return torch.stack(out)
 
 
+def window_layers(draft: EagleDraft, data: Distillation, idx: torch.Tensor) -> torch.Tensor | None:
+    """The windows' hidden states after the layers the draft fuses (None for a draft that fuses none)."""
+    if not draft.layers:
+        return None
+    if data.layers is None or data.layer_ids != draft.layers:
+        raise ValueError(f"the draft fuses layers {draft.layers}, the data holds {data.layer_ids}")
+    return data.layers[idx].to(draft.vocab.device)
+
+
 def train_eagle(draft: EagleDraft, train: Distillation, config: EagleTrainConfig, progress: bool = False
                 ) -> dict[str, Any]:
     """Fit fc and the layer (the output layer and embeddings stay frozen); returns a log."""
@@ -79,7 +90,8 @@ def train_eagle(draft: EagleDraft, train: Distillation, config: EagleTrainConfig
     for _ in range(config.epochs):
         for idx in torch.randperm(train.n_windows, generator=generator).split(config.batch):
             features, tokens = train.hidden[idx].to(device), train.tokens[idx].to(device)
-            logits, first = unroll(draft, features, tokens, config.ttt, own=False)
+            logits, first = unroll(draft, features, tokens, config.ttt, own=False, 
+                                   layers=window_layers(draft, train, idx))
             loss = depth_losses(logits, cols[idx].to(device), probs[idx].to(device))
             total = loss.sum()
             if config.feature_weight > 0:  # EAGLE-1: f^_(u+1) against the target's f_(u+1)
@@ -114,7 +126,7 @@ def evaluate(draft: EagleDraft, data: Distillation, depth: int, top: int = 5, ba
         features, tokens = data.hidden[idx].to(device), data.tokens[idx].to(device)
         c, p = cols[idx].to(device), probs[idx].to(device)
         ok = valid(c.shape[1], depth, device)
-        logits, _ = unroll(draft, features, tokens, depth, own=False)
+        logits, _ = unroll(draft, features, tokens, depth, own=False, layers=window_layers(draft, data, idx))
         losses = depth_losses(logits, c, p)
         best = c[..., 0]  # the target's argmax column (top-k is sorted), -1 outside the vocabulary
         for j in range(depth):

@@ -39,11 +39,12 @@ def depth_mask(n: int, j: int, device: torch.device) -> torch.Tensor:
 
 
 def unroll(draft: EagleDraft, features: torch.Tensor, tokens: torch.Tensor, depth: int, own: bool,
-           first_row: int = 0) -> tuple[list[torch.Tensor], torch.Tensor]:
+           first_row: int = 0, layers: torch.Tensor | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
     """(restricted logits [B, n - first_row, V'] of depths 1..depth at entries first_row..n-1
     (n = L - 1), depth 1's predicted features [B, n, d]).
 
-    features [B, L, d] (the target's), tokens int64 [B, L]. Gradients flow through every depth
+    features [B, L, d] (the target's), tokens int64 [B, L]; layers [B, L, n, d]: the target's
+    hidden states after the layers a fusing draft reads (`EagleDraft.committed`). Gradients flow through every depth
     (the training-time test); wrap in no_grad / inference_mode to score. first_row: the
     earliest block start asked for (the output layer runs on rows >= first_row only; the
     blocks that start earlier get placeholder tokens)."""
@@ -51,7 +52,8 @@ def unroll(draft: EagleDraft, features: torch.Tensor, tokens: torch.Tensor, dept
     n = length - 1
     device = features.device
     positions = torch.arange(n, device=device)[None].expand(b, n)
-    out, k, v = draft(features[:, :n], tokens[:, 1:], positions, None, depth_mask(n, 1, device))
+    base = draft.committed(features[:, :n], None if layers is None else layers[:, :n])
+    out, k, v = draft(base, tokens[:, 1:], positions, None, depth_mask(n, 1, device))
     first = out
     logits = [draft.logits(out[:, first_row:])]
     keys, values = [k], [v]

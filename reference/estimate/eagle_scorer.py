@@ -44,11 +44,16 @@ class EagleScorer:
                                    "at least 2 tokens")
             seq = list(prompt) + list(cont)
             device = input_device(self.target)
-            _, hidden, _ = forward(self.target, torch.tensor([seq[:-1]], device=device), 1, Needs(hidden=True))
-            features = torch.cat([hidden.float(), hidden.new_zeros(1, 1, hidden.shape[-1]).float()], 1)
-            features, tokens = features.to(self.draft.vocab.device), torch.tensor([seq], device=self.draft.vocab.device)
+            _, hidden, layers = forward(self.target, torch.tensor([seq[:-1]], device=device), 1,
+                                        Needs(hidden=True, layers=self.draft.layers))
+            at_device = self.draft.vocab.device
+            # the last position's feature is never read (no entry follows it): padded with zeros
+            features = pad_row(hidden).to(at_device)
+            layers = None if layers is None else pad_row(layers).to(at_device)
+            tokens = torch.tensor([seq], device=at_device)
             first, n = len(prompt) - 2, len(cont)
-            logits, _ = unroll(self.draft, features, tokens, self.width, own=sampling.greedy, first_row=first)
+            logits, _ = unroll(self.draft, features, tokens, self.width, own=sampling.greedy, first_row=first,
+                               layers=layers)
             rows = torch.arange(n, device=tokens.device)
             # depth j of the block at t sits at row t + j - 1 (after first_row), clamped past the end
             at = [lg[0, (rows + j).clamp_max(lg.shape[1] - 1)] for j, lg in enumerate(logits)]  # [n, V'] each
@@ -59,3 +64,8 @@ class EagleScorer:
                 q = sampling.probs(self.draft.full_logits(torch.stack(at, 1), vocab_size))  # [n, width, V]
                 out.append(DraftRows(q[:, 0], None, offset_q=q, blockwise=True))
         return out
+
+
+def pad_row(x: torch.Tensor) -> torch.Tensor:
+    """x [1, T, ...] as float32 with one more row of zeros: [1, T + 1, ...]."""
+    return torch.cat([x.float(), x.new_zeros(1, 1, *x.shape[2:]).float()], 1)

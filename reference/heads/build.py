@@ -14,7 +14,7 @@ import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -75,11 +75,14 @@ def training_windows(target: LoadedModel, config: DataConfig, progress: bool
     return sampled, scored, meta
 
 
-def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig, progress: bool = False
+def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig, progress: bool = False,
+                      layer_ids: Sequence[int] = ()
                       ) -> tuple[Distillation, Distillation, dict[str, Any], dict[str, float]]:
     """(train, held-out, what was used, seconds by stage): the target's passes over the training
     windows, cached by the target's weights and the data configuration (the heads and the
-    feature draft train on the same passes; a second build reads them back)."""
+    feature draft train on the same passes; a second build reads them back). layer_ids: hidden
+    states after these decoder layers are kept too; a cache without all of them is redone with
+    the union of its layers and these."""
     import hashlib
     import json
 
@@ -88,11 +91,16 @@ def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig,
     key = hashlib.sha256(json.dumps([fingerprint, asdict(config)], sort_keys=True).encode()).hexdigest()[:16]
     cached = cache_dir() / "distill" / f"{target.path.name}-{key}.pt"
     start = time.perf_counter()
+    stored: tuple[int, ...] = ()
     if cached.is_file():
-        phase(f"reading the target's passes over the training text ({cached})", progress)
         saved = torch.load(cached, weights_only=True)
-        held, train = Distillation(*saved["held"]), Distillation(*saved["train"])
-        return train, held, json.loads(saved["sources"]), {"text": 0.0, "distill": time.perf_counter() - start}
+        stored = tuple(saved.get("layer_ids", ()))
+        if set(layer_ids) <= set(stored):
+            phase(f"reading the target's passes over the training text ({cached})", progress)
+            held, train = (Distillation(*saved[part], layer_ids=stored).with_layers(layer_ids)
+                           for part in ("held", "train"))
+            return train, held, json.loads(saved["sources"]), {"text": 0.0, "distill": time.perf_counter() - start}
+    every = tuple(sorted({*stored, *layer_ids}))
     sampled, scored, sources = training_windows(target, config, progress)
     seconds = {"text": time.perf_counter() - start}
     held_source = sampled if len(sampled) > config.held_out else scored
@@ -101,17 +109,17 @@ def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig,
     if not train_windows:
         raise SpecdecError("no training windows left after holding some out: raise --tokens")
     lap = time.perf_counter()
-    data = distill(target.model, held_windows + train_windows, config.top_k, progress=progress)
+    data = distill(target.model, held_windows + train_windows, config.top_k, progress=progress, layer_ids=every)
     held = data.select(torch.arange(len(held_windows)))
     train = data.select(torch.arange(len(held_windows), data.n_windows))
     seconds["distill"] = time.perf_counter() - lap
     sources["held_out_from"] = "target samples" if held_source is sampled else "corpus"
     cached.parent.mkdir(parents=True, exist_ok=True)
-    fields = ("tokens", "hidden", "top_ids", "top_probs")
+    fields = ("tokens", "hidden", "top_ids", "top_probs", "layers")
     with writing(cached) as tmp:
         torch.save({"held": [getattr(held, f) for f in fields], "train": [getattr(train, f) for f in fields],
-                    "sources": json.dumps(sources)}, tmp)
-    return train, held, sources, seconds
+                    "layer_ids": list(every), "sources": json.dumps(sources)}, tmp)
+    return train.with_layers(layer_ids), held.with_layers(layer_ids), sources, seconds
 
 
 def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = DataConfig(),
@@ -134,13 +142,15 @@ def build_heads(target: LoadedModel, out: str | Path, data_config: DataConfig = 
     return card
 
 
-def trainee_data(target: LoadedModel, data_config: DataConfig, vocab_size: int, progress: bool = False):
+def trainee_data(target: LoadedModel, data_config: DataConfig, vocab_size: int, progress: bool = False,
+                 layer_ids: Sequence[int] = ()):
     """What a drafter trained on the target (heads, feature draft) starts from: (the target's
-    weight hash, train, held-out, the restricted vocabulary (its `vocab_size` most probable ids
-    and EOS), about(hidden_size, device) -> the card's shared fields, seconds by stage)."""
+    weight hash, train, held-out (with the hidden states after `layer_ids`), the restricted
+    vocabulary (its `vocab_size` most probable ids and EOS), about(hidden_size, device) -> the
+    card's shared fields, seconds by stage)."""
     phase("hashing the target's weights", progress)
     fingerprint = weights_fingerprint(target.path)
-    train, held, sources, seconds = distillation_data(target, fingerprint, data_config, progress)
+    train, held, sources, seconds = distillation_data(target, fingerprint, data_config, progress, layer_ids)
     eos = target.tokenizer.eos_token_id
     vocab = frequent_vocab(train, vocab_size, always=[] if eos is None else [eos])
 

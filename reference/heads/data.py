@@ -22,12 +22,15 @@ from specdec.reference.core.seams import Needs
 class Distillation:
     """tokens: int64 [W, L]; hidden: float32 [W, L, d]; top_ids: int32 [W, L, k]; top_probs:
     float16 [W, L, k] — window w, position t: the token, the target's final hidden state
-    there and the top-k of p(. | x_<=t)."""
+    there and the top-k of p(. | x_<=t); layers: float32 [W, L, n, d], the hidden states after
+    the decoder layers `layer_ids` (the model's `hidden_states` indices), or None."""
 
     tokens: torch.Tensor
     hidden: torch.Tensor
     top_ids: torch.Tensor
     top_probs: torch.Tensor
+    layers: torch.Tensor | None = None
+    layer_ids: tuple[int, ...] = ()
 
     @property
     def n_windows(self) -> int:
@@ -42,11 +45,18 @@ class Distillation:
         return self.select(order[n_held:]), self.select(order[:n_held])
 
     def select(self, windows: torch.Tensor) -> "Distillation":
-        return Distillation(self.tokens[windows], self.hidden[windows], self.top_ids[windows], self.top_probs[windows])
+        return Distillation(self.tokens[windows], self.hidden[windows], self.top_ids[windows], self.top_probs[windows],
+                            None if self.layers is None else self.layers[windows], self.layer_ids)
 
-    @classmethod
-    def concat(cls, parts: Sequence["Distillation"]) -> "Distillation":
-        return cls(*(torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "hidden", "top_ids", "top_probs")))
+    def with_layers(self, layer_ids: Sequence[int]) -> "Distillation":
+        """The same windows with only `layer_ids` of the stored layers (which must hold them)."""
+        layer_ids = tuple(layer_ids)
+        if not layer_ids:
+            return Distillation(self.tokens, self.hidden, self.top_ids, self.top_probs)
+        if not set(layer_ids) <= set(self.layer_ids):
+            raise ValueError(f"layers {layer_ids} are not all among the stored {self.layer_ids}")
+        pick = torch.tensor([self.layer_ids.index(i) for i in layer_ids])
+        return Distillation(self.tokens, self.hidden, self.top_ids, self.top_probs, self.layers[:, :, pick], layer_ids)
 
 
 def windows(sequences: Sequence[Sequence[int]], length: int) -> list[list[int]]:
@@ -66,29 +76,33 @@ def tail_windows(sequences: Sequence[Sequence[int]], length: int) -> list[list[i
 
 @torch.inference_mode()
 def distill(model: torch.nn.Module, token_windows: Sequence[Sequence[int]], top_k: int = 16, batch_size: int = 8,
-            progress: bool = False) -> Distillation:
-    """Teacher-force the target over equal-length windows; keep hidden states and top-k of p
-    (temperature 1, the unadjusted distribution)."""
+            progress: bool = False, layer_ids: Sequence[int] = ()) -> Distillation:
+    """Teacher-force the target over equal-length windows; keep hidden states (the final ones and
+    those after the decoder layers `layer_ids`) and top-k of p (temperature 1, the unadjusted
+    distribution)."""
     if not token_windows:
         raise SpecdecError("no windows to distil (the text is shorter than one window)")
     length = len(token_windows[0])
     if any(len(w) != length for w in token_windows):
         raise ValueError("all windows must have the same length")
-    hidden, ids, probs = [], [], []
+    hidden, ids, probs, layers = [], [], [], []
+    needs = Needs(hidden=True, layers=tuple(layer_ids))
     bar = progress_bar(len(token_windows) * length, "target passes over the training text", "tok", progress)
     try:
         for b in range(0, len(token_windows), batch_size):
             batch = torch.tensor(token_windows[b:b + batch_size], dtype=torch.long, device=model.device)
-            logits, states, _ = forward(model, batch, 0, Needs(hidden=True))  # [B, L, V], [B, L, d]
+            logits, states, selected = forward(model, batch, 0, needs)  # [B, L, V], [B, L, d], [B, L, n, d]
             top = logits.float().log_softmax(-1).topk(top_k, dim=-1)
             hidden.append(states.float().cpu())
+            if selected is not None:
+                layers.append(selected.float().cpu())
             ids.append(top.indices.to(torch.int32).cpu())
             probs.append(top.values.exp().to(torch.float16).cpu())
             bar.update(batch.numel())
     finally:
         bar.close()
     return Distillation(torch.tensor([list(w) for w in token_windows], dtype=torch.long), torch.cat(hidden),
-                        torch.cat(ids), torch.cat(probs))
+                        torch.cat(ids), torch.cat(probs), torch.cat(layers) if layers else None, tuple(layer_ids))
 
 
 def frequent_vocab(data: Distillation, size: int, always: Sequence[int] = ()) -> torch.Tensor:

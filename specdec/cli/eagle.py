@@ -40,10 +40,13 @@ def eagle() -> None:
               help="AdamW learning rate.")
 @click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, show_default=True,
               help="Seeds the initialisation and the order of the windows.")
+@click.option("--fuse-layers", "fuse_layers", default="", metavar="eagle3|I,J,...",
+              help="EAGLE-3's feature fusion: the committed entries also read the target's hidden states after "
+                   "these decoder layers ('eagle3': 2, L // 2, L - 3, the engines' default); default: none.")
 @device_option
 @json_option
 def train(target_path, out, force, tokens, aligned_tokens, sampled_from, window, vocab_size, ttt, feature_weight,
-          epochs, lr, seed, device, as_json):
+          epochs, lr, seed, fuse_layers, device, as_json):
     """Train the feature draft on the frozen target by self-distillation and save it with a card
     naming the target (a hash of its weights), the data, the seed and the held-out quality per depth."""
     from specdec.cli.common import preflight_training
@@ -51,9 +54,10 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, window,
     if window <= ttt + 1:
         raise click.BadParameter(f"must exceed --ttt + 1 = {ttt + 1}", param_hint="--window")
     path, data_config = preflight_training(target_path, out, force, tokens, aligned_tokens, sampled_from, window)
+    fuse = fuse_option(fuse_layers, path)
     from specdec.reference.eagle.train import EagleTrainConfig  # torch: after --out is checked
     config = EagleTrainConfig(ttt=ttt, vocab=vocab_size, feature_weight=feature_weight, epochs=epochs, lr=lr,
-                              seed=seed)
+                              seed=seed, fuse=fuse)
     from specdec.reference.core.models import load_model
     from specdec.reference.eagle.build import build_eagle
 
@@ -62,7 +66,8 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, window,
     if as_json:
         click.echo(to_json({"out": str(out), **card}))
         return
-    click.echo(f"feature draft: one layer, {card['trained_parameters']:,} trained parameters, on "
+    fused = f", fusing the target's layers {', '.join(map(str, card['fuse_layers']))}" if card["fuse_layers"] else ""
+    click.echo(f"feature draft: one layer{fused}, {card['trained_parameters']:,} trained parameters, on "
                f"{card['target']['name']} -> {out}")
     d, s = card["data"], card["seconds"]
     click.echo(f"  data: {d['train_tokens']:,} training tokens, {d['held_out']} held-out windows "
@@ -71,6 +76,29 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, window,
     click.echo(f"  time: text {s['text']:.0f} s, target passes {s['distill']:.0f} s, training {s['train']:.0f} s, "
                f"total {s['total']:.0f} s (seed {seed})")
     print_depths(card["held_out"])
+
+
+def fuse_option(text: str, path) -> tuple[int, ...]:
+    """--fuse-layers read against the target's config.json (no model loaded)."""
+    import json
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from specdec.reference.eagle.model import check_fuse, eagle3_layers
+
+    config = SimpleNamespace(**json.loads((Path(path) / "config.json").read_text()))
+    if text.strip().lower() == "eagle3":
+        return eagle3_layers(config)
+    try:
+        layers = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter(f"'eagle3' or decoder layer numbers separated by commas, got {text!r}",
+                                 param_hint="--fuse-layers") from None
+    try:
+        check_fuse(config, layers)
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--fuse-layers: "), param_hint="--fuse-layers") from None
+    return layers
 
 
 def print_depths(rows) -> None:
@@ -113,7 +141,7 @@ def evaluate(eagle_path, target_path, n_windows, window, depth, device, as_json)
     target = load_model(path, device=device)
     draft, _ = load_eagle(eagle_path, target.model, target.path)
     windows, _ = held_out_prompts(n_windows, window, path)
-    rows = evaluate_draft(draft, distill(target.model, windows, progress=not as_json), depth)
+    rows = evaluate_draft(draft, distill(target.model, windows, progress=not as_json, layer_ids=draft.layers), depth)
     if as_json:
         click.echo(to_json({"eagle": str(eagle_path), "windows": n_windows, "window": window, "held_out": rows}))
         return
