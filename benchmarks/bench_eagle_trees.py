@@ -1,6 +1,6 @@
 """The feature draft's chains against its EAGLE-2 dynamic trees (and the heads), per workload, at
-temperatures 0 and 1, on the default target: tokens per target pass and the measured speedup; at
-temperature 0 also the tree plan's prediction of each shape and its error.
+temperatures 0 and 1, on the default target: tokens per target pass, the measured speedup, and the
+tree plan's prediction of each shape at that temperature and its error.
 
 Every method decodes the same held-out prompts of each workload (chat template applied, as
 `specdec validate` does) through the one comparison harness (methods interleaved per prompt, the
@@ -10,7 +10,9 @@ over siblings (exact: tests/test_eagle.py).
 
 The plan (`specdec.simulator.trees.plan_trees`) is made before any decode, from other held-out
 prompts of the same workload (the next --prompts ones): the shapes' tokens per pass on the
-target's greedy text and their drafting times (`specdec.reference.eagle.tree_study`), and the
+target's own text at that temperature (greedy: exact from the text; T > 0: one target pass per
+position and shape, exact node chances) and their drafting times
+(`specdec.reference.eagle.tree_study`), and the
 target's verify steps with N draft nodes timed at that workload's context
 (`specdec.reference.heads.tree_plan.verify_step_seconds`). Two errors are printed: the plan's
 (predicted / measured - 1) and its cost model's alone (the prediction rescaled to the decode's
@@ -48,10 +50,11 @@ def methods(target, eagle: str, heads: str | None) -> list[Decoding]:
     return [baseline()] + [Decoding(label, make_drafter(spec, target)[0], gamma) for label, spec, gamma in rows]
 
 
-def tree_plan(target, eagle: str, prompts, new_tokens: int):
-    """The plan of SHAPES from these prompts: {label: planned row} best first, the study's rows
-    and the verify steps {N: ms}."""
-    plan, rows, steps = plan_shapes(target, make_drafter(f"eagle:{eagle}", target)[0], prompts, new_tokens, SHAPES)
+def tree_plan(target, eagle: str, prompts, new_tokens: int, sampling: SamplingConfig):
+    """The plan of SHAPES from these prompts at this temperature: {label: planned row} best first,
+    the study's rows and the verify steps {N: ms}."""
+    plan, rows, steps = plan_shapes(target, make_drafter(f"eagle:{eagle}", target)[0], prompts, new_tokens, SHAPES,
+                                    sampling, seed=2)
     return {r.method: r for r in plan.rows}, rows, {n: 1000 * t for n, t in steps.items()}
 
 
@@ -79,11 +82,13 @@ def main() -> None:
         source = PromptSource(workloads=(workload,))
         both = load_prompt_set(target.tokenizer, target.path, 2 * args.prompts, source).ids
         prompts, planned_on = both[:args.prompts], both[args.prompts:]
-        plan, studied, steps = tree_plan(target, args.eagle, planned_on, args.new_tokens)
-        print(f"# {workload}: verify steps ms " + ", ".join(f"N={n}: {t:.1f}" for n, t in steps.items())
-              + "; drafting ms per iteration " + ", ".join(f"{r['method']}: {r['draft_ms']:.1f}" for r in studied)
-              + f"; {studied[0]['positions']} positions", flush=True)
         for temperature in (float(t) for t in args.temperatures.split(",")):
+            plan, studied, steps = tree_plan(target, args.eagle, planned_on, args.new_tokens,
+                                             SamplingConfig(temperature))
+            print(f"# {workload}, T = {temperature:g}: verify steps ms "
+                  + ", ".join(f"N={n}: {t:.1f}" for n, t in steps.items()) + "; drafting ms per iteration "
+                  + ", ".join(f"{r['method']}: {r['draft_ms']:.1f}" for r in studied)
+                  + f"; {studied[0]['positions']} positions", flush=True)
             runs = measure(methods(target, args.eagle, args.heads), scorer, prompts, args.new_tokens,
                            SamplingConfig(temperature), seed=1, fuse_prefill=True, warm_up=4)
             base = runs["baseline"]
@@ -95,7 +100,7 @@ def main() -> None:
                 per_pass = sum(r.stats.new_tokens for r in rs) / passes
                 s = speedup(base, rs, np.random.default_rng(0))
                 measured[name] = s.speedup
-                row = plan.get(name) if temperature == 0 else None
+                row = plan.get(name)
                 planned = (f"{row.block_efficiency:.2f} | {per_pass:.2f} | {row.predicted_speedup:.2f}x"
                            if row else f"n/a | {per_pass:.2f} | n/a")
                 error = (f"{100 * (row.predicted_speedup / s.speedup - 1):+.1f}% | "  # the cost model's own share:
@@ -103,16 +108,15 @@ def main() -> None:
                          if row else "n/a | n/a")
                 print(f"| {workload} | {temperature:g} | {name} | {planned} | {s.speedup:.2f}x "
                       f"[{s.ci[0]:.2f}, {s.ci[1]:.2f}] | {error} |", flush=True)
-            if temperature == 0:
-                pick = next(iter(plan.values()))
-                best = max((m for m in measured if m in plan), key=measured.get)
-                picks.append((workload, pick.method, pick.predicted_speedup, measured[pick.method], best,
-                              measured[best]))
-    print("\n| workload | plan's pick (T = 0) | predicted | measured | measured best of the shapes | measured "
+            pick = next(iter(plan.values()))
+            best = max((m for m in measured if m in plan), key=measured.get)
+            picks.append((workload, temperature, pick.method, pick.predicted_speedup, measured[pick.method], best,
+                          measured[best]))
+    print("\n| workload | T | plan's pick | predicted | measured | measured best of the shapes | measured "
           "| regret |")
-    print("|---|---|---|---|---|---|---|")
-    for workload, pick, predicted, got, best, top in picks:
-        print(f"| {workload} | {pick} | {predicted:.2f}x | {got:.2f}x | {best} | {top:.2f}x | "
+    print("|---|---|---|---|---|---|---|---|")
+    for workload, temperature, pick, predicted, got, best, top in picks:
+        print(f"| {workload} | {temperature:g} | {pick} | {predicted:.2f}x | {got:.2f}x | {best} | {top:.2f}x | "
               f"{100 * (top / got - 1):+.1f}% |")
     print(f"# {time.time() - start:.0f} s")
 

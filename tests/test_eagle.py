@@ -14,6 +14,8 @@
 """
 import math
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -178,8 +180,9 @@ def test_draft_timing_cycles_keep_the_cache_aligned() -> None:
     assert drafter.cached == len(drafter.tokens) - 1
 
 
-@pytest.mark.parametrize("shape", [(3, None, 1), (2, 4, 2), (3, 6, 2)], ids=["chain3", "tree4", "tree6"])
-def test_tree_study_replays_greedy_decoding(shape) -> None:
+@pytest.mark.parametrize("shape,fuse", [((3, None, 1), ()), ((2, 4, 2), ()), ((3, 6, 2), ()), ((3, 6, 2), (1,))],
+                         ids=["chain3", "tree4", "tree6", "tree6-fused"])
+def test_tree_study_replays_greedy_decoding(shape, fuse) -> None:
     """The tree plan's study (one target pass per sequence, the draft's cache grown entry by entry)
     gives, at every position a greedy decode visits, the tokens that decode's pass commits."""
     from specdec.reference.eagle.tree_study import Shape, study
@@ -187,7 +190,7 @@ def test_tree_study_replays_greedy_decoding(shape) -> None:
 
     depth, nodes, topk = shape
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
-    draft = trained_eagle(target)
+    draft = trained_eagle(target, fuse=fuse)
     tree = None if nodes is None else (topk, nodes)
     committed: list[int] = []
 
@@ -269,8 +272,17 @@ def test_eagle_trees_command_plans_shapes_and_sglang_flags(tmp_path, capsys) -> 
                                               "--json"])  # depth 1: three siblings
     assert code == 0, err
     assert [r["method"] for r in json.loads(out)["workloads"]["chat"]["plan"]] == ["tree N=3 K=3 d=1"]
+    code, out, err = run_main(capsys, base + ["--new-tokens", "6", "--depths", "2", "--topks", "1,2", "--nodes", "3",
+                                              "--temperature", "1", "--json"])  # sampled text, exact node chances
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["temperature"] == 1.0
+    rows = report["workloads"]["chat"]["plan"]
+    assert {r["method"] for r in rows} == {"chain g=2", "tree N=3 K=2 d=2"}
+    assert all(1 <= r["block_efficiency"] <= 3 and r["predicted_speedup"] > 0 for r in rows)
     for extra, option in [(["--topks", "2", "--nodes", "30"], "--nodes"),  # no tree of depth <= 4 fills 30 nodes
                           (["--new-tokens", "4000"], "--new-tokens"),  # beyond the target's positions
+                          (["--temperature", "-1"], "--temperature"),
                           (["--workload", "chat,code", "--prompts", "1000"], "--workload")]:  # more than there are
         code, _, err = run_main(capsys, base + extra)
         assert code == 2 and option in err and len(err.strip().splitlines()) == 1, (extra, err)
@@ -296,3 +308,40 @@ def test_eagle3_layers_are_the_engines_defaults() -> None:
     assert eagle3_layers(SimpleNamespace(num_hidden_layers=30)) == (2, 15, 27)  # SmolLM2-135M
     assert eagle3_layers(SimpleNamespace(num_hidden_layers=32)) == (2, 16, 29)  # Llama-3-8B: vLLM, SGLang
     assert eagle3_layers(SimpleNamespace(n_layer=2)) == (1,)
+
+
+@pytest.mark.parametrize("shape", [(3, None, 1), (3, 6, 2)], ids=["chain3", "tree6"])
+def test_sampled_tree_study_predicts_the_first_pass(shape) -> None:
+    """At T = 1 the study's expected tokens of a pass from a prefix (the product of p along each
+    node's path for a tree, of min(1, p / q) along a drawn chain) equals the mean of what real
+    decodes commit in their first pass from that prefix: two-sample z-test, |z| < 3.29 (level
+    1e-3), fixed seeds; the study's chain is one draw per seed, so both sides are averaged."""
+    from specdec.reference.eagle.tree_study import Shape, study_sampled
+
+    depth, nodes, topk = shape
+    sampling = SamplingConfig(1.0)
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    draft = trained_eagle(target)
+    prompt = [5, 9, 2, 3, 7]
+    cont = [1] * (depth + 1)  # one position studied: the pass from the prompt (later tokens are never read)
+    seeds = range(1) if nodes is not None else range(300)  # a tree's expectation is exact: one study
+    predicted = [study_sampled(target, EagleDrafter(draft, 16), [(prompt, cont)], [Shape(depth, nodes, topk)],
+                               sampling, seed=s)[0]["per_pass"][0][0] for s in seeds]
+    first: list[int] = []
+
+    class FirstPass(EagleDrafter):
+        def commit(self, verdict, scored) -> None:
+            if self.cached < len(prompt):  # the first pass's commit
+                first.append(len(verdict.tokens))
+            super().commit(verdict, scored)
+
+    gen = torch.Generator().manual_seed(11)
+    tree = None if nodes is None else (topk, nodes)
+    for _ in range(1500):
+        speculative_decode(TargetScorer(target), FirstPass(draft, 16, tree), prompt, depth + 1, depth, sampling, gen)
+    measured = np.array(first, dtype=float)
+    assert len(measured) == 1500 and measured.max() > 1  # drafts were accepted
+    pred = np.array(predicted)
+    se = math.sqrt(measured.var(ddof=1) / len(measured) + (pred.var(ddof=1) / len(pred) if len(pred) > 1 else 0.0))
+    z = (pred.mean() - measured.mean()) / se
+    assert abs(z) < 3.29, (pred.mean(), measured.mean(), z)

@@ -165,12 +165,18 @@ def evaluate(eagle_path, target_path, n_windows, window, depth, device, as_json)
 @click.option("--nodes", type=NumberList(int, 2, 64, distinct=True, what="node budgets"), default="4,6,10",
               show_default=True, help="Draft nodes per tree (trees only; a budget larger than a shape's candidates "
                                       "is skipped).")
+@click.option("--temperature", type=Number(float, 0, 100), default=0.0, show_default=True,
+              help="Sampling temperature planned for: 0 studies the greedy text; > 0 the target's sampled text, "
+                   "one target pass per position and shape (trees verified by recursive rejection).")
+@click.option("--seed", type=Number(int, 0, MAX_SEED), default=0, show_default=True,
+              help="Seeds the sampled continuations and chains (T > 0).")
 @json_option
-def trees(eagle_path, target_path, backend, workloads, prompts, new_tokens, depths, topks, nodes, as_json):
+def trees(eagle_path, target_path, backend, workloads, prompts, new_tokens, depths, topks, nodes, temperature, seed,
+          as_json):
     """Plan the feature draft's shape per workload: chains and EAGLE-2 trees (depth, top-k, node
-    budget) studied on the target's greedy continuations of held-out prompts (tokens per pass,
-    drafting time), the target's verify step with N draft nodes timed, the predicted speedup of
-    each (`specdec.simulator.trees`), best first, with the drafter spec and SGLang's flags."""
+    budget) studied on the target's continuations of held-out prompts at --temperature (tokens per
+    pass, drafting time), the target's verify step with N draft nodes timed, the predicted speedup
+    of each (`specdec.simulator.trees`), best first, with the drafter spec and SGLang's flags."""
     from specdec.reference.eagle.store import read_card
     from specdec.reference.eagle.tree_study import Shape, candidates
 
@@ -198,12 +204,14 @@ def trees(eagle_path, target_path, backend, workloads, prompts, new_tokens, dept
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.eagle.tree_study import plan_shapes
 
+    from specdec.reference.core.sampling import SamplingConfig
+
     target = load_model(path, backend=backend)
     report = {"eagle": str(eagle_path), "backend": target.backend, "prompts": prompts, "new_tokens": new_tokens,
-              "workloads": {}}
+              "temperature": temperature, "seed": seed, "workloads": {}}
     for workload, ids in encoded.items():
         plan, rows, steps = plan_shapes(target, make_drafter(f"eagle:{eagle_path}", target)[0], ids, new_tokens,
-                                        shapes)
+                                        shapes, SamplingConfig(temperature), seed)
         studied = {r["method"]: r for r in rows}
         planned = [{**{k: studied[r.method][k] for k in ("method", "depth", "nodes", "topk", "draft_ms",
                                                            "positions")},
@@ -220,7 +228,8 @@ def trees(eagle_path, target_path, backend, workloads, prompts, new_tokens, dept
         click.echo(to_json(report))
         return
     for workload, r in report["workloads"].items():
-        click.echo(f"# {workload}: {prompts} held-out prompts x {new_tokens} greedy tokens, backend {target.backend}; "
+        text = "greedy tokens" if temperature == 0 else f"tokens sampled at T = {temperature:g}"
+        click.echo(f"# {workload}: {prompts} held-out prompts x {new_tokens} {text}, backend {target.backend}; "
                    "verify step ms " + ", ".join(f"N={n}: {t:.1f}" for n, t in r["verify_step_ms"].items()))
         click.echo("| shape | tokens per pass | draft nodes | drafting ms | iteration ms | predicted speedup |")
         click.echo("|---|---|---|---|---|---|")
