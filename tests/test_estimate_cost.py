@@ -113,3 +113,14 @@ def test_cache_evictor_streams_what_a_target_pass_streams(monkeypatch) -> None:
     assert timing.CacheEvictor(torch.device("cpu"), 4096).buffer.numel() * 4 == 4096
     assert timing.CacheEvictor(torch.device("cpu"), 1 << 30).buffer.numel() * 4 == 2 << 20
     assert timing.CacheEvictor(torch.device("cpu")).buffer.numel() * 4 == 2 << 20
+
+
+def test_a_k_token_pass_is_never_timed_below_the_one_token_pass() -> None:
+    """A tiny model's passes take microseconds: a median t(k) below t(1) is the timer's noise and is
+    raised to t(1) (the plan refuses v(k) < 1), the raw runs kept as measured."""
+    from specdec.reference.estimate.timing import _timing_from_runs
+
+    runs = [[1.0e-4, 1.2e-4, 1.1e-4], [0.9e-4, 0.8e-4, 1.0e-4], [2.0e-4, 2.2e-4, 2.1e-4]]
+    timing = _timing_from_runs(20, runs, 0.0, 3, 1, "cpu")
+    assert timing.seconds == pytest.approx([1.1e-4, 1.1e-4, 2.1e-4])
+    assert timing.verify_cost == pytest.approx([1.0, 1.0, 2.1 / 1.1]) and timing.runs == runs
