@@ -89,7 +89,9 @@ def test_pooled_timings_use_every_run() -> None:
     pooled = pool_timings([long, short])
     assert [len(r) for r in pooled.runs] == [5, 5, 3, 3, 3]
     assert pooled.seconds[0] == float(np.median(long.runs[0] + short.runs[0]))
-    assert pooled.verify_cost[0] == 1.0 and pooled.seconds[4] == long.seconds[4]
+    # k = 5 only from the long sweep's runs (a median below t(1) is raised to t(1): timer noise)
+    assert pooled.verify_cost[0] == 1.0
+    assert pooled.seconds[4] == max(float(np.median(long.runs[4])), pooled.seconds[0])
     with pytest.raises(ValueError):
         pool_timings([])
 

@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 
 from specdec.reference.core.sampling import SamplingConfig, sample
-from specdec.reference.core.seams import Needs, Proposal, Scored, Verdict
+from specdec.reference.core.seams import Proposal, Scored, Verdict
 from specdec.reference.drafters.protocol import DrafterBase
 from specdec.reference.eagle.model import EagleDraft
 
@@ -33,7 +33,7 @@ class EagleDrafter(DrafterBase):
 
     def __init__(self, draft: EagleDraft, vocab_size: int, tree: tuple[int, int] | None = None) -> None:
         self.draft = draft
-        self.needs = Needs(hidden=True, layers=draft.layers)
+        self.needs = draft.needs
         self.vocab_size = vocab_size
         self.shape_tree = tree
         self.tree = tree is not None

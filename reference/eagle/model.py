@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from specdec.errors import SpecdecError
+from specdec.reference.core.seams import Needs
 from specdec.reference.heads.model import full_logits
 
 
@@ -116,6 +117,11 @@ class EagleDraft(torch.nn.Module):
         half = x.shape[-1] // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
         return x * cos + rotated * sin
+
+    @property
+    def needs(self) -> Needs:
+        """What the draft reads from the target's passes: the final features, and the fused layers'."""
+        return Needs(hidden=True, layers=self.layers)
 
     def committed(self, hidden: torch.Tensor, layers: torch.Tensor | None) -> torch.Tensor:
         """The feature of committed entries: the target's final hidden states [..., d], fused with

@@ -90,7 +90,7 @@ def train_eagle(draft: EagleDraft, train: Distillation, config: EagleTrainConfig
     for _ in range(config.epochs):
         for idx in torch.randperm(train.n_windows, generator=generator).split(config.batch):
             features, tokens = train.hidden[idx].to(device), train.tokens[idx].to(device)
-            logits, first = unroll(draft, features, tokens, config.ttt, own=False, 
+            logits, first = unroll(draft, features, tokens, config.ttt, own=False,
                                    layers=window_layers(draft, train, idx))
             loss = depth_losses(logits, cols[idx].to(device), probs[idx].to(device))
             total = loss.sum()

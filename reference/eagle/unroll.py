@@ -44,10 +44,10 @@ def unroll(draft: EagleDraft, features: torch.Tensor, tokens: torch.Tensor, dept
     (n = L - 1), depth 1's predicted features [B, n, d]).
 
     features [B, L, d] (the target's), tokens int64 [B, L]; layers [B, L, n, d]: the target's
-    hidden states after the layers a fusing draft reads (`EagleDraft.committed`). Gradients flow through every depth
-    (the training-time test); wrap in no_grad / inference_mode to score. first_row: the
-    earliest block start asked for (the output layer runs on rows >= first_row only; the
-    blocks that start earlier get placeholder tokens)."""
+    hidden states after the layers a fusing draft reads (`EagleDraft.committed`). Gradients
+    flow through every depth (the training-time test); wrap in no_grad / inference_mode to
+    score. first_row: the earliest block start asked for (the output layer runs on rows >=
+    first_row only; the blocks that start earlier get placeholder tokens)."""
     b, length, _ = features.shape
     n = length - 1
     device = features.device

@@ -16,7 +16,6 @@ from specdec.errors import SpecdecError
 from specdec.reference.core.forward import forward
 from specdec.reference.core.placement import input_device
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.seams import Needs
 from specdec.reference.eagle.model import EagleDraft
 from specdec.reference.eagle.unroll import unroll
 from specdec.reference.estimate.samples import TargetSamples
@@ -44,8 +43,7 @@ class EagleScorer:
                                    "at least 2 tokens")
             seq = list(prompt) + list(cont)
             device = input_device(self.target)
-            _, hidden, layers = forward(self.target, torch.tensor([seq[:-1]], device=device), 1,
-                                        Needs(hidden=True, layers=self.draft.layers))
+            _, hidden, layers = forward(self.target, torch.tensor([seq[:-1]], device=device), 1, self.draft.needs)
             at_device = self.draft.vocab.device
             # the last position's feature is never read (no entry follows it): padded with zeros
             features = pad_row(hidden).to(at_device)

@@ -229,7 +229,8 @@ class CacheEvictor:
     decoding spent."""
 
     def __init__(self, device: torch.device, nbytes: int | None = None) -> None:
-        size = 2 * last_level_cache_bytes() if nbytes is None else min(nbytes, 2 * last_level_cache_bytes())
+        limit = 2 * last_level_cache_bytes()
+        size = limit if nbytes is None else min(nbytes, limit)
         self.buffer = torch.zeros(max(size, 4) // 4) if device.type == "cpu" else None
 
     def __call__(self) -> None:

@@ -180,9 +180,8 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
         pooled = pool_timings([timing, *sweeps])  # this temperature's v(k): up-front and in-between runs
         all_sweeps.extend(sweeps)
         for name, drafter in drafters.items():
-            costs[(name, temperature)] = assemble_cost(drafter, model, pooled, drafts[(name, gamma_top)], overhead)
-        for name, drafter in drafters.items():
-            alpha, cost = alphas[(name, temperature)], costs[(name, temperature)]
+            cost = assemble_cost(drafter, model, pooled, drafts[(name, gamma_top)], overhead)
+            costs[(name, temperature)], alpha = cost, alphas[(name, temperature)]
             plans.append(plan_entry(name, temperature, alpha, cost, config.max_k - 1))
             window = window_alpha(alpha, config.new_tokens, drafter.deterministic, rng)
             for g in drafter_gammas(drafter, config.gammas):
