@@ -8,7 +8,8 @@ replay at gamma 3 (what the issue's bar is stated in), with the training seconds
 
 Usage (about 10 minutes per 6,000 answer tokens on 2 CPU cores; take the CPU lock):
     .venv/bin/python benchmarks/bench_eagle_data.py --out /tmp/eagle-data \
-        --configs 6000:49152:4,24000:49152:4,24000:49152:8 [--workloads code,edit,chat] [--alpha-tokens 384]
+        --configs 6000:49152:4,24000:49152:4,24000:49152:8 [--workloads code,edit,chat] [--alpha-tokens 384] \
+        [--fuse-layers eagle3]
 A configuration is ANSWER_TOKENS:TOTAL_TOKENS:EAGLE_EPOCHS (the heads always train their default
 4 epochs, once per data configuration).
 """
@@ -63,7 +64,10 @@ def main() -> None:
     parser.add_argument("--configs", default="6000:49152:4,24000:49152:4,24000:49152:8")
     parser.add_argument("--workloads", default="code,edit,chat")
     parser.add_argument("--alpha-tokens", type=int, default=384)
+    parser.add_argument("--fuse-layers", default="", help="the feature draft's --fuse-layers (EAGLE-3's fusion)")
     args = parser.parse_args()
+    fuse = ["--fuse-layers", args.fuse_layers] if args.fuse_layers else []
+    tag = f"-f{args.fuse_layers.replace(',', '_')}" if args.fuse_layers else ""
     configs = [tuple(int(v) for v in c.split(":")) for c in args.configs.split(",")]
     print(f"# {platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
     results = []
@@ -71,10 +75,11 @@ def main() -> None:
         data = f"a{answers}-t{total}"
         lap = time.perf_counter()
         heads = train("heads", args.out / f"heads-{data}", answers, total, ["--heads", "3"])
-        eagle = train("eagle", args.out / f"eagle-{data}-e{epochs}", answers, total, ["--epochs", str(epochs)])
+        eagle_dir = args.out / f"eagle-{data}-e{epochs}{tag}"
+        eagle = train("eagle", eagle_dir, answers, total, ["--epochs", str(epochs), *fuse])
         trained = time.perf_counter() - lap
         for name, card, folder in (("heads", heads, args.out / f"heads-{data}"),
-                                   ("eagle", eagle, args.out / f"eagle-{data}-e{epochs}")):
+                                   ("eagle", eagle, eagle_dir)):
             if name == "heads" and any(r["drafter"] == "heads" and r["data"] == data for r in results):
                 continue  # one heads build per data configuration
             held = card["held_out"]

@@ -204,6 +204,9 @@ def test_learned_drafters_train_on_the_targets_answers_to_training_prompts_only(
     assert [p.category for p in prompts[:5]] == list(TRAINED_ON) and len(prompts) == 20
     held = {p.name for name in TRAINED_ON for p in workload_prompts(name, 20)}
     assert not held & {p.name for p in training_prompts(20)}
+    chats = [p.name for p in training_prompts(50, ("chat",))]  # the chat split holds fewer than 50 questions
+    cycled = [p.name for p in training_prompts(50, ("chat",), cycle=True)]
+    assert len(chats) < 50 and cycled[:len(chats)] == chats == cycled[len(chats):2 * len(chats)] and len(cycled) == 50
     target = templated_pair[0]
     config = AlignedConfig(tokens=60, max_new_tokens=6, batch_size=10, prompts="workloads")
     corpus = generate_aligned(target, config, cache_dir=tmp_path)

@@ -86,3 +86,18 @@ def test_lattice_study_plan_and_the_planned_drafter(heads_dir, tmp_path, capsys)
                                            "--baseline", "--json"])
         assert code == 0, (row["drafter"], err)
         assert strict_json(out)["baseline"]["same_tokens"] is True, row["drafter"]
+
+
+def test_answers_to_a_held_out_prompt_are_not_trained_on() -> None:
+    """A prompt asked twice (a small workload split, cycled): its other answers leave the
+    training windows when one of its answers is held out; corpus windows always train."""
+    from specdec.reference.heads.build import split_held_out
+
+    sampled = [[1], [2], [3], [4], [5]]
+    asked = [(7,), (8,), (7,), (9,), (8,)]
+    held, train, left_out = split_held_out(sampled, asked, [[10], [11]], held_out=1)
+    assert held == [[1]] and train == [[2], [4], [5], [10], [11]] and left_out == 1
+    held, train, left_out = split_held_out(sampled, asked, [[10], [11]], held_out=2)
+    assert held == [[1], [2]] and train == [[4], [10], [11]] and left_out == 2
+    held, train, left_out = split_held_out(sampled[:1], asked[:1], [[10], [11], [12]], held_out=2)
+    assert held == [[10], [11]] and train == [[12], [1]] and left_out == 0  # too few samples: corpus held out

@@ -87,6 +87,8 @@ def aligned_dir(config: AlignedConfig, model_dir: str | os.PathLike, cache_dir: 
     """Cache folder for a config and target: parameters hashed into the name (cache_dir: the
     corpus folder, default `specdec.paths.corpus_dir()`)."""
     params = {k: v for k, v in asdict(config).items() if not (k == "prompts" and v == "corpus")}  # keys of old caches
+    if config.prompts == "workloads":
+        params["cycled"] = True  # workloads with a small training split are asked again (`training_prompts`)
     key = json.dumps({"config": params, "model": Path(model_dir).name, "corpus": CORPUS_VERSION},
                      sort_keys=True)
     return corpus_root(cache_dir) / "aligned" / tokenizer_tag(model_dir) / hashlib.sha1(key.encode()).hexdigest()[:12]
@@ -181,14 +183,14 @@ def _prompts(config: AlignedConfig, n: int, tokenizer, model_dir: Path, cache_di
     """(prompt ids, their workloads or None): n corpus prompts; or, in the chat template and
     shortest first (a batch is padded to its longest prompt, so similar lengths batch cheaply),
     enough workload prompts for config.tokens (every workload's training split, the same count
-    of each; `training_prompts`)."""
+    of each, a workload with a small split asked again when the target samples; `training_prompts`)."""
     if config.prompts == "corpus":
         return train_prompts(n, config.prompt_tokens, tokenizer_dir=model_dir, cache_dir=cache_dir), None
     from specdec.reference.data.prompts import encode_prompt
     from specdec.reference.data.workloads import TRAINED_ON, training_prompts
 
     wanted = math.ceil(1.15 * config.tokens / config.max_new_tokens)  # some answers stop early
-    chosen = training_prompts(math.ceil(wanted / len(TRAINED_ON)))
+    chosen = training_prompts(math.ceil(wanted / len(TRAINED_ON)), cycle=config.temperature > 0)
     encoded = [(encode_prompt(tokenizer, p, "auto", 1 << 20, "refuse")[0], p.category) for p in chosen]
     kept = sorted(((ids, category) for ids, category in encoded if len(ids) <= LONGEST_ANSWERED),
                   key=lambda pair: len(pair[0]))

@@ -78,11 +78,15 @@ def workload_prompts(name: str, n: int, heldout: bool = True, prompt_tokens: int
 TRAINED_ON = ("code", "summarize", "rag", "edit", "chat")  # continue's training text is the corpus itself
 
 
-def training_prompts(per_workload: int, names: tuple[str, ...] = TRAINED_ON) -> list[Prompt]:
+def training_prompts(per_workload: int, names: tuple[str, ...] = TRAINED_ON, cycle: bool = False) -> list[Prompt]:
     """Up to per_workload prompts of each workload's TRAINING split (what a learned drafter may
-    train on; a workload with fewer gives what it has), interleaved: code, summarize, ..., code, ..."""
+    train on), interleaved: code, summarize, ..., code, ... A workload with fewer gives what it
+    has, or, with `cycle`, its split again from the start until it gives per_workload (for a
+    target that samples: a second answer to the same request)."""
     builders = _builders(64, None)
     groups = [builders[name](per_workload, False) for name in names]
+    if cycle:
+        groups = [list(itertools.islice(itertools.cycle(g), per_workload)) for g in groups]
     return [p for row in itertools.zip_longest(*groups) for p in row if p is not None]
 
 

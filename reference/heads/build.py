@@ -50,12 +50,14 @@ class DataConfig:
 
 
 def training_windows(target: LoadedModel, config: DataConfig, progress: bool
-                     ) -> tuple[list[list[int]], list[list[int]], dict[str, Any]]:
-    """(target-sampled windows, corpus windows, what was used)."""
+                     ) -> tuple[list[list[int]], list[tuple[int, ...] | None], list[list[int]], dict[str, Any]]:
+    """(target-sampled windows, the prompt each answers (None: corpus prompts), corpus windows,
+    what was used)."""
     from specdec.reference.data.aligned_corpus import AlignedConfig, generate_aligned
     from specdec.reference.data.corpus import train_prompts
 
     sampled: list[list[int]] = []
+    asked: list[tuple[int, ...] | None] = []
     meta: dict[str, Any] = {}
     if config.aligned_tokens > 0:
         corpus = generate_aligned(target.path, AlignedConfig(tokens=config.aligned_tokens,
@@ -63,16 +65,30 @@ def training_windows(target: LoadedModel, config: DataConfig, progress: bool
         lines, prompts = corpus.lines(), corpus.prompt_lines()
         if prompts is None:
             sampled = windows(lines, config.window)[: config.aligned_tokens // config.window]
+            asked = [None] * len(sampled)
         else:  # each answer after its prompt, so the window's hidden states see the request
             full = [p + a for p, a in zip(prompts, lines)]
             sampled = tail_windows(full, config.window)
+            asked = [tuple(p) for p, seq in zip(prompts, full) if len(seq) >= config.window]
             meta["sampled_by_workload"] = dict(collections.Counter(
                 c for c, seq in zip(corpus.meta["line_categories"], full) if len(seq) >= config.window))
         meta["aligned_corpus"] = str(corpus.path)
     n_corpus = max(0, config.tokens // config.window - len(sampled))
     scored = train_prompts(n_corpus, config.window, tokenizer_dir=target.path) if n_corpus else []
     meta.update(sampled_windows=len(sampled), corpus_windows=len(scored), window=config.window)
-    return sampled, scored, meta
+    return sampled, asked, scored, meta
+
+
+def split_held_out(sampled: list[list[int]], asked: list[tuple[int, ...] | None], scored: list[list[int]],
+                   held_out: int) -> tuple[list[list[int]], list[list[int]], int]:
+    """(held-out windows, training windows, answers left out): the first `held_out` of the
+    target's samples when there are more, else of the corpus windows; the other answers to a
+    held-out window's prompt (a prompt asked again) are neither held out nor trained on."""
+    if len(sampled) <= held_out:
+        return scored[:held_out], scored[held_out:] + sampled, 0
+    held_prompts = {a for a in asked[:held_out] if a is not None}
+    rest = [w for w, a in zip(sampled[held_out:], asked[held_out:]) if a is None or a not in held_prompts]
+    return sampled[:held_out], rest + scored, len(sampled) - held_out - len(rest)
 
 
 def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig, progress: bool = False,
@@ -88,7 +104,9 @@ def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig,
 
     from specdec.paths import cache_dir, writing
 
-    key = hashlib.sha256(json.dumps([fingerprint, asdict(config)], sort_keys=True).encode()).hexdigest()[:16]
+    # "split": 2, held-out answers' prompts kept out of training (`split_held_out`), not in older caches
+    key = hashlib.sha256(json.dumps([fingerprint, asdict(config), {"split": 2}], sort_keys=True).encode()
+                         ).hexdigest()[:16]
     cached = cache_dir() / "distill" / f"{target.path.name}-{key}.pt"
     start = time.perf_counter()
     stored: tuple[int, ...] = ()
@@ -101,11 +119,10 @@ def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig,
                            for part in ("held", "train"))
             return train, held, json.loads(saved["sources"]), {"text": 0.0, "distill": time.perf_counter() - start}
     every = tuple(sorted({*stored, *layer_ids}))
-    sampled, scored, sources = training_windows(target, config, progress)
+    sampled, asked, scored, sources = training_windows(target, config, progress)
     seconds = {"text": time.perf_counter() - start}
-    held_source = sampled if len(sampled) > config.held_out else scored
-    held_windows, rest = held_source[:config.held_out], held_source[config.held_out:]
-    train_windows = rest + (scored if held_source is sampled else sampled)
+    held_windows, train_windows, left_out = split_held_out(sampled, asked, scored, config.held_out)
+    sources["left_out_beside_held_out"] = left_out
     if not train_windows:
         raise SpecdecError("no training windows left after holding some out: raise --tokens")
     lap = time.perf_counter()
@@ -113,7 +130,7 @@ def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig,
     held = data.select(torch.arange(len(held_windows)))
     train = data.select(torch.arange(len(held_windows), data.n_windows))
     seconds["distill"] = time.perf_counter() - lap
-    sources["held_out_from"] = "target samples" if held_source is sampled else "corpus"
+    sources["held_out_from"] = "target samples" if len(sampled) > config.held_out else "corpus"
     cached.parent.mkdir(parents=True, exist_ok=True)
     fields = ("tokens", "hidden", "top_ids", "top_probs", "layers")
     with writing(cached) as tmp:
