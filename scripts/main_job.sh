@@ -23,7 +23,7 @@
 # Sizes (chosen so that the whole job, set-up and builds included, fits in 20 minutes on 2 CPU
 # cores; benchmarks/RESULTS.md has the full grid, t = 0 and 1 with the 4-gram, at ~27 minutes;
 # override with environment variables):
-#   MAIN_ANSWER_TOKENS=6000     tokens of the target's own answers to training prompts the heads train on
+#   MAIN_ANSWER_TOKENS=12000    tokens of the target's own answers to training prompts the drafters train on (6000 before 2026-11-25: the feature draft's code alpha 0.40 vs 0.25, answers +1 min; RESULTS.md)
 #   MAIN_WORKLOADS=code,edit,chat  embedded workloads (docs/workloads.md)
 #   MAIN_ALPHA_TOKENS=384       target-sampled positions for the alpha estimator, per workload and temperature
 #   MAIN_PROMPTS=5              held-out prompts decoded per configuration and workload
@@ -51,7 +51,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-ANSWER_TOKENS="${MAIN_ANSWER_TOKENS:-6000}"
+ANSWER_TOKENS="${MAIN_ANSWER_TOKENS:-12000}"
 WORKLOADS="${MAIN_WORKLOADS:-code,edit,chat}"
 ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-384}"
 PROMPTS="${MAIN_PROMPTS:-5}"
