@@ -8,7 +8,7 @@
 #                                              features fused with layers 2, 15, 27 as EAGLE-3's,
 #                                              training-time test of 3 depths), self-distilled from
 #                                              the target's passes over its own answers to the
-#                                              workloads' training prompts and corpus text (~5 min)
+#                                              workloads' training prompts and corpus text (~6 min)
 #   4. specdec heads train, if absent          3 blockwise parallel heads on the frozen target, on
 #                                              the same target passes (read back from the cache)
 #   5. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
