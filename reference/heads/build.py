@@ -67,11 +67,11 @@ def training_windows(target: LoadedModel, config: DataConfig, progress: bool
             sampled = windows(lines, config.window)[: config.aligned_tokens // config.window]
             asked = [None] * len(sampled)
         else:  # each answer after its prompt, so the window's hidden states see the request
-            full = [p + a for p, a in zip(prompts, lines)]
-            sampled = tail_windows(full, config.window)
-            asked = [tuple(p) for p, seq in zip(prompts, full) if len(seq) >= config.window]
-            meta["sampled_by_workload"] = dict(collections.Counter(
-                c for c, seq in zip(corpus.meta["line_categories"], full) if len(seq) >= config.window))
+            answered = [(p, c, p + a) for p, a, c in zip(prompts, lines, corpus.meta["line_categories"])
+                        if len(p) + len(a) >= config.window]
+            sampled = tail_windows([seq for _, _, seq in answered], config.window)
+            asked = [tuple(p) for p, _, _ in answered]
+            meta["sampled_by_workload"] = dict(collections.Counter(c for _, c, _ in answered))
         meta["aligned_corpus"] = str(corpus.path)
     n_corpus = max(0, config.tokens // config.window - len(sampled))
     scored = train_prompts(n_corpus, config.window, tokenizer_dir=target.path) if n_corpus else []
@@ -86,8 +86,8 @@ def split_held_out(sampled: list[list[int]], asked: list[tuple[int, ...] | None]
     held-out window's prompt (a prompt asked again) are neither held out nor trained on."""
     if len(sampled) <= held_out:
         return scored[:held_out], scored[held_out:] + sampled, 0
-    held_prompts = {a for a in asked[:held_out] if a is not None}
-    rest = [w for w, a in zip(sampled[held_out:], asked[held_out:]) if a is None or a not in held_prompts]
+    held_prompts = {a for a in asked[:held_out] if a is not None}  # so a corpus prompt (None) is never left out
+    rest = [w for w, a in zip(sampled[held_out:], asked[held_out:]) if a not in held_prompts]
     return sampled[:held_out], rest + scored, len(sampled) - held_out - len(rest)
 
 

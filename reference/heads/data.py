@@ -101,11 +101,11 @@ def distill(model: torch.nn.Module, token_windows: Sequence[Sequence[int]], top_
                        "probs": torch.empty(n, length, top_k, dtype=torch.float16),
                        "layers": None if selected is None else torch.empty(n, length, *selected.shape[-2:])}
             rows = slice(b, b + len(batch))
-            out["hidden"][rows] = states.float().cpu()
+            out["hidden"][rows] = states  # assignment converts dtype and device
             if selected is not None:
-                out["layers"][rows] = selected.float().cpu()
-            out["ids"][rows] = top.indices.to(torch.int32).cpu()
-            out["probs"][rows] = top.values.exp().to(torch.float16).cpu()
+                out["layers"][rows] = selected
+            out["ids"][rows] = top.indices
+            out["probs"][rows] = top.values.exp()
             bar.update(batch.numel())
     finally:
         bar.close()
