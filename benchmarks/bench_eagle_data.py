@@ -10,8 +10,9 @@ Usage (about 10 minutes per 6,000 answer tokens on 2 CPU cores; take the CPU loc
     .venv/bin/python benchmarks/bench_eagle_data.py --out /tmp/eagle-data \
         --configs 6000:49152:4,24000:49152:4,24000:49152:8 [--workloads code,edit,chat] [--alpha-tokens 384] \
         [--fuse-layers eagle3]
-A configuration is ANSWER_TOKENS:TOTAL_TOKENS:EAGLE_EPOCHS (the heads always train their default
-4 epochs, once per data configuration).
+A configuration is ANSWER_TOKENS:TOTAL_TOKENS:EAGLE_EPOCHS[:CODE_TOKENS] (CODE_TOKENS of Python
+source, `--code-tokens`, default 0; the heads always train their default 4 epochs, once per data
+configuration).
 """
 from __future__ import annotations
 
@@ -33,12 +34,12 @@ def run_json(args: list[str]) -> dict:
     return json.loads(out)
 
 
-def train(kind: str, folder: Path, answers: int, total: int, extra: list[str]) -> dict:
+def train(kind: str, folder: Path, answers: int, total: int, code: int, extra: list[str]) -> dict:
     card = folder / "card.json"
     if card.is_file():
         return json.loads(card.read_text())
-    return run_json([kind, "train", "--tokens", str(total), "--aligned-tokens", str(answers), "--sampled-from",
-                     "workloads", "--out", str(folder), *extra])
+    return run_json([kind, "train", "--tokens", str(total), "--aligned-tokens", str(answers), "--code-tokens",
+                     str(code), "--sampled-from", "workloads", "--out", str(folder), *extra])
 
 
 def alphas(spec: str, workloads: str, tokens: int) -> dict[str, dict]:
@@ -68,35 +69,35 @@ def main() -> None:
     args = parser.parse_args()
     fuse = ["--fuse-layers", args.fuse_layers] if args.fuse_layers else []
     tag = f"-f{args.fuse_layers.replace(',', '_')}" if args.fuse_layers else ""
-    configs = [tuple(int(v) for v in c.split(":")) for c in args.configs.split(",")]
+    configs = [(*(int(v) for v in c.split(":")), 0)[:4] for c in args.configs.split(",")]
     print(f"# {platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
     results = []
-    for answers, total, epochs in configs:
-        data = f"a{answers}-t{total}"
+    for answers, total, epochs, code in configs:
+        data = f"a{answers}-t{total}" + (f"-c{code}" if code else "")
         lap = time.perf_counter()
-        heads = train("heads", args.out / f"heads-{data}", answers, total, ["--heads", "3"])
+        heads = train("heads", args.out / f"heads-{data}", answers, total, code, ["--heads", "3"])
         eagle_dir = args.out / f"eagle-{data}-e{epochs}{tag}"
-        eagle = train("eagle", eagle_dir, answers, total, ["--epochs", str(epochs), *fuse])
+        eagle = train("eagle", eagle_dir, answers, total, code, ["--epochs", str(epochs), *fuse])
         trained = time.perf_counter() - lap
         for name, card, folder in (("heads", heads, args.out / f"heads-{data}"),
                                    ("eagle", eagle, eagle_dir)):
             if name == "heads" and any(r["drafter"] == "heads" and r["data"] == data for r in results):
                 continue  # one heads build per data configuration
             held = card["held_out"]
-            results.append({"drafter": name, "data": data, "answers": answers, "total": total,
+            results.append({"drafter": name, "data": data, "answers": answers, "total": total, "code": code,
                             "epochs": epochs if name == "eagle" else card.get("epochs", 4),
                             "held_out_top1": [h["top1"] for h in held], "seconds": card["seconds"],
                             "alpha": alphas(f"{name}:{folder}", args.workloads, args.alpha_tokens)})
         print(f"# {data}, eagle epochs {epochs}: trained in {trained:.0f} s (0 if cached)", flush=True)
         (args.out / "results.json").write_text(json.dumps(results, indent=1))
     cats = args.workloads.split(",")
-    print("\n| drafter | answer tokens / total | epochs | held-out top-1 by depth | train s | "
+    print("\n| drafter | answer / code / total tokens | epochs | held-out top-1 by depth | train s | "
           + " | ".join(f"{c} alpha [alpha_1, tokens/pass g={GAMMA}]" for c in cats) + " |")
     print("|---|---|---|---|---|" + "---|" * len(cats))
     for r in results:
         cells = [f"{fmt(r['alpha'][c]['alpha'])} [{fmt(r['alpha'][c]['alpha_1'])}, "
                  f"{fmt(r['alpha'][c]['tokens_per_pass'], '.2f')}]" for c in cats]
-        print(f"| {r['drafter']} | {r['answers']:,} / {r['total']:,} | {r['epochs']} | "
+        print(f"| {r['drafter']} | {r['answers']:,} / {r.get('code', 0):,} / {r['total']:,} | {r['epochs']} | "
               + " ".join(f"{t:.3f}" for t in r["held_out_top1"]) + f" | {r['seconds']['train']:.0f} | "
               + " | ".join(cells) + " |")
 

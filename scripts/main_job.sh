@@ -8,7 +8,8 @@
 #                                              features fused with layers 2, 15, 27 as EAGLE-3's,
 #                                              training-time test of 3 depths), self-distilled from
 #                                              the target's passes over its own answers to the
-#                                              workloads' training prompts and corpus text (~6 min)
+#                                              workloads' training prompts, Python source and corpus
+#                                              text (~8 min)
 #   4. specdec heads train, if absent          3 blockwise parallel heads on the frozen target, on
 #                                              the same target passes (read back from the cache)
 #   5. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
@@ -29,7 +30,8 @@
 #   MAIN_PROMPTS=5              held-out prompts decoded per configuration and workload
 #   MAIN_NEW_TOKENS=24          tokens per decode (EOS ignored; many short runs average out the machine's speed drift: README)
 #   MAIN_GAMMAS=2,8             draft lengths (the heads draft at most 3, so they run 2)
-#   MAIN_HEADS_TOKENS=32768     teacher-forced tokens the heads and the feature draft train on (the answers, then corpus text)
+#   MAIN_HEADS_TOKENS=65536     teacher-forced tokens the heads and the feature draft train on (the answers, Python source, then corpus text)
+#   MAIN_CODE_TOKENS=32768      of them, tokens of Python source (the interpreter's standard library; 0 before 2026-11-25; docs/eagle.md "Python source")
 #   MAIN_EAGLE_EPOCHS=8         epochs of the feature draft (4: held-out top-1 0.158 at depth 1, 8: 0.210, fused 0.227; RESULTS.md)
 #   MAIN_REPEATS=1              repeats of each decode
 #   MAIN_TEMPERATURES=0         sampling temperatures (0,1: the full grid, ~8 more minutes)
@@ -57,7 +59,8 @@ ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-384}"
 PROMPTS="${MAIN_PROMPTS:-5}"
 NEW_TOKENS="${MAIN_NEW_TOKENS:-24}"
 GAMMAS="${MAIN_GAMMAS:-2,8}"
-HEADS_TOKENS="${MAIN_HEADS_TOKENS:-32768}"
+HEADS_TOKENS="${MAIN_HEADS_TOKENS:-65536}"
+CODE_TOKENS="${MAIN_CODE_TOKENS:-32768}"
 REPEATS="${MAIN_REPEATS:-1}"
 EAGLE_EPOCHS="${MAIN_EAGLE_EPOCHS:-8}"
 TEMPERATURES="${MAIN_TEMPERATURES:-0}"
@@ -93,9 +96,9 @@ EAGLE="$ROOT/.cache/eagle/main"
 if [ -f "$EAGLE/card.json" ]; then
   stamp "3/5 feature draft: already trained ($EAGLE)"
 else
-  stamp "3/5 feature draft: training on $HEADS_TOKENS tokens ($ANSWER_TOKENS of the target's answers to training prompts), fusing layers 2, 15, 27 (EAGLE-3)"
-  "$SPECDEC" eagle train --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --sampled-from workloads \
-    --epochs "$EAGLE_EPOCHS" --fuse-layers eagle3 --out "$EAGLE"
+  stamp "3/5 feature draft: training on $HEADS_TOKENS tokens ($ANSWER_TOKENS of the target's answers to training prompts, $CODE_TOKENS of Python source), fusing layers 2, 15, 27 (EAGLE-3)"
+  "$SPECDEC" eagle train --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --code-tokens "$CODE_TOKENS" \
+    --sampled-from workloads --epochs "$EAGLE_EPOCHS" --fuse-layers eagle3 --out "$EAGLE"
 fi
 
 HEADS="$ROOT/.cache/heads/main"
@@ -103,8 +106,8 @@ if [ -f "$HEADS/card.json" ]; then
   stamp "4/5 heads: already trained ($HEADS)"
 else
   stamp "4/5 heads: training 3 heads on the feature draft's target passes ($HEADS_TOKENS tokens)"
-  "$SPECDEC" heads train --heads 3 --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --sampled-from workloads \
-    --out "$HEADS"
+  "$SPECDEC" heads train --heads 3 --tokens "$HEADS_TOKENS" --aligned-tokens "$ANSWER_TOKENS" --code-tokens "$CODE_TOKENS" \
+    --sampled-from workloads --out "$HEADS"
 fi
 
 stamp "5/5 validation: workloads $WORKLOADS, gammas $GAMMAS, temperatures $TEMPERATURES, $PROMPTS prompts x $NEW_TOKENS tokens x $REPEATS repeat(s), alpha from $ALPHA_TOKENS positions per workload and temperature"

@@ -133,3 +133,32 @@ def test_real_corpus_and_eval_prompts() -> None:
     assert all((p.source, p.doc, p.chunk) in held for p in first)
     with pytest.raises(ValueError, match="held-out chunks"):
         eval_prompts(10_000, min_tokens=64)
+
+
+def test_python_source_windows_skip_what_is_not_library_code(tmp_path) -> None:
+    """Windows of the library's source: whole windows only, none from tests, codec tables or
+    build configuration; a smaller n is a prefix of a larger (crc32 order); too many refused."""
+    from specdec.errors import SpecdecError
+    from specdec.reference.data.python_source import library_files, python_windows
+    from tests.fakes import word_tokenizer
+
+    word_tokenizer().save_pretrained(tmp_path / "tok")
+    lib = tmp_path / "lib"
+    for rel, words in [("a.py", range(0, 10)), ("pkg/b.py", range(10, 17)), ("test/t.py", range(20, 40)),
+                       ("encodings/cp.py", range(40, 50)), ("config-3.11-x86_64-linux-gnu/c.py", range(50, 60)),
+                       ("pkg/notes.txt", range(60, 70))]:
+        (lib / rel).parent.mkdir(parents=True, exist_ok=True)
+        (lib / rel).write_text(" ".join(f"w{i}" for i in words))
+    assert [p.relative_to(lib).as_posix() for p in library_files(lib)] == ["a.py", "pkg/b.py"]
+    windows, meta = python_windows(5, 3, tokenizer_dir=tmp_path / "tok", root=lib)
+    assert meta["python_files"] == 2 and meta["python_windows_available"] == 5  # 3 of a.py, 2 of b.py
+    expected = {(0, 1, 2), (3, 4, 5), (6, 7, 8), (10, 11, 12), (13, 14, 15)}
+    assert {tuple(w) for w in windows} == expected  # non-overlapping, whole windows, library files only
+    assert python_windows(2, 3, tokenizer_dir=tmp_path / "tok", root=lib)[0] == windows[:2]
+    with pytest.raises(SpecdecError, match="has 5 windows of 3 tokens; asked for 6"):
+        python_windows(6, 3, tokenizer_dir=tmp_path / "tok", root=lib)
+    from specdec.reference.heads.build import DataConfig
+
+    assert DataConfig(tokens=4096, aligned_tokens=1000, code_tokens=3096).code_tokens == 3096
+    with pytest.raises(SpecdecError, match="code_tokens <= tokens - aligned_tokens"):
+        DataConfig(tokens=4096, aligned_tokens=1000, code_tokens=3097)  # the corpus share is what code takes from

@@ -300,6 +300,21 @@ def test_eagle_train_refuses_bad_fuse_layers_before_loading(tmp_path, capsys, la
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("extra", [["--code-tokens", "40000"], ["--tokens", "4096", "--aligned-tokens", "1000",
+                                                                 "--code-tokens", "3500"]])
+def test_training_refuses_more_code_than_the_corpus_share_before_loading(tmp_path, capsys, extra) -> None:
+    """--code-tokens takes from the corpus windows' share: at most --tokens minus --aligned-tokens."""
+    from tests.cli_helpers import run_main
+    from tests.tiny_models import save_tiny_model
+
+    a = save_tiny_model(tmp_path / "a", seed=0)
+    for kind in ("eagle", "heads"):
+        code, _, err = run_main(capsys, [kind, "train", "--target", str(a), "--out", str(tmp_path / "out"),
+                                         "--tokens", "40000", "--aligned-tokens", "1000", *extra])
+        assert code == 2 and "--code-tokens" in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "out").exists()
+
+
 def test_eagle3_layers_are_the_engines_defaults() -> None:
     from types import SimpleNamespace
 

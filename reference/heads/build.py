@@ -3,8 +3,9 @@
 The text is the target's own sampled answers to the embedded workloads' training prompts (code,
 summarize, rag, edit, chat, in its chat template: the traffic the heads serve; or, with
 sampled_from="corpus", its plain continuations of corpus prompts, the aligned corpus the n-gram
-drafters share), both generated once and cached, plus training-split corpus windows the target
-scores; all are teacher-forced once through the target. Held out: whole windows of the
+drafters share), both generated once and cached, plus training-split corpus windows and, if
+asked, windows of Python source (the interpreter's standard library) the target scores; all
+are teacher-forced once through the target. Held out: whole windows of the
 target's own text (what decoding sees). Choices and what they cost: docs/heads.md.
 """
 from __future__ import annotations
@@ -32,21 +33,25 @@ class DataConfig:
     """tokens: teacher-forced tokens in all; aligned_tokens: of them, the target's own samples
     (0: corpus text only); sampled_from: what the target answered ("workloads": the workloads'
     training prompts, each window the answer's last `window` tokens with the prompt's tail before
-    it; "corpus": corpus prompts, windows cut from the continuations); window: tokens per window;
-    held_out: windows held out."""
+    it; "corpus": corpus prompts, windows cut from the continuations); code_tokens: of them,
+    Python source (`specdec.reference.data.python_source`), the rest corpus prose; window:
+    tokens per window; held_out: windows held out."""
 
     tokens: int = 49_152
     aligned_tokens: int = 16_000
     sampled_from: str = "workloads"
+    code_tokens: int = 0
     window: int = 128
     held_out: int = 16
     top_k: int = 16
 
     def __post_init__(self) -> None:
         if self.window < 8 or self.tokens < self.window * (self.held_out + 1) or self.aligned_tokens < 0 \
-                or self.held_out < 1 or self.top_k < 1 or self.sampled_from not in PROMPT_KINDS:
+                or not 0 <= self.code_tokens <= self.tokens - self.aligned_tokens or self.held_out < 1 \
+                or self.top_k < 1 or self.sampled_from not in PROMPT_KINDS:
             raise SpecdecError(f"need window >= 8, tokens >= window * (held_out + 1), aligned_tokens >= 0, "
-                             f"held_out >= 1, top_k >= 1, sampled_from in {PROMPT_KINDS}: {self}")
+                               f"0 <= code_tokens <= tokens - aligned_tokens, "
+                               f"held_out >= 1, top_k >= 1, sampled_from in {PROMPT_KINDS}: {self}")
 
 
 def training_windows(target: LoadedModel, config: DataConfig, progress: bool
@@ -55,6 +60,7 @@ def training_windows(target: LoadedModel, config: DataConfig, progress: bool
     what was used)."""
     from specdec.reference.data.aligned_corpus import AlignedConfig, generate_aligned
     from specdec.reference.data.corpus import train_prompts
+    from specdec.reference.data.python_source import python_windows
 
     sampled: list[list[int]] = []
     asked: list[tuple[int, ...] | None] = []
@@ -73,9 +79,14 @@ def training_windows(target: LoadedModel, config: DataConfig, progress: bool
             asked = [tuple(p) for p, _, _ in answered]
             meta["sampled_by_workload"] = dict(collections.Counter(c for _, c, _ in answered))
         meta["aligned_corpus"] = str(corpus.path)
-    n_corpus = max(0, config.tokens // config.window - len(sampled))
+    n_code = config.code_tokens // config.window
+    n_corpus = max(0, config.tokens // config.window - len(sampled) - n_code)
     scored = train_prompts(n_corpus, config.window, tokenizer_dir=target.path) if n_corpus else []
     meta.update(sampled_windows=len(sampled), corpus_windows=len(scored), window=config.window)
+    if n_code:  # after the prose, so held-out corpus windows stay prose
+        code, about = python_windows(n_code, config.window, tokenizer_dir=target.path)
+        scored += code
+        meta.update(code_windows=len(code), **about)
     return sampled, asked, scored, meta
 
 
@@ -104,9 +115,10 @@ def distillation_data(target: LoadedModel, fingerprint: str, config: DataConfig,
 
     from specdec.paths import cache_dir, writing
 
-    # "split": 2, held-out answers' prompts kept out of training (`split_held_out`), not in older caches
-    key = hashlib.sha256(json.dumps([fingerprint, asdict(config), {"split": 2}], sort_keys=True).encode()
-                         ).hexdigest()[:16]
+    # "split": 2, held-out answers' prompts kept out of training (`split_held_out`), not in older caches;
+    # Python source differs between Python versions
+    marks = {"split": 2, **({"python": platform.python_version()} if config.code_tokens else {})}
+    key = hashlib.sha256(json.dumps([fingerprint, asdict(config), marks], sort_keys=True).encode()).hexdigest()[:16]
     cached = cache_dir() / "distill" / f"{target.path.name}-{key}.pt"
     start = time.perf_counter()
     stored: tuple[int, ...] = ()

@@ -16,6 +16,7 @@ import click
 from specdec.cli.types import (NONNEGATIVE, POSITIVE, UNIT_OPEN_LOW, Device, DrafterSpecType, ModelPath, Number,
                                NumberList, PromptsFile, Renamed, Workloads)
 from specdec.errors import SpecdecError
+from specdec.reference.data.python_source import MAX_TOKENS as MAX_CODE_TOKENS
 from specdec.reference.drafters.spec import SPEC_HELP
 
 MAX_DECODE_GAMMA = 64  # most drafts per iteration a decoding command accepts (a verify pass over 65 tokens)
@@ -74,12 +75,16 @@ training_data_options = stack(  # what a trained drafter learns from (specdec.re
     click.option("--sampled-from", type=click.Choice(["workloads", "corpus"]), default="workloads", show_default=True,
                  help="What the target answers for those: the embedded workloads' training prompts in its chat "
                       "template (code, summarize, rag, edit, chat; never a held-out prompt), or plain corpus prompts."),
+    click.option("--code-tokens", type=Number(int, 0, MAX_CODE_TOKENS), default=0, show_default=True,
+                 help="Of them, this many tokens of Python source (this interpreter's standard library, "
+                      "teacher-forced), taken from the corpus windows' share: what the code workload's 82 training "
+                      "tasks lack (docs/eagle.md)."),
     click.option("--window", type=Number(int, 8, 4096), default=128, show_default=True,
                  help="Tokens per training window."))
 
 
 def preflight_training(target_path, out, force: bool, tokens: int, aligned_tokens: int, sampled_from: str,
-                       window: int):
+                       code_tokens: int, window: int):
     """(target folder, DataConfig) of a `train` command (heads, feature draft), its options
     checked before any model loads: the window within the target's positions, --out empty
     unless --force, enough tokens for the held-out windows."""
@@ -92,11 +97,15 @@ def preflight_training(target_path, out, force: bool, tokens: int, aligned_token
     folder = Path(out)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise click.BadParameter(f"{out} already holds files; pass --force to replace them", param_hint="--out")
+    aligned_tokens = min(aligned_tokens, tokens)
+    if code_tokens > tokens - aligned_tokens:
+        raise click.BadParameter(f"{code_tokens} exceeds --tokens minus --aligned-tokens ({tokens - aligned_tokens})",
+                                 param_hint="--code-tokens")
     from specdec.reference.heads.build import DataConfig  # torch: after the options are checked
 
     try:
-        return path, DataConfig(tokens=tokens, aligned_tokens=min(aligned_tokens, tokens), sampled_from=sampled_from,
-                                window=window)
+        return path, DataConfig(tokens=tokens, aligned_tokens=aligned_tokens, sampled_from=sampled_from,
+                                code_tokens=code_tokens, window=window)
     except SpecdecError:
         raise click.BadParameter(f"needs at least {window * 17} tokens (16 held-out windows + 1)",
                                  param_hint="--tokens") from None

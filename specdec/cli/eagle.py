@@ -45,15 +45,16 @@ def eagle() -> None:
                    "these decoder layers ('eagle3': 2, L // 2, L - 3, the engines' default); default: none.")
 @device_option
 @json_option
-def train(target_path, out, force, tokens, aligned_tokens, sampled_from, window, vocab_size, ttt, feature_weight,
-          epochs, lr, seed, fuse_layers, device, as_json):
+def train(target_path, out, force, tokens, aligned_tokens, sampled_from, code_tokens, window, vocab_size, ttt,
+          feature_weight, epochs, lr, seed, fuse_layers, device, as_json):
     """Train the feature draft on the frozen target by self-distillation and save it with a card
     naming the target (a hash of its weights), the data, the seed and the held-out quality per depth."""
     from specdec.cli.common import preflight_training
 
     if window <= ttt + 1:
         raise click.BadParameter(f"must exceed --ttt + 1 = {ttt + 1}", param_hint="--window")
-    path, data_config = preflight_training(target_path, out, force, tokens, aligned_tokens, sampled_from, window)
+    path, data_config = preflight_training(target_path, out, force, tokens, aligned_tokens, sampled_from, code_tokens,
+                                           window)
     fuse = fuse_option(fuse_layers, path)
     from specdec.reference.eagle.train import EagleTrainConfig  # torch: after --out is checked
     config = EagleTrainConfig(ttt=ttt, vocab=vocab_size, feature_weight=feature_weight, epochs=epochs, lr=lr,

@@ -48,13 +48,14 @@ def heads() -> None:
               help="Seeds the training: the order of the training positions.")
 @device_option
 @json_option
-def train(target_path, n_heads, out, force, tokens, aligned_tokens, sampled_from, window, vocab_size, epochs, lr, seed, device,
-          as_json):
+def train(target_path, n_heads, out, force, tokens, aligned_tokens, sampled_from, code_tokens, window, vocab_size,
+          epochs, lr, seed, device, as_json):
     """Train H heads on the frozen target by self-distillation and save them with a card naming
     the target (a hash of its weights), the data, the seed and the held-out quality per head."""
     from specdec.cli.common import preflight_training
 
-    path, data_config = preflight_training(target_path, out, force, tokens, aligned_tokens, sampled_from, window)
+    path, data_config = preflight_training(target_path, out, force, tokens, aligned_tokens, sampled_from, code_tokens,
+                                           window)
     from specdec.reference.heads.train import TrainConfig  # torch: after --out is checked
     train_config = TrainConfig(n_heads=n_heads, vocab=vocab_size, epochs=epochs, lr=lr, seed=seed)
     from specdec.reference.core.models import load_model
