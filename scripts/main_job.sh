@@ -8,8 +8,7 @@
 #                                              features fused with layers 2, 15, 27 as EAGLE-3's,
 #                                              training-time test of 3 depths), self-distilled from
 #                                              the target's passes over its own answers to the
-#                                              workloads' training prompts, Python source and corpus
-#                                              text (~8 min)
+#                                              workloads' training prompts and corpus text (~6 min)
 #   4. specdec heads train, if absent          3 blockwise parallel heads on the frozen target, on
 #                                              the same target passes (read back from the cache)
 #   5. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
@@ -30,8 +29,8 @@
 #   MAIN_PROMPTS=5              held-out prompts decoded per configuration and workload
 #   MAIN_NEW_TOKENS=24          tokens per decode (EOS ignored; many short runs average out the machine's speed drift: README)
 #   MAIN_GAMMAS=2,8             draft lengths (the heads draft at most 3, so they run 2)
-#   MAIN_HEADS_TOKENS=65536     teacher-forced tokens the heads and the feature draft train on (the answers, Python source, then corpus text)
-#   MAIN_CODE_TOKENS=32768      of them, tokens of Python source (the interpreter's standard library; 0 before 2026-11-25; docs/eagle.md "Python source")
+#   MAIN_HEADS_TOKENS=32768     teacher-forced tokens the heads and the feature draft train on (the answers, Python source, then corpus text)
+#   MAIN_CODE_TOKENS=0          of them, tokens of Python source (the interpreter's standard library: code alpha 0.40 -> 0.45 with 65,536 of it, training 3x longer; docs/eagle.md "Python source")
 #   MAIN_EAGLE_EPOCHS=8         epochs of the feature draft (4: held-out top-1 0.158 at depth 1, 8: 0.210, fused 0.227; RESULTS.md)
 #   MAIN_REPEATS=1              repeats of each decode
 #   MAIN_TEMPERATURES=0         sampling temperatures (0,1: the full grid, ~8 more minutes)
@@ -59,8 +58,8 @@ ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-384}"
 PROMPTS="${MAIN_PROMPTS:-5}"
 NEW_TOKENS="${MAIN_NEW_TOKENS:-24}"
 GAMMAS="${MAIN_GAMMAS:-2,8}"
-HEADS_TOKENS="${MAIN_HEADS_TOKENS:-65536}"
-CODE_TOKENS="${MAIN_CODE_TOKENS:-32768}"
+HEADS_TOKENS="${MAIN_HEADS_TOKENS:-32768}"
+CODE_TOKENS="${MAIN_CODE_TOKENS:-0}"
 REPEATS="${MAIN_REPEATS:-1}"
 EAGLE_EPOCHS="${MAIN_EAGLE_EPOCHS:-8}"
 TEMPERATURES="${MAIN_TEMPERATURES:-0}"
