@@ -5,7 +5,8 @@ The code workload's prompts are 164 HumanEval tasks, 82 of them for training: th
 answers to those are little text, and asking them again repeats it. The standard library is
 ~2.2 M tokens of Python (3.11: 452 files, 17,526 windows of 128) on every machine with no
 download; the trained drafters learn the target's distribution over it (teacher-forced: the
-text is not the target's own, as EAGLE's ShareGPT text is not Vicuna's). Measured gain and cost: docs/eagle.md, "Python source".
+text is not the target's own, as EAGLE's ShareGPT text is not Vicuna's). Measured gain and
+cost: docs/eagle.md, "Python source".
 
 Left out: tests, tooling that is not library code (idlelib, lib2to3, turtledemo, ensurepip),
 the codec tables in `encodings` and the help text in `pydoc_data` (data, not code), and
@@ -28,16 +29,16 @@ LEFT_OUT = frozenset({"test", "tests", "idlelib", "lib2to3", "turtledemo", "ensu
 MAX_TOKENS = 1_000_000  # --code-tokens' bound: Python 3.11's library gives ~2.2 M tokens of windows
 
 
-def library_files(root: Path | None = None) -> list[Path]:
-    """The standard library's .py files, sorted, without the LEFT_OUT folders."""
-    root = Path(sysconfig.get_paths()["stdlib"]) if root is None else root
+def library_files(root: Path) -> list[Path]:
+    """The library's .py files under root, sorted, without the LEFT_OUT folders."""
     return sorted(p for p in root.rglob("*.py")
                   if not LEFT_OUT & set(p.relative_to(root).parts[:-1]) and not p.parent.name.startswith("config-"))
 
 
 def python_windows(n: int, window: int, tokenizer_dir: str | os.PathLike | None = None, root: Path | None = None
                    ) -> tuple[list[list[int]], dict[str, Any]]:
-    """(n windows of `window` token ids of the standard library's source, what was used).
+    """(n windows of `window` token ids of the library's source under root (default: this
+    interpreter's standard library), what was used).
 
     Raises:
         SpecdecError: the library has fewer than n whole windows.
