@@ -48,7 +48,7 @@ def alphas(spec: str, workloads: str, tokens: int) -> dict[str, dict]:
                        "--new-tokens", "64", "--no-timing", "--max-k", str(GAMMA + 1)])
     rows = {}
     for category, r in report["categories"].items():
-        replay = r.get("greedy_replay", {}).get(str(GAMMA), {})
+        replay = r.get("replay", {}).get(str(GAMMA), {})
         per_position = replay.get("alpha_per_position") or r.get("alpha_per_position") or [None]
         rows[category] = {"alpha": r["alpha"], "alpha_ci": r["alpha_ci"], "alpha_1": per_position[0],
                           "tokens_per_pass": replay.get("tokens_per_iteration")}

@@ -122,7 +122,7 @@ def _command(args: list[str], processes: int, cwd: Path) -> subprocess.Completed
 
 
 ALPHA_KEYS = ("alpha", "alpha_ci", "n_positions", "prompts", "beta_quantiles", "beta_histogram", "alpha_lenience",
-              "proposal_rate", "alpha_when_proposed", "beta_mean_per_prompt", "greedy_replay")
+              "proposal_rate", "alpha_when_proposed", "beta_mean_per_prompt", "replay")
 
 
 @pytest.mark.parametrize("drafter,temperature", [("model", "1"), ("lookup:2", "0")])

@@ -108,7 +108,7 @@ def test_replay_of_the_heads_equals_the_decoder() -> None:
     drafter = HeadsDrafter(heads, 16)
     scores = score_positions(target, drafter.teacher_forced_scorer(target, 6, None), samples, GREEDY, 16, max_gamma=6)
     for gamma in (1, 2, 3):
-        replayed, _ = replay([s.match for s in scores], [s.block for s in scores], gamma, 3)
+        replayed, _ = replay([s.accept() for s in scores], [s.block for s in scores], gamma, 3)
         decoded = decode_stats(target, lambda: drafter, samples, gamma)
         assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
         assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)

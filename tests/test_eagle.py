@@ -93,7 +93,7 @@ def test_replay_of_the_feature_draft_equals_the_decoder(fuse) -> None:
     drafter = EagleDrafter(draft, 16)
     scores = score_positions(target, drafter.teacher_forced_scorer(target, 6, None), samples, GREEDY, 16, max_gamma=6)
     for gamma in (1, 2, 4, 6):
-        replayed, _ = replay([s.match for s in scores], [s.block for s in scores], gamma, 6)
+        replayed, _ = replay([s.accept() for s in scores], [s.block for s in scores], gamma, 6)
         decoded = decode_stats(target, lambda: EagleDrafter(draft, 16), samples, gamma)
         assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
         assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)

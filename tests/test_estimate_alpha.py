@@ -181,3 +181,21 @@ def test_lenience_out_of_range_is_an_error() -> None:
     samples = _samples(target, SamplingConfig(1.0), n=1, new=2, length=2)
     with pytest.raises(ValueError, match="lenience"):
         estimate_alpha(target, FixedTokenDrafter(1), samples, 4, np.random.default_rng(0), (1.5,))
+
+
+def test_per_position_alpha_weights_by_the_acceptance_along_the_sequence() -> None:
+    """Draft 2's acceptance given draft 1's, at T > 0: p puts 1/2 on A and 1/2 on B, the draft
+    proposes A then C, and after A the target always says C (after B rarely: beta_2 = 0.1).
+    Accepted drafts 1 are always A, so alpha_2 = 1; the product of the betas, blind to which
+    token the sequence took, would give (0.5 * 1 + 0.5 * 0.1) / 1 = 0.55."""
+    from specdec.reference.estimate.alpha import positional_alphas
+    from specdec.reference.estimate.teacher_forced import PositionScores
+
+    def sequence(took_a: bool) -> PositionScores:
+        beta = np.array([0.5, 0.5])
+        return PositionScores(beta, beta[None], None, np.ones(2, dtype=bool),
+                              offset_beta=np.array([[0.5, 0.5], [1.0 if took_a else 0.1, np.nan]]),
+                              path_accept=np.array([[float(took_a), float(took_a)], [1.0, 0.0]]))
+
+    alphas = positional_alphas([sequence(True), sequence(False)] * 5, np.random.default_rng(0), 100, 0.95)
+    assert [a for a, _ in alphas] == pytest.approx([0.5, 1.0])

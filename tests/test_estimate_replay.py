@@ -5,8 +5,11 @@ histogram, reached/accepted counts and drafted totals are determined by the teac
 blocks (`specdec.reference.estimate.replay`) -- except, for the n-gram drafter, blocks cut short by an EOS
 the drafter proposes after its first mismatch (drafted total then an upper bound).
 Checked for a neural drafter, prompt lookup and a KenLM n-gram drafter on tiny real models,
-gamma in {1, 3, 5}. Also: the n-gram fast path (`score_sequence`) equals the generic
-protocol path at T = 0 and T = 1.
+gamma in {1, 3, 5}. At T = 1 the replay gives expected counts (the acceptance along the
+target's own sequence, docs/estimator.md "Replay"): its dynamic programme equals simulated
+Bernoulli acceptances, and its expected iterations per run equal real sampled decodes' mean
+(two-sample z-test) for a neural chain, prompt lookup, heads and a feature draft. Also: the
+n-gram fast path (`score_sequence`) equals the generic protocol path at T = 0 and T = 1.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ def _check_replay(target, make_drafter, samples, vocab, exact_drafted: bool = Tr
     scores = score_positions(target, make_drafter().teacher_forced_scorer(target, MAX_GAMMA, None), samples, GREEDY, vocab,
                              max_gamma=MAX_GAMMA)
     for gamma in (1, 3, 5):
-        replayed, k_hist = replay([s.match for s in scores], [s.block for s in scores], gamma, MAX_GAMMA)
+        replayed, k_hist = replay([s.accept() for s in scores], [s.block for s in scores], gamma, MAX_GAMMA)
         decoded = decode_stats(target, make_drafter, samples, gamma)
         assert replayed.accepted_hist == decoded.accepted_hist
         assert replayed.reached == decoded.reached and replayed.accepted == decoded.accepted
@@ -81,6 +84,62 @@ def test_ngram_fast_path_equals_protocol(tiny_models, corpus_file, sampling) -> 
     slow = score_positions(target, ProtocolScorer(NgramDrafter(tiny_models[4], VOCAB), 4, torch.Generator()),
                            samples, sampling, VOCAB, (1.0, 0.5), max_gamma=4)
     assert_same_scores(fast, slow, sampling.greedy, atol=2e-5)
+
+
+def test_replay_equals_simulated_acceptance_along_the_sequence() -> None:
+    """The dynamic programme's expected counts equal the mean of the walk it describes (an
+    iteration at t proposes k = min(block[t], room) drafts, accepts the leading successes of
+    Bernoulli(accept[i, t]), moves to t + A + 1), simulated 20,000 times: within 4 standard errors."""
+    rng = np.random.default_rng(0)
+    n, width, gamma, runs = 14, 4, 3, 20_000
+    accept, block = rng.uniform(0.2, 1.0, (width, n)), rng.integers(0, width + 1, n)
+    stats, _ = replay([accept], [block], gamma, width)
+    iterations, accepted = np.zeros(runs), np.zeros((runs, gamma))
+    for r in range(runs):
+        t = 0
+        while t < n:
+            k = min(gamma, n - t - 1, int(block[t])) if n - t - 1 > 0 else 0
+            a = 0
+            while a < k and rng.random() < accept[a, t]:
+                a += 1
+            accepted[r, :a] += 1
+            iterations[r] += 1
+            t += a + 1
+    for expected, simulated in [(stats.iterations, iterations), *zip(stats.accepted, accepted.T)]:
+        assert abs(expected - simulated.mean()) <= 4 * simulated.std() / np.sqrt(runs) + 1e-12
+    assert stats.new_tokens == n and np.isclose(sum(stats.accepted_hist), stats.iterations)
+
+
+@pytest.mark.parametrize("kind", ["neural", "lookup", "heads", "eagle"])
+def test_sampled_replay_equals_the_decoder_in_expectation(kind: str) -> None:
+    """At T = 1 the replay's expected iterations per run of 20 tokens (one target sample per
+    prompt) equal the mean over real speculative decodes (two per prompt): two-sample z-test,
+    |z| <= 3.5 (a false alarm 5e-4 of the time), 60 prompts."""
+    from specdec.reference.core.loop import speculative_decode
+    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.drafters.eagle import EagleDrafter
+    from specdec.reference.drafters.heads import HeadsDrafter
+    from tests.fakes import random_eagle, random_heads
+
+    sampled = SamplingConfig(1.0)
+    target = tiny_llama(TINY_VOCAB, seed=0, sharpness=8.0)
+    draft = tiny_llama(TINY_VOCAB, seed=0, sharpness=8.0)
+    with torch.no_grad():
+        draft.lm_head.weight.add_(torch.randn(draft.lm_head.weight.shape, generator=torch.Generator().manual_seed(1)))
+    make = {"neural": lambda: NeuralDrafter(draft, TINY_VOCAB), "lookup": lambda: PromptLookupDrafter(1),
+            "heads": lambda h=random_heads(target, 3, scale=0.05): HeadsDrafter(h, TINY_VOCAB),
+            "eagle": lambda e=random_eagle(target, scale=0.05): EagleDrafter(e, TINY_VOCAB)}[kind]
+    prompts, n, gamma = random_prompts(60, 8, seed=3), 20, 3
+    samples = generate_continuations(target, prompts, n, sampled, 11)
+    scores = score_positions(target, make().teacher_forced_scorer(target, MAX_GAMMA, None), samples, sampled,
+                             TINY_VOCAB, max_gamma=MAX_GAMMA)
+    replayed = np.array([replay([s.accept()], [s.block], gamma, MAX_GAMMA)[0].iterations for s in scores])
+    g = torch.Generator().manual_seed(5)
+    decoded = np.array([speculative_decode(TargetScorer(target), make(), p, n, gamma, sampled, g).stats.iterations
+                        for p in prompts for _ in range(2)])
+    se = np.sqrt(replayed.var(ddof=1) / replayed.size + decoded.var(ddof=1) / decoded.size)
+    assert abs(replayed.mean() - decoded.mean()) <= 3.5 * se
+    assert decoded.mean() < n  # drafts were accepted: the test has something to compare
 
 
 def test_replay_rejects_gamma_beyond_the_recorded_blocks() -> None:

@@ -21,7 +21,7 @@ from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.drafters.lattice import LatticeDrafter
 from specdec.reference.drafters.spec import DrafterSpec
-from specdec.reference.estimate.teacher_forced import leading_matches
+from specdec.reference.estimate.blocks import leading_matches
 from specdec.reference.heads.lattice import lattices
 from specdec.reference.heads.lm_rescorer import LMRescorer
 from tests.fakes import random_heads

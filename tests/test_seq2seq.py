@@ -90,7 +90,7 @@ def test_estimator_replay_equals_decoder(arch: str, kind: str) -> None:
     scores = score_positions(target, make().teacher_forced_scorer(target, 6, None), samples, GREEDY, vocab,
                              max_gamma=6)
     for gamma in (1, 3, 5):
-        replayed, _ = replay([s.match for s in scores], [s.block for s in scores], gamma, 6)
+        replayed, _ = replay([s.accept() for s in scores], [s.block for s in scores], gamma, 6)
         decoded = decode_stats(target, make, samples, gamma)
         assert replayed.accepted_hist == decoded.accepted_hist
         assert (replayed.reached, replayed.accepted, replayed.drafted) == \

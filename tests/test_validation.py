@@ -81,7 +81,7 @@ def test_greedy_replay_prediction_uses_the_decoded_acceptance(tiny_result) -> No
     for r in tiny_result.rows:
         if r.temperature == 0:
             a = tiny_result.alphas[(r.drafter, 0.0)]
-            stats, _ = replay([s.match for s in a.scores], [s.block for s in a.scores], r.gamma, a.max_gamma)
+            stats, _ = replay([s.accept() for s in a.scores], [s.block for s in a.scores], r.gamma, a.max_gamma)
             assert stats.tokens_per_iteration() == pytest.approx(r.tokens_per_iteration)
 
 

@@ -1,3 +1,3 @@
 """Estimating alpha and c: target samples, teacher-forced scoring, alpha, timings, costs,
-greedy replay, interference checks (docs/estimator.md).
+the replay of decoding along the target's samples, interference checks (docs/estimator.md).
 """

@@ -40,9 +40,11 @@ class AlphaEstimate:
         token x when p_raw(x) >= l max p_raw, p_raw the unadjusted target softmax).
     proposal_rate: fraction of positions with a proposal (1 except for prompt lookup);
         alpha_when_proposed: mean beta over those positions.
-    alpha_per_position: blockwise heads only, alpha_i = P(draft i accepted | drafts < i were)
-        = E_t[prod_(j<=i) beta_j,t] / E_t[prod_(j<i) beta_j,t] over block starts t (exact
-        at T = 0, where beta is 0 or 1), with bootstrap intervals over prompts.
+    alpha_per_position: blockwise drafts only (heads, feature draft), alpha_i = P(draft i
+        accepted | drafts < i were) = E_t[prod_(j<i) r_j,t beta_i,t] / E_t[prod_(j<i) r_j,t]
+        over block starts t, r_j,t the acceptance of draft j along the target's sequence
+        (`PositionScores.accept`: exact at T = 0, unbiased at T > 0; docs/estimator.md,
+        "Replay"), with bootstrap intervals over prompts.
     scores: the per-position data (not serialised).
     """
 
@@ -135,11 +137,9 @@ def positional_alphas(scores: Sequence[PositionScores], rng: np.random.Generator
     for i in range(min(s.offset_beta.shape[0] for s in scores)):
         sums, counts = [], []
         for s in scores:
-            b = s.offset_beta[:i + 1]
-            ok = np.isfinite(b).all(0)
-            upto = np.prod(b[:, ok], axis=0)  # P(drafts 1..i+1 accepted) at each block start
-            before = np.prod(b[:i, ok], axis=0)  # P(drafts 1..i accepted); 1 for i = 0
-            sums.append(upto.sum())
+            ok = np.isfinite(s.offset_beta[i])  # block starts whose draft i + 1 is inside the sequence
+            before = np.prod(s.accept()[:i, ok], axis=0)  # P(drafts 1..i accepted | the sequence); 1 for i = 0
+            sums.append((before * s.offset_beta[i, ok]).sum())  # and draft i + 1, its token integrated out
             counts.append(before.sum())
         sums_a, counts_a = np.array(sums), np.array(counts)
         keep = counts_a > 0

@@ -1,5 +1,15 @@
-"""Greedy speculative decoding replayed from teacher-forced blocks, without running a model:
-the same counts the decoder records, exact at temperature 0 only (docs/estimator.md).
+"""Speculative decoding replayed along the target's own sequences, without running a model:
+the counts the decoder records, exact at temperature 0 and their expectation at T > 0
+(docs/estimator.md, "Replay").
+
+The data per sequence of n new tokens: `block[t]`, how many tokens the drafter proposes from
+the prefix x_<t, and `accept[i, t]`, the probability that draft i + 1 of that block is accepted
+given drafts 1..i were and given the decode emits the sequence itself. At temperature 0 it is
+1 for the block's leading tokens that equal the sequence and 0 after (`accept_from_match`);
+at T > 0 it is min(1, q(x)/p(x)) at the sequence's token x (`teacher_forced.path_accept`).
+From an iteration starting at t the decode emits A + 1 tokens, A the number of accepted
+drafts, so the chance that an iteration starts at each position follows by dynamic
+programming and every count is a sum over positions weighted by it.
 
 Names follow Leviathan et al.: `gamma` draft tokens per iteration.
 """
@@ -12,30 +22,50 @@ import numpy as np
 from specdec.reference.core.stats import DecodeStats
 
 
-def replay_sequence(match: np.ndarray, block: np.ndarray, gamma: int, stats: DecodeStats,
+def accept_from_match(match: np.ndarray, width: int) -> np.ndarray:
+    """[width, n] float64: 1 where draft i + 1 of the block at t is among its `match[t]` leading
+    tokens that equal the sequence, else 0 (a deterministic draft along its own sequence)."""
+    return (np.arange(width)[:, None] < np.asarray(match)[None, :]).astype(np.float64)
+
+
+def replay_sequence(accept: np.ndarray, block: np.ndarray, gamma: int, stats: DecodeStats,
                     proposal_hist: np.ndarray) -> None:
-    """Add the iterations of one sequence (n = len(match) new tokens) to `stats`, and count each
-    iteration's proposal length k in proposal_hist [gamma + 1]."""
-    n = int(match.shape[0])
-    t = 0
-    while t < n:
+    """Add the (expected) iterations of one sequence of n = len(block) new tokens to `stats`, and
+    each iteration's proposal length k to proposal_hist [gamma + 1]."""
+    n = int(block.shape[0])
+    start = np.zeros(n + 1)  # P(an iteration starts at t)
+    start[0] = 1.0
+    for t in range(n):
+        w = start[t]
+        if w == 0.0:
+            continue
         room = min(gamma, n - t - 1)  # the decoder never drafts past max_new_tokens
         k = min(room, int(block[t])) if room > 0 else 0
-        accepted = min(int(match[t]), k)
-        stats.record(k, accepted, accepted == k and k > 0)
-        proposal_hist[k] += 1
-        t += accepted + 1
+        survive = np.concatenate([[1.0], np.cumprod(np.nan_to_num(accept[:k, t]))])  # P(A >= i), i = 0..k
+        emitted = survive - np.append(survive[1:], 0.0)  # P(A = a), a = 0..k
+        stats.iterations += w
+        stats.drafted += w * k
+        stats.verified += w * k
+        stats.bonus += w * survive[k] if k > 0 else 0.0
+        proposal_hist[k] += w
+        stats.proposed_hist[k] += w
+        for a in range(k + 1):
+            stats.accepted_hist[a] += w * emitted[a]
+            start[t + a + 1] += w * emitted[a]
+        for i in range(k):
+            stats.reached[i] += w * survive[i]
+            stats.accepted[i] += w * survive[i + 1]
     stats.new_tokens += n
     stats.target_passes = stats.iterations
 
 
-def replay(matches: Sequence[np.ndarray], blocks: Sequence[np.ndarray], gamma: int, max_gamma: int
+def replay(accepts: Sequence[np.ndarray | None], blocks: Sequence[np.ndarray | None], gamma: int, max_gamma: int
            ) -> tuple[DecodeStats, np.ndarray]:
-    """Greedy speculative decoding over every sequence, replayed (no timings).
+    """Speculative decoding over every sequence, replayed (no timings).
 
-    Returns the DecodeStats the decoder would record and the histogram of proposal lengths
-    k per iteration, float64 [gamma + 1]. max_gamma: the block length the data was recorded
-    with; gamma may not exceed it.
+    Returns the DecodeStats the decoder records (at T > 0 their expectation: float counts) and
+    the histogram of proposal lengths k per iteration, float64 [gamma + 1]. max_gamma: the
+    block length the data was recorded with; gamma may not exceed it.
 
     Raises:
         ValueError: gamma outside 0..max_gamma, or no replay data.
@@ -44,8 +74,8 @@ def replay(matches: Sequence[np.ndarray], blocks: Sequence[np.ndarray], gamma: i
         raise ValueError(f"gamma must be in 0..{max_gamma} (the recorded block length), got {gamma}")
     stats = DecodeStats(gamma)
     proposal_hist = np.zeros(gamma + 1)
-    for match, block in zip(matches, blocks):
-        if match is None or block is None:
-            raise ValueError("no replay data: replay needs temperature 0 and a deterministic draft")
-        replay_sequence(match, block, gamma, stats, proposal_hist)
+    for accept, block in zip(accepts, blocks):
+        if accept is None or block is None:
+            raise ValueError("no replay data: the drafter's deeper drafts along the sequence are not known")
+        replay_sequence(accept, block, gamma, stats, proposal_hist)
     return stats, proposal_hist

@@ -141,8 +141,8 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
                             "threads_per_process": torch.get_num_threads()},
               "seed": config.seed, **est.to_dict()}
     warnings = _warnings(config, n_prompts)
-    if all(s.match is not None for s in est.scores):
-        report["greedy_replay"] = _greedy_replay(est, config.max_gamma)
+    if all(s.accept() is not None for s in est.scores):
+        report["replay"] = _replay(est, config.max_gamma)
     others = config.contexts if config.contexts is not None else _spanned(lengths, config, target.model)
     report.update(_costs(config, target, draft, scored.samples.sequences()[0], context, others, warnings))
     if config.batch_sizes is not None:
@@ -180,13 +180,14 @@ def _warnings(config: EstimateConfig, n_prompts: int) -> list[str]:
     return warnings
 
 
-def _greedy_replay(est, max_gamma: int) -> dict[str, Any]:
-    """Tokens per iteration and acceptance by gamma, replayed exactly from the blocks (T = 0)."""
+def _replay(est, max_gamma: int) -> dict[str, Any]:
+    """Tokens per iteration and acceptance by gamma, replayed along the target's sequences
+    (exact at T = 0, expected at T > 0; docs/estimator.md, "Replay")."""
     from specdec.reference.estimate.replay import replay
 
     out = {}
     for g in range(1, max_gamma + 1):
-        stats, _ = replay([s.match for s in est.scores], [s.block for s in est.scores], g, max_gamma)
+        stats, _ = replay([s.accept() for s in est.scores], [s.block for s in est.scores], g, max_gamma)
         out[str(g)] = {"tokens_per_iteration": stats.tokens_per_iteration(), "alpha": stats.alpha(),
                        "alpha_per_position": stats.alpha_per_position()}
     return out

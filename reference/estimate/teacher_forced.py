@@ -2,8 +2,8 @@
 
 Names follow Leviathan et al.: `p` target, `q` draft, beta = sum_x min(p, q), `l` lenience.
 One scorer per drafter kind (neural: one batched pass; n-gram: `score_sequence`; heads:
-`heads_scorer`; any protocol drafter: fed token by token), plus the blocks greedy replay
-needs; a drafter names its own (`teacher_forced_scorer`). What teacher
+`heads_scorer`; any protocol drafter: fed token by token), plus what the replay needs
+(`blocks`); a drafter names its own (`teacher_forced_scorer`). What teacher
 forcing can and cannot give: docs/estimator.md.
 """
 from __future__ import annotations
@@ -20,6 +20,8 @@ from specdec.reference.drafters.neural import fit_vocab
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import NO_PASS, Verdict
+from specdec.reference.estimate.blocks import chain_blocks, chain_matches, leading_matches, offset_beta, path_accept
+from specdec.reference.estimate.replay import accept_from_match
 from specdec.reference.estimate.samples import TargetSamples
 
 
@@ -33,11 +35,14 @@ class PositionScores:
         has p_raw(x) >= l * max p_raw under the unadjusted (temperature-1) target softmax
         (App. A.5's variant for argmax sampling; the decoder does NOT implement it).
     proposed: bool [n], whether the drafter proposed a token at t (always True for q-drafters).
-    match: int64 [n] or None; temperature 0 and deterministic drafts: leading tokens of the
-        drafter's block from the true prefix that equal x_t, x_t+1, ... (<= block[t]).
+    match: int64 [n] or None; deterministic drafts (every drafter at temperature 0, prompt
+        lookup at any): leading tokens of the drafter's block from the true prefix that equal
+        x_t, x_t+1, ... (<= block[t]).
     block: int64 [n] or None; length of that block (<= max_gamma; shorter near the end of
-        the sequence only for drafters whose proposals are shorter). For deterministic
-        protocol drafters (prompt lookup) also recorded at T > 0, where only its length is used.
+        the sequence only for drafters whose proposals are shorter).
+    path_accept: float64 [W, n] or None; T > 0, drafters whose deeper drafts along the sequence
+        are known (chains and blockwise drafts): min(1, q(x)/p(x)) for draft i + 1 of the block
+        at t at the sequence's token x = x_(t+i) (`path_accept`); 0 past the end.
     """
 
     beta: np.ndarray
@@ -48,6 +53,16 @@ class PositionScores:
     block: np.ndarray | None = None
     proposes_tokens: bool = False  # a deterministic protocol drafter (q one-hot at its proposal)
     offset_beta: np.ndarray | None = None  # [H, n] heads: beta of draft position i from the block at t; NaN past the end
+    path_accept: np.ndarray | None = None
+
+    def accept(self) -> np.ndarray | None:
+        """[W, n] the replay's acceptance along the sequence (`reference.estimate.replay`):
+        path_accept at T > 0, else 0/1 from `match`; None where neither is known."""
+        if self.path_accept is not None:
+            return self.path_accept
+        if self.match is None:
+            return None
+        return accept_from_match(self.match, max(1, int(self.block.max(initial=0))))
 
 
 @dataclass
@@ -59,8 +74,8 @@ class DraftRows:
         is None. At temperature 0 a neural / n-gram q is one-hot, so it is given as its argmax.
     blocks: for deterministic protocol drafters, the proposed block at each position (list
         of n lists of ids); None otherwise.
-    chain: True when the block from position t is the greedy chain of per-position argmaxes
-        (neural and n-gram drafters at temperature 0).
+    chain: True when each draft depends on the prefix alone (neural and n-gram drafters): the
+        block from position t is the chain of per-position drafts, at temperature 0 their argmaxes.
     stop_token: a chain drafter stops its block after proposing this token (the n-gram
         drafter's EOS); None: blocks are always max_gamma long.
     offset_q, blockwise: blockwise heads; their per-position acceptance comes from offset_q at
@@ -126,7 +141,7 @@ class NeuralScorer:
             if sampling.greedy:
                 out.append(DraftRows(None, logits.argmax(-1), chain=True))
             else:
-                out.append(DraftRows(sampling.probs(logits), None))
+                out.append(DraftRows(sampling.probs(logits), None, chain=True))
         return out
 
 
@@ -143,12 +158,12 @@ class NgramScorer:
             prompt, cont = samples.prompts[i], samples.continuations[i]
             q_all = self.drafter.score_sequence(prompt + cont[:-1])  # [L, V] natural probabilities
             q = torch.from_numpy(np.ascontiguousarray(q_all[len(prompt) - 1:]))  # [n, V]
+            stop = self.drafter.model.eos_id if self.drafter.stop_at_eos else None
             if sampling.greedy:
-                stop = self.drafter.model.eos_id if self.drafter.stop_at_eos else None
                 out.append(DraftRows(None, q.argmax(-1), chain=True, stop_token=stop))
             else:
                 # the drafter adjusts log q with the target's transform: do the same
-                out.append(DraftRows(sampling.probs(torch.log(q)), None))
+                out.append(DraftRows(sampling.probs(torch.log(q)), None, chain=True, stop_token=stop))
         return out
 
 
@@ -193,45 +208,6 @@ class ProtocolScorer:
         return out
 
 
-def leading_matches(block: Sequence[int], truth: Sequence[int]) -> int:
-    """How many leading tokens of block equal truth (truth may be shorter)."""
-    n = 0
-    for a, b in zip(block, truth):
-        if a != b:
-            break
-        n += 1
-    return n
-
-
-def chain_matches(agree: np.ndarray, cap: int) -> np.ndarray:
-    """Run length of consecutive True values starting at each position, capped: int64 [n]."""
-    run = np.zeros(agree.shape[0] + 1, dtype=np.int64)
-    for t in range(agree.shape[0] - 1, -1, -1):
-        run[t] = run[t + 1] + 1 if agree[t] else 0
-    return np.minimum(run[:-1], cap)
-
-
-def chain_blocks(tokens: np.ndarray, match: np.ndarray, cap: int, stop_token: int | None) -> np.ndarray:
-    """Block lengths of a greedy chain drafter from each position: int64 [n].
-
-    The chain from t is known up to its first mismatch: tokens[t .. t + match[t]]. A drafter
-    that stops after `stop_token` has a block ending there when the stop token is in that
-    known part; otherwise the block is taken as `cap` long (what follows the first mismatch
-    is the draft's own continuation, which teacher forcing does not see: acceptance counts
-    stay exact, the number of drafted tokens may then be overestimated).
-    """
-    n = tokens.shape[0]
-    block = np.full(n, cap, dtype=np.int64)
-    if stop_token is None:
-        return block
-    stops = np.nonzero(tokens == stop_token)[0]
-    for t in range(n):
-        j = np.searchsorted(stops, t)
-        if j < stops.size and stops[j] <= t + match[t] and stops[j] - t < cap:
-            block[t] = stops[j] - t + 1
-    return block
-
-
 def position_scores(p_logits: torch.Tensor, draft: DraftRows, truth: Sequence[int], sampling: SamplingConfig,
                     lenience: Sequence[float], max_gamma: int) -> PositionScores:
     """beta, lenient beta and replay data for one sequence.
@@ -262,39 +238,23 @@ def position_scores(p_logits: torch.Tensor, draft: DraftRows, truth: Sequence[in
                                 torch.full_like(raw[:, 0], -1.0))
             top = raw.max(-1).values
             lenient_argmax = torch.stack([(raw_x >= l * top).double() for l in ls]).cpu().numpy()
-    match = block = None
-    if draft.blocks is not None:  # a deterministic protocol drafter: block lengths at any temperature
+    match = block = accept = None
+    truth = [int(t) for t in truth]
+    if draft.blocks is not None:  # deterministic blocks (any drafter at T = 0, prompt lookup at any T)
         block = np.array([len(b) for b in draft.blocks], dtype=np.int64)
-    if sampling.greedy and draft.q is None:
-        truth = [int(t) for t in truth]
-        if draft.chain:
-            tokens = draft.token.cpu().numpy()
-            match = chain_matches(tokens == np.asarray(truth), max_gamma)
-            block = chain_blocks(tokens, match, max_gamma, draft.stop_token)
-        elif draft.blocks is not None:
-            match = np.array([leading_matches(b, truth[t:]) for t, b in enumerate(draft.blocks)], dtype=np.int64)
+        match = np.array([leading_matches(b, truth[t:]) for t, b in enumerate(draft.blocks)], dtype=np.int64)
+    elif sampling.greedy and draft.chain:
+        tokens = draft.token.cpu().numpy()
+        match = chain_matches(tokens == np.asarray(truth), max_gamma)
+        block = chain_blocks(tokens, match, max_gamma, draft.stop_token)
+    elif draft.q is not None and (draft.chain or draft.offset_q is not None):
+        accept = path_accept(p, draft, truth, max_gamma)
+        block = np.full(n, accept.shape[0], dtype=np.int64)
     # sum_x min(p, q) <= 1 exactly; float32 rows can overshoot by ~1e-7
     beta, lenient = beta.clamp(0.0, 1.0), lenient.clamp(0.0, 1.0)
     return PositionScores(beta.cpu().numpy(), lenient.cpu().numpy(), lenient_argmax, proposed, match, block,
-                          proposes_tokens=draft.q is None and not draft.chain, offset_beta=offset_beta(p, draft))
-
-
-def offset_beta(p: torch.Tensor, draft: DraftRows) -> np.ndarray | None:
-    """For blockwise drafts: beta [H, n] of draft position i (1-based row i - 1) of the block
-    drafted at t, against p at t + i - 1; NaN where t + i - 1 is past the sequence. p: [n, V]."""
-    if not draft.blockwise:
-        return None
-    n = p.shape[0]
-    width = draft.offset_q.shape[1] if draft.offset_q is not None else max(len(b) for b in draft.blocks)
-    out = np.full((width, n), np.nan)
-    for i in range(width):
-        m = n - i  # block starts whose position i is inside the sequence
-        if draft.offset_q is not None:
-            out[i, :m] = torch.minimum(p[i:], draft.offset_q[:m, i].to(p.device)).sum(-1, dtype=torch.float64).cpu()
-        else:
-            tokens = torch.tensor([b[i] for b in draft.blocks[:m]], dtype=torch.long, device=p.device)
-            out[i, :m] = p[i:].gather(-1, tokens[:, None])[:, 0].double().cpu()
-    return np.clip(out, 0.0, 1.0)
+                          proposes_tokens=draft.q is None and not draft.chain, offset_beta=offset_beta(p, draft),
+                          path_accept=accept)
 
 
 @torch.inference_mode()

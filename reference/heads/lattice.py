@@ -23,7 +23,7 @@ from specdec.reference.core.tree import trie
 from specdec.reference.measure.bootstrap import bootstrap_ratio_ci
 from specdec.reference.estimate.replay import replay
 from specdec.reference.estimate.samples import TargetSamples
-from specdec.reference.estimate.teacher_forced import leading_matches
+from specdec.reference.estimate.blocks import leading_matches
 from specdec.reference.heads.diagnostics import runs
 from specdec.reference.heads.model import BlockHeads, block_inputs
 

@@ -53,11 +53,11 @@ def alpha_agreement_z(estimate: float, estimate_ci: Sequence[float], decode: flo
 
 
 def replay_in_runs(alpha: AlphaEstimate, gamma: int, new_tokens: int) -> tuple[DecodeStats, np.ndarray]:
-    """The temperature-0 replay over the first new_tokens positions of each of the estimator's
-    sequences: the same budget and the same place after the prompt as the decodes (prompt
-    lookup's acceptance grows with the text generated so far, so later windows would not
-    represent the decodes)."""
-    return replay([s.match[:new_tokens] for s in alpha.scores], [s.block[:new_tokens] for s in alpha.scores],
+    """The replay (exact at T = 0, expected counts at T > 0) over the first new_tokens positions
+    of each of the estimator's sequences: the same budget and the same place after the prompt
+    as the decodes (prompt lookup's acceptance grows with the text generated so far, so later
+    windows would not represent the decodes)."""
+    return replay([s.accept()[:, :new_tokens] for s in alpha.scores], [s.block[:new_tokens] for s in alpha.scores],
                   gamma, alpha.max_gamma)
 
 
@@ -86,18 +86,10 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
     k_hist = np.array(stats.proposed_hist, dtype=np.float64)  # iterations by proposal length k = 0..gamma
     extended = tokens / mean_iteration_time(k_hist, c_eff, v_eff)
     # (iii) acceptance from the estimator alone
-    if temperature == 0 and all(s.match is not None for s in alpha.scores):
+    if alpha.scores and all(s.accept() is not None for s in alpha.scores):
         replayed, est_hist = replay_in_runs(alpha, gamma, new_tokens)
         extended_estimated = replayed.tokens_per_iteration() / mean_iteration_time(est_hist, c_eff, v_eff)
-    elif alpha.scores and all(s.block is not None for s in alpha.scores) and alpha.alpha_when_proposed is not None:
-        block_probs = np.bincount(np.concatenate([s.block for s in alpha.scores])).astype(np.float64)
-        extended_estimated = budgeted_speedup(alpha.alpha_when_proposed, gamma, new_tokens, c_eff, v_eff,
-                                              block_probs / block_probs.sum())
-    elif alpha.alpha_per_position is not None:  # blockwise heads: at most H drafts, each its own acceptance
-        width = len(alpha.alpha_per_position)
-        extended_estimated = budgeted_speedup(alpha.alpha_per_position, gamma, new_tokens, c_eff, v_eff,
-                                              np.eye(width + 1)[width])
-    else:
+    else:  # a drafter whose deeper drafts teacher forcing does not see: i.i.d. alpha
         extended_estimated = budgeted_speedup(alpha.alpha, gamma, new_tokens, c_eff, v_eff)
     compared, compared_value, compared_ci = window
     decode_alpha = stats.alpha()

@@ -22,11 +22,11 @@ NOTES = {
     "extended": "(ii) per-position acceptance measured in the decode (alpha'_i = accepted_i / accepted_(i-1), "
                 "no-proposal = rejection) + timed c + measured verify-cost curve v(k) + measured loop overhead "
                 "o(k), averaged over the proposal lengths the decode used; tests the cost model",
-    "extended_estimated": "(iii) the extended cost model with acceptance from the estimator only: exact replay "
-                          "of greedy decoding from teacher-forced blocks over the first new_tokens positions of "
-                          "its samples at T = 0; at T > 0 i.i.d. alpha (Eq. 1) over runs of exactly new_tokens "
-                          "tokens, for prompt lookup over its teacher-forced proposal lengths with "
-                          "alpha_when_proposed",
+    "extended_estimated": "(iii) the extended cost model with acceptance from the estimator only: the replay "
+                          "along the first new_tokens positions of its samples (exact at T = 0, expected counts "
+                          "at T > 0: the acceptance of each draft along the target's own sequence); i.i.d. alpha "
+                          "(Eq. 1) over runs of exactly new_tokens tokens for a drafter whose deeper drafts "
+                          "teacher forcing does not see",
     "alpha_decode": "DecodeStats.alpha() = accepted / reached draft positions over all positions 1..gamma; "
                     "compared with the estimator's alpha over the first new_tokens positions of its "
                     "continuations (alpha_when_proposed for prompt lookup) and its bootstrap interval over "

@@ -188,9 +188,9 @@ def _print(r: dict, note: str | None) -> None:
     if r.get("alpha_lenient_argmax"):
         click.echo("  argmax rule (p(x) >= l max p, T=0 variant of App. A.5, not in the decoder) "
                    + "  ".join(f"l={k}: {_f(v, '.4f')}" for k, v in r["alpha_lenient_argmax"].items()))
-    if r.get("greedy_replay"):
-        click.echo("greedy replay (exact at T=0): tokens/iteration by gamma "
-                   + "  ".join(f"{g}: {_f(v['tokens_per_iteration'], '.3f')}" for g, v in r["greedy_replay"].items()))
+    if r.get("replay"):
+        click.echo("replay along the target's sequences (exact at T=0, expected at T>0): tokens/iteration by gamma "
+                   + "  ".join(f"{g}: {_f(v['tokens_per_iteration'], '.3f')}" for g, v in r["replay"].items()))
     click.echo(f"what: {r['estimates']}")
     if r["c"] is not None:
         cost, limits = r["cost"], r["limits"]
