@@ -21,7 +21,7 @@ from specdec.errors import SpecdecError
 from specdec.ngram.rescore import CachedScorer, Lattice, kbest_paths, local_rescore, oracle_accepted
 from specdec.reference.core.tree import trie
 from specdec.reference.measure.bootstrap import bootstrap_ratio_ci
-from specdec.reference.estimate.replay import replay
+from specdec.reference.estimate.replay import accept_from_match, replay
 from specdec.reference.estimate.samples import TargetSamples
 from specdec.reference.estimate.blocks import leading_matches
 from specdec.reference.heads.diagnostics import runs
@@ -48,7 +48,8 @@ class Method:
         min(match, depth), and so is the best of p cut paths'."""
         tokens, passes = [], []
         for m in self.matches:
-            stats, _ = replay([np.minimum(m, depth)], [np.full(m.shape[0], depth, dtype=np.int64)], depth, depth)
+            stats, _ = replay([accept_from_match(np.minimum(m, depth), depth)], [np.full(m.shape[0], depth, dtype=np.int64)],
+                              depth, depth)
             tokens.append(stats.new_tokens)
             passes.append(stats.iterations)
         tokens_a, passes_a = np.array(tokens, dtype=np.float64), np.array(passes, dtype=np.float64)
