@@ -87,14 +87,21 @@ class FastLinear(torch.nn.Module):
 
     weight / bias stay the original tensors (tied weights stay tied); `packed` is the
     kernel's copy of the weight, [ceil(out / W), in, W] (W: the build's floats per vector).
+    bf16: pack the weight in bfloat16 (half the bytes streamed; a feature draft's, never the
+    target's) and round `weight` itself to the same values, so the rows above MAX_ROWS
+    (F.linear) multiply by the same numbers as the kernel.
     """
 
-    def __init__(self, linear: torch.nn.Module) -> None:
+    def __init__(self, linear: torch.nn.Module, bf16: bool = False) -> None:
         super().__init__()
+        if bf16:
+            with torch.no_grad():
+                linear.weight.copy_(linear.weight.to(torch.bfloat16).float())
         self.weight = linear.weight
         self.bias = linear.bias
         self.out_features = int(linear.weight.shape[0])
-        self.register_buffer("packed", kernel().pack(linear.weight.detach().float().contiguous()), persistent=False)
+        self.register_buffer("packed", kernel().pack(linear.weight.detach().float().contiguous(), bf16),
+                             persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not 0 < x.numel() <= MAX_ROWS * x.shape[-1] or x.dtype != torch.float32 or x.device.type != "cpu":

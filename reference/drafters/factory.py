@@ -59,10 +59,13 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         from specdec.reference.drafters.eagle import EagleDrafter
         from specdec.reference.drafters.spec import eagle_args
         from specdec.reference.eagle.store import load_eagle
-        path, tree = eagle_args(s.arg)
+        path, tree, weights = eagle_args(s.arg)
         require_output_layer(target, "the feature draft drafts")
         draft, _ = load_eagle(path, target.model, target.path)
         note = f"feature draft, one layer ({draft.shape.hidden} wide) over {draft.vocab.numel()} ids"
+        if weights == "bf16" or (weights == "auto" and target.backend == "fast"):
+            draft.packed_bf16()
+            note += ", matrices in bfloat16 panels"
         if tree is not None:
             note += f"; dynamic trees of {tree[1]} nodes, top-{tree[0]} per depth"
         return EagleDrafter(draft, target.vocab_size, tree), note

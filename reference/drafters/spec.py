@@ -13,10 +13,13 @@
                             rescore=local: the paper's local rescoring (one path, chosen left to right),
                             with the n-gram or an HF causal LM (folder or .gguf) of the same
                             vocabulary (lm=PATH)
-    eagle:PATH[,tree=N[,topk=K]]
+    eagle:PATH[,tree=N[,topk=K]][,weights=auto|fp32|bf16]
                             feature draft on the target (EAGLE, `specdec eagle train`), fed by its
                             passes; chains, or with tree=N EAGLE-2's dynamic trees of N nodes grown
-                            from the topk (default 4) best candidates per depth (any temperature)
+                            from the topk (default 4) best candidates per depth (any temperature);
+                            weights=bf16: its matrices rounded to bfloat16 and drafted with the fast
+                            kernel's bfloat16 panels (CPU; half the bytes a drafted token reads);
+                            auto (default): bf16 where the target runs the fast backend, else fp32
 """
 from __future__ import annotations
 
@@ -27,8 +30,8 @@ from dataclasses import dataclass
 from specdec.errors import SpecdecError
 
 SPEC_HELP = ("none | lookup[:N[:earliest|latest]] (prompt lookup) | ngram:PATH (KenLM) | model:PATH (HF causal LM "
-             "folder or .gguf file) | heads:PATH (heads on the target) | eagle:PATH[,tree=N,topk=K] (feature draft "
-             "on the target)")
+             "folder or .gguf file) | heads:PATH (heads on the target) | eagle:PATH[,tree=N,topk=K,weights=W] "
+             "(feature draft on the target)")
 KINDS = ("none", "lookup", "ngram", "model", "heads", "eagle")
 PATH_KINDS = ("ngram", "model", "heads", "eagle")
 
@@ -138,17 +141,24 @@ def heads_args(arg: str | None) -> tuple[str, dict]:
     return path, options
 
 
-def eagle_args(arg: str | None) -> tuple[str, tuple[int, int] | None]:
-    """`PATH[,tree=N[,topk=K]]` -> (path, None for chains or (topk, nodes) for trees)."""
+def eagle_args(arg: str | None) -> tuple[str, tuple[int, int] | None, str]:
+    """`PATH[,tree=N[,topk=K]][,weights=auto|fp32|bf16]` -> (path, None for chains or (topk,
+    nodes) for trees, the precision of the draft's matrices when drafting: "auto" (bfloat16
+    where the target runs the fast kernel), "fp32" or "bf16")."""
     path, *rest = (arg or "").split(",")
     options: dict[str, int] = {}
+    weights = "auto"
     for item in rest:
         key, sep, value = item.partition("=")
+        if key == "weights" and value in ("auto", "fp32", "bf16"):
+            weights = value
+            continue
         if key not in ("tree", "topk") or not sep or not value.isdigit() or not 1 <= int(value) <= 256:
-            raise SpecdecError(f"eagle:PATH options are tree=N (nodes, 1..256) and topk=K (1..256); got {item!r}")
+            raise SpecdecError(f"eagle:PATH options are tree=N (nodes, 1..256), topk=K (1..256) and "
+                               f"weights=auto|fp32|bf16; got {item!r}")
         options[key] = int(value)
     if not path:
         raise SpecdecError("drafter 'eagle' needs a path: eagle:PATH")
     if "topk" in options and "tree" not in options:
         raise SpecdecError("eagle option topk=K shapes a tree: add tree=N (the node budget)")
-    return path, (options.get("topk", 4), options["tree"]) if "tree" in options else None
+    return path, (options.get("topk", 4), options["tree"]) if "tree" in options else None, weights

@@ -158,6 +158,25 @@ class EagleDraft(torch.nn.Module):
         h = rms_norm(x, self.norm_post, s.eps)
         return x + self.down(F.silu(self.gate(h)) * self.up(h)), k, v
 
+    def packed_bf16(self) -> EagleDraft:
+        """This draft for drafting (not training): its matrices - fc, the fusion, the layer's
+        projections and the restricted output layer - rounded to bfloat16 and run, for up to 16
+        rows, by the fast kernel from bfloat16 panels: a drafted token streams half the bytes
+        (the draft's weights are read from memory anew after every target pass). Its q is that
+        of the rounded draft everywhere (drafting, the estimator's unrolled pass); decoding stays
+        exact whatever q is.
+
+        Raises SpecdecError (one line naming weights=bf16) off the CPU or without the kernel."""
+        from specdec.reference.core.backend import FastLinear, available
+
+        why = available(self)
+        if why is not None:
+            raise SpecdecError(f"eagle option weights=bf16 runs on the fast CPU kernel: {why}")
+        names = ("fc", "q", "k", "v", "o", "gate", "up", "down", "out") + (("fuse",) if self.layers else ())
+        for name in names:
+            setattr(self, name, FastLinear(getattr(self, name), bf16=True))
+        return self
+
     def logits(self, feature: torch.Tensor) -> torch.Tensor:
         """Restricted logits [..., V'] (column j is target id vocab[j]) of predicted features [..., d]."""
         return self.out(feature)

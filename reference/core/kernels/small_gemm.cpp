@@ -13,10 +13,14 @@
 // alone left a pass over 2-6 rows slower than one over a single row).
 // Panel groups are split over torch's threads (at::parallel_for: OpenMP, so the build needs
 // -fopenmp, else it runs on one thread).
+// Panels may also hold bfloat16 weights (a draft's: half the bytes a matrix-vector product
+// streams), widened to fp32 in registers; x, the accumulation and y stay fp32.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -31,11 +35,25 @@ constexpr int MAX_CHUNK = 6;
 constexpr int64_t PREFETCH = 128;
 
 typedef float vec __attribute__((vector_size(W * 4), aligned(W * 4)));
+typedef uint16_t half_vec __attribute__((vector_size(W * 2)));
+typedef uint32_t word_vec __attribute__((vector_size(W * 4)));
+
+// W weights of a panel row as fp32: float panels are read as they are, bfloat16 ones (the upper
+// 16 bits of a float) widened exactly
+static inline vec load(const float* p) { return *reinterpret_cast<const vec*>(p); }
+static inline vec load(const uint16_t* p) {
+  half_vec h;
+  std::memcpy(&h, p, sizeof h);
+  const word_vec u = __builtin_convertvector(h, word_vec) << 16;
+  vec f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 
 // rows r0..r0+K-1 of x [rows, I] (row-major); w: NP panels [NP][I][W] (I * W floats apart); y: [KT, O];
 // col: the first output column of the panels.
-template <int K, int NP>
-static void panels(const float* x, int64_t r0, int64_t I, const float* w, float* y, int64_t O, int64_t col) {
+template <typename T, int K, int NP>
+static void panels(const float* x, int64_t r0, int64_t I, const T* w, float* y, int64_t O, int64_t col) {
   vec acc[NP][K];
   for (int p = 0; p < NP; ++p)
     for (int k = 0; k < K; ++k) acc[p][k] = vec{};
@@ -43,8 +61,8 @@ static void panels(const float* x, int64_t r0, int64_t I, const float* w, float*
   const float* xr = x + r0 * I;
   for (int64_t i = 0; i < I; ++i) {
     vec wv[NP];
-    for (int p = 0; p < NP; ++p) wv[p] = *reinterpret_cast<const vec*>(w + p * stride + i * W);
-    if ((i * W) % 16 == 0)  // once per 64-byte line of each panel
+    for (int p = 0; p < NP; ++p) wv[p] = load(w + p * stride + i * W);
+    if ((i * W * int64_t(sizeof(T))) % 64 == 0)  // once per 64-byte line of each panel
       for (int p = 0; p < NP; ++p) __builtin_prefetch(w + p * stride + (i + PREFETCH) * W);
     for (int k = 0; k < K; ++k) {
       const float b = xr[k * I + i];
@@ -56,11 +74,12 @@ static void panels(const float* x, int64_t r0, int64_t I, const float* w, float*
       for (int j = 0; j < W; ++j) y[(r0 + k) * O + col + p * W + j] = acc[p][k][j];
 }
 
-using PanelFn = void (*)(const float*, int64_t, int64_t, const float*, float*, int64_t, int64_t);
+template <typename T>
+using PanelFn = void (*)(const float*, int64_t, int64_t, const T*, float*, int64_t, int64_t);
 
-template <int NP, int... R>
-static PanelFn pick(int64_t rows, std::integer_sequence<int, R...>) {
-  static const PanelFn fns[] = {panels<R + 1, NP>...};
+template <typename T, int NP, int... R>
+static PanelFn<T> pick(int64_t rows, std::integer_sequence<int, R...>) {
+  static const PanelFn<T> fns[] = {panels<T, R + 1, NP>...};
   return fns[rows - 1];
 }
 
@@ -74,24 +93,27 @@ static PanelFn pick(int64_t rows, std::integer_sequence<int, R...>) {
 //   1.15, 5 x 2 1.11; a chunk of 2 panels with fewer than 6 rows waits on its FMAs' latency,
 //   so k = 7 as 6 + 1 rows of 2 panels cost twice k = 6).
 #if defined(__AVX512F__)
-static PanelFn choose(int64_t rows, int np) {
+template <typename T>
+static PanelFn<T> choose(int64_t rows, int np) {
   using Rows = std::make_integer_sequence<int, MAX_CHUNK>;
-  return np == 4 ? pick<4>(rows, Rows{}) : np == 2 ? pick<2>(rows, Rows{}) : pick<1>(rows, Rows{});
+  return np == 4 ? pick<T, 4>(rows, Rows{}) : np == 2 ? pick<T, 2>(rows, Rows{}) : pick<T, 1>(rows, Rows{});
 }
 
 static int group_size(int64_t K, int64_t P) { return (K <= 6 && P % 4 == 0) ? 4 : (P % 2 == 0 ? 2 : 1); }
 
-static void step(const float* x, int64_t K, int64_t I, const float* w, float* y, int64_t O, int64_t first, int g) {
-  choose(K, g)(x, 0, I, w + first * I * W, y, O, first * W);
+template <typename T>
+static void step(const float* x, int64_t K, int64_t I, const T* w, float* y, int64_t O, int64_t first, int g) {
+  choose<T>(K, g)(x, 0, I, w + first * I * W, y, O, first * W);
 }
 #else
-static PanelFn choose(int64_t rows, int np) {
+template <typename T>
+static PanelFn<T> choose(int64_t rows, int np) {
   using Rows = std::make_integer_sequence<int, MAX_CHUNK>;
   switch (np) {
-    case 6: return pick<6>(rows, std::make_integer_sequence<int, 2>{});
-    case 3: return pick<3>(rows, std::make_integer_sequence<int, 4>{});
-    case 2: return pick<2>(rows, Rows{});
-    default: return pick<1>(rows, Rows{});
+    case 6: return pick<T, 6>(rows, std::make_integer_sequence<int, 2>{});
+    case 3: return pick<T, 3>(rows, std::make_integer_sequence<int, 4>{});
+    case 2: return pick<T, 2>(rows, Rows{});
+    default: return pick<T, 1>(rows, Rows{});
   }
 }
 
@@ -99,29 +121,45 @@ static int group_size(int64_t, int64_t) { return 6; }
 
 constexpr int REST_PANELS[MAX_CHUNK] = {0, 6, 6, 2, 3, 2};  // panels per call for r rows left over
 
-static void step(const float* x, int64_t K, int64_t I, const float* w, float* y, int64_t O, int64_t first, int g) {
+template <typename T>
+static void step(const float* x, int64_t K, int64_t I, const T* w, float* y, int64_t O, int64_t first, int g) {
   if (g == 1) {  // a panel left over: chunks of up to 6 rows
     for (int64_t r0 = 0; r0 < K; r0 += MAX_CHUNK)
-      choose(std::min<int64_t>(MAX_CHUNK, K - r0), 1)(x, r0, I, w + first * I * W, y, O, first * W);
+      choose<T>(std::min<int64_t>(MAX_CHUNK, K - r0), 1)(x, r0, I, w + first * I * W, y, O, first * W);
     return;
   }
   const int64_t full = K - K % MAX_CHUNK;
   for (int64_t r0 = 0; r0 < full; r0 += MAX_CHUNK)
-    for (int64_t p = first; p < first + g; p += 2) choose(MAX_CHUNK, 2)(x, r0, I, w + p * I * W, y, O, p * W);
+    for (int64_t p = first; p < first + g; p += 2) choose<T>(MAX_CHUNK, 2)(x, r0, I, w + p * I * W, y, O, p * W);
   const int64_t rest = K - full;
   if (rest == 0) return;
   const int np = REST_PANELS[rest];
-  for (int64_t p = first; p < first + g; p += np) choose(rest, np)(x, full, I, w + p * I * W, y, O, p * W);
+  for (int64_t p = first; p < first + g; p += np) choose<T>(rest, np)(x, full, I, w + p * I * W, y, O, p * W);
 }
 #endif
 
-// W [O, I] -> panels [ceil(O / W), I, W], zero-padded to a multiple of W columns.
-torch::Tensor pack(torch::Tensor weight) {
+// W [O, I] -> panels [ceil(O / W), I, W], zero-padded to a multiple of W columns, in float32 or,
+// with bf16, bfloat16 (rounded to nearest even).
+torch::Tensor pack(torch::Tensor weight, bool bf16) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kFloat32, "pack takes a float32 [O, I] weight");
   const int64_t O = weight.size(0), I = weight.size(1), P = (O + W - 1) / W;
   auto padded = torch::zeros({P * W, I}, weight.options());
   padded.narrow(0, 0, O).copy_(weight);
-  return padded.view({P, W, I}).transpose(1, 2).contiguous();
+  auto panels = padded.view({P, W, I}).transpose(1, 2).contiguous();
+  return bf16 ? panels.to(torch::kBFloat16) : panels;
+}
+
+template <typename T>
+static void run_steps(const float* xp, int64_t K, int64_t I, const T* w, float* yp, int64_t P) {
+  const int g = group_size(K, P);
+  // steps 0..groups-1 take g panels each, the P % g panels after them one each
+  const int64_t groups = P / g, steps = groups + P % g;
+  at::parallel_for(0, steps, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      const bool whole = s < groups;
+      step<T>(xp, K, I, w, yp, P * W, whole ? s * g : groups * g + (s - groups), whole ? g : 1);
+    }
+  });
 }
 
 // x [..., I] (1..16 rows in all), packed [P, I, W] -> y [..., out_features]: the shapes are
@@ -131,20 +169,16 @@ torch::Tensor small_linear(torch::Tensor x, torch::Tensor packed, int64_t out_fe
   const int64_t I = x.size(-1), K = I > 0 ? x.numel() / I : 0, P = packed.size(0);
   TORCH_CHECK(K >= 1 && K <= 16, "small_linear takes 1..16 rows, got ", K);
   TORCH_CHECK(packed.size(1) == I && packed.size(2) == W, "packed weight does not match the input width");
+  TORCH_CHECK(packed.scalar_type() == torch::kFloat32 || packed.scalar_type() == torch::kBFloat16,
+              "packed weights are float32 or bfloat16");
   auto xc = x.reshape({K, I}).contiguous();
   auto y = torch::empty({K, P * W}, x.options());
   const float* xp = xc.data_ptr<float>();
-  const float* w = packed.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  const int g = group_size(K, P);
-  // steps 0..groups-1 take g panels each, the P % g panels after them one each
-  const int64_t groups = P / g, steps = groups + P % g;
-  at::parallel_for(0, steps, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t s = begin; s < end; ++s) {
-      const bool whole = s < groups;
-      step(xp, K, I, w, yp, P * W, whole ? s * g : groups * g + (s - groups), whole ? g : 1);
-    }
-  });
+  if (packed.scalar_type() == torch::kBFloat16)
+    run_steps(xp, K, I, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), yp, P);
+  else
+    run_steps(xp, K, I, packed.data_ptr<float>(), yp, P);
   auto sizes = x.sizes().vec();
   sizes.back() = out_features;
   return (out_features == P * W ? y : y.narrow(1, 0, out_features).contiguous()).view(sizes);
@@ -161,7 +195,8 @@ int64_t parallel_threads(int64_t n) {
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("pack", &pack, "pack a float32 [O, I] weight into [ceil(O/W), I, W] panels");
+  m.def("pack", &pack, "pack a float32 [O, I] weight into [ceil(O/W), I, W] panels (float32 or bfloat16)",
+        py::arg("weight"), py::arg("bf16") = false);
   m.def("small_linear", &small_linear, "x [..., I] (at most 16 rows) times a packed weight");
   m.def("lanes", &lanes, "W: the floats per vector register this build targets");
   m.def("parallel_threads", &parallel_threads, "threads one parallel_for over n items ran on");
