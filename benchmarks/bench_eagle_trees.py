@@ -9,8 +9,8 @@ order rotated); the speedup is the harness's (seconds per token of the baseline 
 (no fused prefill, as `specdec validate` decodes): with it inside, every method and the baseline
 shared a prompt pass that diluted each speedup toward 1 (code, 155-token prompts, 24 tokens:
 1.42x against validate's 1.58x for the same chain) and the draft's first pass drafted nothing,
-neither of which the plan models (RESULTS.md, "Trees of the largest draft"). Trees are verified at T = 1 by recursive rejection
-over siblings (exact: tests/test_eagle.py).
+neither of which the plan models (RESULTS.md, "Trees of the largest draft"). Trees are verified
+at T = 1 by recursive rejection over siblings (exact: tests/test_eagle.py).
 
 The plan (`specdec.simulator.trees.plan_trees`) is made before any decode, from other held-out
 prompts of the same workload (the next --prompts ones): the shapes' tokens per pass on the

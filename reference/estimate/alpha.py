@@ -134,11 +134,12 @@ def positional_alphas(scores: Sequence[PositionScores], rng: np.random.Generator
     if not scores or any(s.offset_beta is None for s in scores):
         return None
     out = []
+    accepts = [s.accept() for s in scores]
     for i in range(min(s.offset_beta.shape[0] for s in scores)):
         sums, counts = [], []
-        for s in scores:
+        for s, accept in zip(scores, accepts):
             ok = np.isfinite(s.offset_beta[i])  # block starts whose draft i + 1 is inside the sequence
-            before = np.prod(s.accept()[:i, ok], axis=0)  # P(drafts 1..i accepted | the sequence); 1 for i = 0
+            before = np.prod(accept[:i, ok], axis=0)  # P(drafts 1..i accepted | the sequence); 1 for i = 0
             sums.append((before * s.offset_beta[i, ok]).sum())  # and draft i + 1, its token integrated out
             counts.append(before.sum())
         sums_a, counts_a = np.array(sums), np.array(counts)
