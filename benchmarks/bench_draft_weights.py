@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from specdec.reference.core.backend import kernel
+from specdec.reference.core.kernel_build import kernel
 from specdec.reference.estimate.timing import CacheEvictor
 
 

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from specdec.reference.core.seams import Proposal, Verdict
-from specdec.reference.core.backend import MAX_ROWS, FastLinear, available, use_backend
+from specdec.reference.core.backend import available, use_backend
+from specdec.reference.core.fast_modules import MAX_ROWS, FastLinear
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
@@ -134,7 +135,7 @@ def test_backend_choice(monkeypatch) -> None:
 def test_kernel_runs_on_torchs_threads() -> None:
     """The kernel's at::parallel_for is OpenMP: a build without -fopenmp runs it on one thread
     (every build did until 2026-11-24, at half the speed on two cores)."""
-    from specdec.reference.core.backend import kernel
+    from specdec.reference.core.kernel_build import kernel
 
     torch.set_num_threads(2)  # the fast suite runs on one (conftest restores it afterwards)
     assert kernel().parallel_threads(64) == 2

@@ -63,10 +63,10 @@ def test_writer_that_needs_a_name(tmp_path) -> None:
 
 
 def test_kernel_build_folder_is_keyed_by_instruction_set(tmp_path, monkeypatch) -> None:
-    backend = pytest.importorskip("specdec.reference.core.backend")
+    build = pytest.importorskip("specdec.reference.core.kernel_build")
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
-    assert backend.build_dir(AVX512) != backend.build_dir(AVX2)
-    assert backend.build_dir(AVX2) == backend.build_dir("-march= znver2\n-mavx2 [enabled]")
-    assert backend.build_dir(AVX2).parent == tmp_path / "torch_extensions"
-    assert "znver2" in backend.build_dir(AVX2).name and "skylake-avx512" in backend.build_dir(AVX512).name
-    assert backend.build_dir() == backend.build_dir(backend.native_isa())  # this CPU's
+    assert build.build_dir(AVX512) != build.build_dir(AVX2)
+    assert build.build_dir(AVX2) == build.build_dir("-march= znver2\n-mavx2 [enabled]")
+    assert build.build_dir(AVX2).parent == tmp_path / "torch_extensions"
+    assert "znver2" in build.build_dir(AVX2).name and "skylake-avx512" in build.build_dir(AVX512).name
+    assert build.build_dir() == build.build_dir(build.native_isa())  # this CPU's

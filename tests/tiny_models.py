@@ -10,10 +10,13 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 
-def tiny_llama(vocab_size: int = 8, seed: int = 0, sharpness: float = 40.0) -> LlamaForCausalLM:
+def tiny_llama(vocab_size: int = 8, seed: int = 0, sharpness: float = 40.0, hidden: int = 32, heads: int = 4,
+               kv_heads: int = 2) -> LlamaForCausalLM:
+    """hidden / heads: the head size (8 by default; 64 with hidden=128, heads=2 is what the fast
+    backend's attention kernel runs)."""
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
+                         num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=512,
                          tie_word_embeddings=False)
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():

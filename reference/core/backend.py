@@ -1,113 +1,24 @@
-"""Target backends: `eager` (PyTorch's own kernels) or `fast` (a small custom GEMM kernel for
-the verify pass, compiled once per instruction set and cached, its register tiling chosen by
-the vector width: kernels/small_gemm.cpp), and `auto`: whichever a short measurement on this
-CPU found faster (recorded). Same fp32 weights, same model: only the matrix
-products over 1..16 rows change, so logits agree with eager up to floating-point order.
+"""Target backends: `eager` (PyTorch's own kernels) or `fast` (the extension's packed-weight GEMM
+and short ops for the verify pass, compiled once per instruction set and cached:
+kernel_build.py; the model's parts replaced: fast_modules.py), and `auto`: whichever a short
+measurement on this CPU found faster (recorded). Same fp32 weights, same model: only how passes
+over 1..16 tokens compute changes, so logits agree with eager up to floating-point order.
 Measurements and the reasons: docs/fast-backend.md.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import platform
-import subprocess
 import time
-from functools import lru_cache
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from specdec.errors import SpecdecError
-from specdec.paths import cache_dir
+from specdec.reference.core.fast_modules import PARTS, FastLinear, install
+from specdec.reference.core.kernel_build import build_dir, build_hash, kernel
 
 BACKENDS = ("eager", "fast", "auto")
-MAX_ROWS = 16  # the kernel's largest row count; longer inputs (prefill) use F.linear
-SOURCE = Path(__file__).with_name("kernels") / "small_gemm.cpp"
-FLAGS = ["-O3", "-march=native"]  # a build runs only on CPUs with its instruction set: see build_dir
-# at::parallel_for is inline OpenMP: without -fopenmp the kernel ran on one thread. The library
-# it links is libgomp.so.1, the one torch ships and has already loaded (one thread pool).
-OPENMP = ["-fopenmp"]
-
-
-@lru_cache(maxsize=1)
-def native_isa() -> str:
-    """What `-march=native` means on this CPU, as the C++ compiler torch builds with resolves
-    it: its `-march=` value and every target option it enables, one a line (sorted). A
-    compiler that cannot list them (not GCC, or none) gives the CPU's flags instead."""
-    compiler = os.environ.get("CXX", "c++")  # what torch.utils.cpp_extension runs
-    try:
-        listing = subprocess.run([compiler, "-march=native", "-Q", "--help=target"], capture_output=True,
-                                 text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        listing = ""
-    fields = [line.split() for line in listing.splitlines()]
-    lines = sorted(" ".join(f) for f in fields if f and (f[0] == "-march=" or f[-1] == "[enabled]"))
-    return "\n".join(lines) if any(line.startswith("-march= ") for line in lines) else _cpu_flags()
-
-
-def _cpu_flags() -> str:
-    """The machine name and the CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
-    info = Path("/proc/cpuinfo")
-    text = info.read_text() if info.is_file() else ""
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return "\n".join([f"machine {platform.machine()}", *sorted(flags)])
-
-
-def isa_key(description: str) -> str:
-    """A folder-name key for an ISA description (`native_isa`): the `-march` name and a hash
-    of the whole description, e.g. "znver2-3f9a1c0b2d"."""
-    march = next((line.split()[1] for line in description.splitlines() if line.startswith("-march= ")), "cpu")
-    return f"{march}-{hashlib.sha1(description.encode()).hexdigest()[:10]}"
-
-
-def build_dir(description: str | None = None) -> Path:
-    """Where the kernel is built and cached: one folder per torch version and instruction set,
-    so a build made for another CPU (an AVX-512 one here on AVX2 dies with SIGILL) is
-    rebuilt, never loaded. description: an ISA description (default: this CPU's)."""
-    key = isa_key(native_isa() if description is None else description)
-    return cache_dir() / "torch_extensions" / f"small_gemm-{torch.__version__}-{key}"
-
-
-@lru_cache(maxsize=1)
-def kernel():
-    """The compiled extension (built on first use, about 40 s, then loaded from the cache)."""
-    from torch.utils.cpp_extension import load
-
-    build = build_dir()
-    build.mkdir(parents=True, exist_ok=True)
-    return load(name="specdec_small_gemm", sources=[str(SOURCE)], extra_cflags=FLAGS + OPENMP,
-                extra_ldflags=OPENMP, build_directory=str(build),
-                verbose=False)
-
-
-class FastLinear(torch.nn.Module):
-    """A Linear layer whose inputs of at most MAX_ROWS rows use the packed-weight kernel.
-
-    weight / bias stay the original tensors (tied weights stay tied); `packed` is the
-    kernel's copy of the weight, [ceil(out / W), in, W] (W: the build's floats per vector).
-    bf16: pack the weight in bfloat16 (half the bytes streamed; a feature draft's, never the
-    target's) and round `weight` itself to the same values, so the rows above MAX_ROWS
-    (F.linear) multiply by the same numbers as the kernel.
-    """
-
-    def __init__(self, linear: torch.nn.Module, bf16: bool = False) -> None:
-        super().__init__()
-        if bf16:
-            with torch.no_grad():
-                linear.weight.copy_(linear.weight.to(torch.bfloat16).float())
-        self.weight = linear.weight
-        self.bias = linear.bias
-        self.out_features = int(linear.weight.shape[0])
-        self.register_buffer("packed", kernel().pack(linear.weight.detach().float().contiguous(), bf16),
-                             persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not 0 < x.numel() <= MAX_ROWS * x.shape[-1] or x.dtype != torch.float32 or x.device.type != "cpu":
-            return F.linear(x, self.weight, self.bias)
-        y = kernel().small_linear(x, self.packed, self.out_features)  # x [..., in]: shapes kept in C++
-        return y if self.bias is None else y + self.bias
 
 
 def available(model: torch.nn.Module) -> str | None:
@@ -163,11 +74,6 @@ def measured_choice() -> dict:
     return record
 
 
-def build_hash() -> str:
-    """The kernel's source and its compiler flags, hashed: what `measured_choice` measured."""
-    return hashlib.sha1(SOURCE.read_bytes() + " ".join(FLAGS + OPENMP).encode()).hexdigest()[:10]
-
-
 def _best_seconds(f, x: torch.Tensor, calls: int = 7) -> float:
     f(x)  # first call: allocations
     best = float("inf")
@@ -183,11 +89,13 @@ def vector_isa() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
-def use_backend(model: torch.nn.Module, backend: str) -> str:
+def use_backend(model: torch.nn.Module, backend: str, parts: tuple[str, ...] = PARTS, tiling: str = "native") -> str:
     """Switch `model` to `backend` in place; returns the backend in use.
 
     "auto" is "fast" where it is available (CPU, float32, kernel built) and this CPU's recorded
-    measurement chose it (`measured_choice`), else "eager".
+    measurement chose it (`measured_choice`), else "eager". parts: which of the model's parts the
+    fast backend replaces (fast_modules.PARTS; benchmarks measure each); tiling: the kernel's
+    ("avx2": the 8-float tiling even on an AVX-512 CPU, for benchmarks).
     """
     if backend not in BACKENDS:
         raise SpecdecError(f"unknown target backend {backend!r}: choose one of {', '.join(BACKENDS)}")
@@ -200,8 +108,5 @@ def use_backend(model: torch.nn.Module, backend: str) -> str:
         return "eager"
     if backend == "auto" and measured_choice()["choice"] != "fast":
         return "eager"
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if isinstance(child, torch.nn.Linear):
-                setattr(parent, name, FastLinear(child))
+    install(model, parts, tiling)
     return "fast"

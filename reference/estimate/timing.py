@@ -206,10 +206,8 @@ def last_level_cache_bytes() -> int:
 
 def model_bytes(model: torch.nn.Module) -> int:
     """Bytes a pass of the model streams through the caches: its parameters and buffers, where
-    the fast backend runs a layer its packed copy in place of its weight."""
-    from specdec.reference.core.backend import FastLinear
-
-    replaced = {id(m.weight) for m in model.modules() if isinstance(m, FastLinear)}
+    the fast backend runs a layer its packed copy in place of its weights."""
+    replaced = {id(w) for m in model.modules() if hasattr(m, "streamed_instead") for w in m.streamed_instead()}
     streamed = {id(t): t for t in (*model.parameters(), *model.buffers()) if id(t) not in replaced}
     return sum(t.numel() * t.element_size() for t in streamed.values())
 
