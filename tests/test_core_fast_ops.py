@@ -175,3 +175,74 @@ def test_one_build_per_tiling_and_its_flags_stay_put() -> None:
     assert kernel_build.FLAGS == ("-O3", "-march=native") and kernel_build.OPENMP == ("-fopenmp",)
     with pytest.raises(ValueError, match="unknown kernel tiling"):
         kernel_build.kernel("avx1024")
+
+
+class ClampedMLP(torch.nn.Module):
+    """A SwiGLU MLP that clamps gate and up at 10, as DeepSeek-V4's does: the same parts as Llama's."""
+
+    def __init__(self, width: int, inter: int) -> None:
+        super().__init__()
+        self.gate_proj, self.up_proj = torch.nn.Linear(width, inter, bias=False), torch.nn.Linear(width, inter, bias=False)
+        self.down_proj, self.act_fn = torch.nn.Linear(inter, width, bias=False), torch.nn.SiLU()
+        for layer in (self.gate_proj, self.up_proj, self.down_proj):
+            torch.nn.init.normal_(layer.weight, std=0.05)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act_fn(self.gate_proj(x).clamp(max=10)) * self.up_proj(x).clamp(-10, 10))
+
+
+class GatedNorm(torch.nn.Module):
+    """An RMS norm with Llama's attributes whose forward takes a gate too (Mamba-style)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight, self.variance_epsilon = torch.nn.Parameter(torch.ones(width)), 1e-6
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
+        x = x if gate is None else x * F.silu(gate)
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+
+
+def test_modules_that_only_look_alike_keep_their_own() -> None:
+    """A clamped SwiGLU (the clamp reached only by large inputs) and a gated norm are not replaced;
+    Falcon, whose code asks whether attention is named "sdpa", keeps SDPA (and its logits)."""
+    from transformers import FalconConfig, FalconForCausalLM
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(ClampedMLP(128, 256), GatedNorm(128))
+    use_backend(model, "fast", parts=("mlp", "norm"))
+    assert [type(m) for m in model] == [ClampedMLP, GatedNorm]
+    falcon = FalconForCausalLM(FalconConfig(vocab_size=64, hidden_size=128, num_hidden_layers=2,
+                                            num_attention_heads=2, alibi=False)).eval()
+    fast = copy.deepcopy(falcon)
+    use_backend(fast, "fast")
+    assert fast.config._attn_implementation == "sdpa"
+    ids = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        assert close(fast(input_ids=ids).logits, falcon(input_ids=ids).logits.double(), rel=1e-4)
+
+
+def test_what_the_kernels_do_not_take_goes_to_pytorch() -> None:
+    """Autograd wanted: FastLinear's gradients equal F.linear's. A batch-1 query over batch-2 keys, and a
+    mask longer than the keys (transformers 4.x passed one), give SDPA's answer."""
+    from specdec.reference.core.fast_modules import short_attention
+
+    g = torch.Generator().manual_seed(3)
+    linear = torch.nn.Linear(64, 48)
+    fast = FastLinear(copy.deepcopy(linear))
+    x = torch.randn(2, 64, generator=g, requires_grad=True)
+    fast(x).sum().backward()
+    x2 = x.detach().clone().requires_grad_(True)
+    linear(x2).sum().backward()
+    assert torch.allclose(x.grad, x2.grad, atol=1e-5) and torch.allclose(fast.weight.grad, linear.weight.grad, atol=1e-5)
+    module = torch.nn.Module()
+    q, k, v = torch.randn(1, 2, 3, 64, generator=g), torch.randn(2, 2, 10, 64, generator=g), torch.randn(2, 2, 10, 64, generator=g)
+    mask = torch.ones(2, 1, 3, 10, dtype=torch.bool)
+    with torch.no_grad():
+        out, _ = short_attention(module, q, k, v, mask)
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2)
+        assert close(out, ref.double())
+        longer = torch.ones(1, 1, 3, 14, dtype=torch.bool)
+        longer[..., :4] = False
+        out, _ = short_attention(module, q, k[:1], v[:1], longer)
+        assert close(out, exact_attention(q, k[:1], v[:1], longer[..., :10], 64 ** -0.5))

@@ -9,13 +9,19 @@ otherwise.
 - "norm": an RMSNorm with `weight` and `variance_epsilon` (Llama's) -> FastRMSNorm, one call;
 - "attention": the model's SDPA attention -> `short_attention` (registered with transformers as
   the attention implementation ATTENTION) for up to MAX_ROWS query rows: grouped-query attention
-  over the cache without repeating its keys and values.
+  over the cache without repeating its keys and values; only for the model types of
+  ATTENTION_MODELS (their code reaches attention through transformers' interface and never asks
+  whether the implementation is named "sdpa": Falcon does, and would then build other masks).
 
-A module is replaced only where the replacement reproduced it on a random input (`_same`), so a
-model whose MLP or norm differs (a bias, Gemma's 1 + weight) keeps its own.
+A module is replaced only where the replacement reproduced it on random inputs at two scales
+(`_same`), so a model whose MLP or norm differs (a bias, Gemma's 1 + weight, a clamped SwiGLU, a
+gated norm) keeps its own. Where autograd would need a graph (grad enabled and an input or weight
+requiring grad) every part runs PyTorch's ops: the extension's outputs have no gradient. The packed
+copies are made at replacement: load new weights before `use_backend`, not after.
 """
 from __future__ import annotations
 
+import inspect
 from functools import partial
 
 import torch
@@ -26,12 +32,17 @@ from specdec.reference.core.kernel_build import kernel
 MAX_ROWS = 16  # the kernel's largest row count; longer inputs (prefill) use PyTorch
 PARTS = ("linear", "mlp", "norm", "attention")
 HEAD_DIMS = (64, 128)  # the head sizes short_attention is compiled for
+# model types whose modelling code (transformers 5.24, read) calls attention through the interface and has
+# no branch on the implementation's name
+ATTENTION_MODELS = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "phi3", "gemma", "gemma2",
+                              "olmo", "starcoder2", "smollm3", "granite", "gpt2", "t5", "bart", "marian", "whisper"})
 ATTENTION = "specdec_short"
 
 
-def _kernel_input(x: torch.Tensor) -> bool:
-    """Whether x [..., in] goes to the kernel: CPU float32, 1..MAX_ROWS rows."""
-    return 0 < x.numel() <= MAX_ROWS * x.shape[-1] and x.dtype == torch.float32 and x.device.type == "cpu"
+def _kernel_input(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether x [..., in] goes to the kernel: CPU float32, 1..MAX_ROWS rows, and no autograd graph wanted."""
+    return (0 < x.numel() <= MAX_ROWS * x.shape[-1] and x.dtype == torch.float32 and x.device.type == "cpu"
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
 
 
 class FastLinear(torch.nn.Module):
@@ -61,7 +72,7 @@ class FastLinear(torch.nn.Module):
         return [self.weight]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not _kernel_input(x):
+        if not _kernel_input(x, self.weight):
             return F.linear(x, self.weight, self.bias)
         y = kernel(self.tiling).small_linear(x, self.packed, self.out_features)  # x [..., in]: shapes kept in C++
         return y if self.bias is None else y + self.bias
@@ -88,7 +99,7 @@ class FastMLP(torch.nn.Module):
         return [self.gate_proj.weight, self.up_proj.weight]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not _kernel_input(x):
+        if not _kernel_input(x, self.gate_proj.weight):
             return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
         return self.down_proj(kernel(self.tiling).small_glu(x, self.packed, self.intermediate))
 
@@ -101,7 +112,7 @@ class FastRMSNorm(torch.nn.Module):
         self.weight, self.variance_epsilon, self.tiling = norm.weight, float(norm.variance_epsilon), tiling
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != torch.float32 or x.device.type != "cpu" or self.weight.dtype != torch.float32:
+        if not _kernel_input(x, self.weight) or self.weight.dtype != torch.float32:
             variance = x.float().pow(2).mean(-1, keepdim=True)
             return self.weight * (x.float() * torch.rsqrt(variance + self.variance_epsilon)).to(x.dtype)
         return kernel(self.tiling).rms_norm(x, self.weight, self.variance_epsilon)
@@ -113,13 +124,17 @@ def short_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
                     ) -> tuple[torch.Tensor, None]:
     """transformers' attention interface: query [B, H, n, d], key/value [B, Hk, L, d] (the cache),
     attention_mask None or [B|1, 1|H, n, L] (bool: attend; float: added) -> ([B, n, H, d], None).
-    Up to MAX_ROWS CPU float32 query rows with a mask (or a single row), heads of HEAD_DIMS, run in
-    the extension; everything else (a prefill, dropout, a position bias or soft cap) goes to SDPA's
-    own function."""
+    Up to MAX_ROWS CPU float32 query rows with a mask (or a single row), heads of HEAD_DIMS, one
+    batch size for q, k and v, no gradient, run in the extension; everything else (a prefill, dropout,
+    a position bias or soft cap) goes to SDPA's own function."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    n = query.shape[2]
-    plain = (n <= MAX_ROWS and (attention_mask is not None or n == 1) and not dropout and query.shape[-1] in HEAD_DIMS
+    n, length = query.shape[2], key.shape[2]
+    if attention_mask is not None and attention_mask.shape[-1] > length:  # transformers 4.x passed a longer mask
+        attention_mask = attention_mask[..., :length]
+    plain = (n <= MAX_ROWS and (attention_mask is not None or n == 1) and not dropout and not torch.is_grad_enabled()
+             and query.shape[-1] in HEAD_DIMS and value.shape[-1] == key.shape[-1] == query.shape[-1]
+             and query.shape[0] == key.shape[0] == value.shape[0]
              and kwargs.get("position_bias") is None and kwargs.get("softcap") is None and kwargs.get("s_aux") is None
              and all(t.dtype == torch.float32 and t.device.type == "cpu" for t in (query, key, value))
              and (attention_mask is None or attention_mask.dtype in (torch.bool, torch.float32)))
@@ -143,21 +158,33 @@ def register_attention(tiling: str = "native") -> str:
 
 
 def _same(original: torch.nn.Module, fast: torch.nn.Module, width: int) -> bool:
-    """Whether `fast` reproduces `original` on 3 random rows and on one (outputs within
-    1e-4 x max |output| + 1e-6)."""
+    """Whether `fast` reproduces `original` on 3 random rows and on one, at scales 1 and 50 (the large
+    one reaches what a module clamps), outputs within 1e-4 x max |output| + 1e-6; False where either
+    cannot run on one input of that width (a gated norm wants a second)."""
     x = torch.randn(1, 3, width, generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        for rows in (x, x[:, :1]):
-            a, b = original(rows), fast(rows)
-            if a.shape != b.shape or not bool((a - b).abs().max() <= 1e-4 * a.abs().max() + 1e-6):
-                return False
+    try:
+        with torch.no_grad():
+            for rows in (x, x[:, :1], 50 * x):
+                a, b = original(rows), fast(rows)
+                if a.shape != b.shape or not bool((a - b).abs().max() <= 1e-4 * a.abs().max() + 1e-6):
+                    return False
+    except (TypeError, RuntimeError, ValueError):
+        return False
     return True
+
+
+def _one_input(module: torch.nn.Module) -> bool:
+    """Whether the module's forward takes exactly one argument (a gated norm's second one, a gate, would be lost)."""
+    try:
+        return len(inspect.signature(module.forward).parameters) == 1
+    except (TypeError, ValueError):
+        return False
 
 
 def _mlp(module: torch.nn.Module, tiling: str) -> FastMLP | None:
     parts = [getattr(module, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
     if not all(isinstance(p, torch.nn.Linear) and p.bias is None for p in parts) or not hasattr(module, "act_fn") \
-            or parts[0].weight.shape != parts[1].weight.shape:
+            or parts[0].weight.shape != parts[1].weight.shape or not _one_input(module):
         return None
     fast = FastMLP(module, tiling)
     return fast if _same(module, fast, parts[0].weight.shape[1]) else None
@@ -165,7 +192,8 @@ def _mlp(module: torch.nn.Module, tiling: str) -> FastMLP | None:
 
 def _norm(module: torch.nn.Module, tiling: str) -> FastRMSNorm | None:
     weight = getattr(module, "weight", None)
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 1 or not hasattr(module, "variance_epsilon"):
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 1 or not hasattr(module, "variance_epsilon") \
+            or not _one_input(module):
         return None
     fast = FastRMSNorm(module, tiling)
     return fast if _same(module, fast, weight.numel()) else None
@@ -184,5 +212,6 @@ def install(model: torch.nn.Module, parts: tuple[str, ...] = PARTS, tiling: str 
                 if isinstance(child, torch.nn.Linear) and not (isinstance(parent, FastMLP) and name in FastMLP.PACKED):
                     setattr(parent, name, FastLinear(child, tiling=tiling))
     config = getattr(model, "config", None)
-    if "attention" in parts and getattr(config, "_attn_implementation", None) == "sdpa":
+    if "attention" in parts and getattr(config, "_attn_implementation", None) == "sdpa" \
+            and getattr(config, "model_type", None) in ATTENTION_MODELS:
         config._attn_implementation = register_attention(tiling)

@@ -3,8 +3,10 @@
 A pass over k tokens must read every weight once (memory bound) and do 2 k FLOPs per
 matrix weight (compute bound), so t_min(k) = max(weight bytes / bandwidth, 2 k matrix
 weights / peak FLOP rate). Bandwidth is a STREAM-style triad (a = b + s c over arrays far
-larger than the caches); the FLOP rate a large fp32 matrix product. Both use the threads
-torch uses. Measured once per run; docs/fast-backend.md discusses the numbers. `specdec costs
+larger than the caches); the FLOP rate the better of a large fp32 matrix product and the
+fast kernel's 16-row product on a weight in cache (MKL takes its AVX2 path on AMD CPUs: 220
+GFLOP/s against the kernel's 450 on a 2-core AVX-512 EPYC, 2026-11-25; measuring the kernel
+builds it where it is not yet built). Both use the threads torch uses. Measured once per run; docs/fast-backend.md discusses the numbers. `specdec costs
 --hardware measured` takes both, and the per-operation floor (`op_seconds`), into the roofline
 model (docs/roofline.md).
 """

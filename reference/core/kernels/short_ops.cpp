@@ -55,8 +55,9 @@ void attend(int64_t rows, int64_t L, int64_t Lp, const float* q, const float* k,
       continue;
     }
     vec sum{};
-    for (int64_t j = 0; j < Lp; j += KEYS) {
-      const vec e = exp_vec(loadu(sr + j) - m);
+    for (int64_t j = 0; j < Lp; j += KEYS) {  // a masked key (below e^-87 of the top) weighs exactly 0
+      const vec d = loadu(sr + j) - m;
+      const vec e = d < splat(-87.0f) ? vec{} : exp_vec(d);
       storeu(sr + j, e);
       sum += e;
     }

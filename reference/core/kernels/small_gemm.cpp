@@ -169,7 +169,7 @@ static void check(const torch::Tensor& x, const torch::Tensor& packed, int64_t& 
               "packed weights are float32 or bfloat16");
 }
 
-// f(first panel, panel count, the packed weights) over pieces of `per` panels, split over torch's threads.
+// f(first panel, the packed weights) over pieces of `per` panels, split over torch's threads.
 template <typename F>
 static void over_panels(const torch::Tensor& packed, int64_t per, F f) {
   at::parallel_for(0, packed.size(0) / per, 1, [&](int64_t begin, int64_t end) {
