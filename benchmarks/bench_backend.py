@@ -63,6 +63,9 @@ def main() -> None:
     parser.add_argument("--tiling", default="native", choices=("native", "avx2"))
     args = parser.parse_args()
     names = args.configs.split(",")
+    wrong = [p for name in names if name not in ("eager", "fast") for p in name.split("+") if p not in PARTS]
+    if wrong:
+        raise SystemExit(f"--configs: {wrong[0]!r} is not eager, fast or a part ({', '.join(PARTS)})")
     models = {name: configured(name, args.tiling) for name in names}
     tokens = models[names[0]].tokenizer(PROMPT)["input_ids"]
     runs = {name: [] for name in models}
@@ -112,8 +115,6 @@ def configured(name: str, tiling: str) -> LoadedModel:
     """The default target on the configuration `name`: eager, fast (every part) or parts joined by "+"."""
     loaded = load_model(None, backend="eager")
     parts = () if name == "eager" else PARTS if name == "fast" else tuple(name.split("+"))
-    if any(p not in PARTS for p in parts):
-        raise SystemExit(f"--configs: {name!r} names a part outside {', '.join(PARTS)}")
     if parts:
         use_backend(loaded.model, "fast", parts, tiling)
     return loaded

@@ -6,7 +6,8 @@ weights / peak FLOP rate). Bandwidth is a STREAM-style triad (a = b + s c over a
 larger than the caches); the FLOP rate the better of a large fp32 matrix product and the
 fast kernel's 16-row product on a weight in cache (MKL takes its AVX2 path on AMD CPUs: 220
 GFLOP/s against the kernel's 450 on a 2-core AVX-512 EPYC, 2026-11-25; measuring the kernel
-builds it where it is not yet built). Both use the threads torch uses. Measured once per run; docs/fast-backend.md discusses the numbers. `specdec costs
+builds it where it is not yet built). Both use the threads torch uses. Measured once per run;
+docs/fast-backend.md discusses the numbers. `specdec costs
 --hardware measured` takes both, and the per-operation floor (`op_seconds`), into the roofline
 model (docs/roofline.md).
 """
@@ -43,23 +44,24 @@ def triad_bandwidth(array_bytes: int = 128 * 2**20, repeats: int = 8) -> float:
     """Best-of-repeats STREAM triad bandwidth in bytes per second (reads b, c; writes a)."""
     n = array_bytes // 4
     a, b, c = torch.empty(n), torch.rand(n), torch.rand(n)
+    return 3 * 4 * n / best_seconds(lambda: torch.add(b, c, alpha=3.0, out=a), repeats)
+
+
+def best_seconds(f, repeats: int, calls: int = 1) -> float:
+    """The least seconds `calls` calls of f() took over repeats + 1 tries (the first warms up)."""
     best = float("inf")
     for _ in range(repeats + 1):
         start = time.perf_counter()
-        torch.add(b, c, alpha=3.0, out=a)
+        for _ in range(calls):
+            f()
         best = min(best, time.perf_counter() - start)
-    return 3 * 4 * n / best
+    return best
 
 
 def matmul_flops(size: int = 1536, repeats: int = 5) -> float:
     """Best-of-repeats fp32 FLOP rate of a size x size matrix product."""
     x, y = torch.rand(size, size), torch.rand(size, size)
-    best = float("inf")
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        torch.mm(x, y)
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best
+    return 2 * size**3 / best_seconds(lambda: torch.mm(x, y), repeats)
 
 
 def kernel_flops(repeats: int = 5, calls: int = 50) -> float:
@@ -72,26 +74,14 @@ def kernel_flops(repeats: int = 5, calls: int = 50) -> float:
     except Exception:  # no compiler, no ninja: no kernel to measure
         return 0.0
     packed, x = ops.pack(torch.rand(1536, 576), False), torch.rand(16, 576)
-    best = float("inf")
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        for _ in range(calls):
-            ops.small_linear(x, packed, 1536)
-        best = min(best, time.perf_counter() - start)
-    return 2 * 16 * 1536 * 576 * calls / best
+    return 2 * 16 * 1536 * 576 * calls / best_seconds(lambda: ops.small_linear(x, packed, 1536), repeats, calls)
 
 
 def op_seconds(calls: int = 2000, repeats: int = 5) -> float:
     """Best-of-repeats seconds per call of a tiny operation (an add of two 1-element tensors) from
     Python: the floor every eager operation pays whatever its size."""
     x = torch.zeros(1)
-    best = float("inf")
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        for _ in range(calls):
-            torch.add(x, x)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
+    return best_seconds(lambda: torch.add(x, x), repeats, calls) / calls
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
