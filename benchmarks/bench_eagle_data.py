@@ -9,7 +9,7 @@ replay at gamma 3 (what the issue's bar is stated in), with the training seconds
 Usage (about 10 minutes per 6,000 answer tokens on 2 CPU cores; take the CPU lock):
     .venv/bin/python benchmarks/bench_eagle_data.py --out /tmp/eagle-data \
         --configs 6000:49152:4,24000:49152:4,24000:49152:8 [--workloads code,edit,chat] [--alpha-tokens 384] \
-        [--fuse-layers eagle3]
+        [--fuse-layers eagle3] [--draft-layers 2]
 A configuration is ANSWER_TOKENS:TOTAL_TOKENS:EAGLE_EPOCHS[:CODE_TOKENS] (CODE_TOKENS of Python
 source, `--code-tokens`, default 0; the heads always train their default 4 epochs, once per data
 configuration).
@@ -66,9 +66,12 @@ def main() -> None:
     parser.add_argument("--workloads", default="code,edit,chat")
     parser.add_argument("--alpha-tokens", type=int, default=384)
     parser.add_argument("--fuse-layers", default="", help="the feature draft's --fuse-layers (EAGLE-3's fusion)")
+    parser.add_argument("--draft-layers", type=int, default=1, help="the feature draft's decoder layers")
     args = parser.parse_args()
     fuse = ["--fuse-layers", args.fuse_layers] if args.fuse_layers else []
+    fuse += ["--draft-layers", str(args.draft_layers)] if args.draft_layers != 1 else []
     tag = f"-f{args.fuse_layers.replace(',', '_')}" if args.fuse_layers else ""
+    tag += f"-l{args.draft_layers}" if args.draft_layers != 1 else ""
     configs = [(*(int(v) for v in c.split(":")), 0)[:4] for c in args.configs.split(",")]
     print(f"# {platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
     results = []

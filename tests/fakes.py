@@ -158,13 +158,13 @@ def decode_stats(target, make_drafter, samples, gamma):
 
 
 def random_eagle(model, vocab: list[int] | None = None, seed: int = 0, scale: float = 0.3,
-                 fuse: tuple[int, ...] = ()):
-    """A feature draft on `model` with random weights (exactness tests: it need not be good),
-    fusing the hidden states after decoder layers `fuse`."""
+                 fuse: tuple[int, ...] = (), depth: int = 1):
+    """A feature draft of `depth` decoder layers on `model` with random weights (exactness tests:
+    it need not be good), fusing the hidden states after decoder layers `fuse`."""
     from specdec.reference.eagle.model import draft_on
 
     rows = model.get_output_embeddings().weight.shape[0]
-    draft = draft_on(model, torch.tensor(vocab if vocab is not None else list(range(rows))), fuse)
+    draft = draft_on(model, torch.tensor(vocab if vocab is not None else list(range(rows))), fuse, depth)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in draft.trained().items():
@@ -174,9 +174,9 @@ def random_eagle(model, vocab: list[int] | None = None, seed: int = 0, scale: fl
 
 
 def trained_eagle(model, seed: int = 0, windows: int = 48, length: int = 24, epochs: int = 6,
-                  fuse: tuple[int, ...] = ()):
-    """A feature draft trained briefly on the target's own samples (so its drafts are often kept),
-    fusing the hidden states after decoder layers `fuse`."""
+                  fuse: tuple[int, ...] = (), depth: int = 1):
+    """A feature draft of `depth` decoder layers trained briefly on the target's own samples (so
+    its drafts are often kept), fusing the hidden states after decoder layers `fuse`."""
     from specdec.reference.eagle.model import draft_on
     from specdec.reference.eagle.train import EagleTrainConfig, train_eagle
     from specdec.reference.heads.data import distill
@@ -189,7 +189,7 @@ def trained_eagle(model, seed: int = 0, windows: int = 48, length: int = 24, epo
             p = model(input_ids=seqs).logits[:, -1].float().softmax(-1)
             seqs = torch.cat([seqs, torch.multinomial(p, 1, generator=g)], 1)
     torch.manual_seed(seed)
-    draft = draft_on(model, torch.arange(rows), fuse)
+    draft = draft_on(model, torch.arange(rows), fuse, depth)
     train_eagle(draft, distill(model, seqs.tolist(), top_k=min(8, rows), layer_ids=fuse),
-                EagleTrainConfig(ttt=2, epochs=epochs, batch=8, lr=1e-2, seed=seed, fuse=fuse))
+                EagleTrainConfig(ttt=2, epochs=epochs, batch=8, lr=1e-2, seed=seed, fuse=fuse, draft_layers=depth))
     return draft.eval()

@@ -11,6 +11,9 @@
   restricted vocabulary) and deterministic top-k trees (recursive rejection over siblings).
 - EAGLE-3's fusion (the committed entries read a middle layer's hidden states too): greedy
   equivalence, the replay, sampling, saving and loading as above; the option refused in one line.
+- A two-layer draft (`--draft-layers 2`; the layers' caches travel stacked in one tensor): the
+  same greedy equivalence, replay, training-time test rows, sampling and round trip; a one-layer
+  draft saved before the layers had their own names still loads.
 """
 import math
 
@@ -48,14 +51,15 @@ def test_greedy_eagle_equals_greedy_target(arch, fuse: bool, tree) -> None:
 
 @pytest.mark.parametrize("arch", [tiny_llama, tiny_gpt2])
 @pytest.mark.parametrize("tree", [None, (2, 6)], ids=["chain", "tree"])
-def test_greedy_fused_eagle_equals_greedy_target(arch, tree) -> None:
+@pytest.mark.parametrize("depth", [1, 2], ids=["one-layer", "two-layer"])
+def test_greedy_fused_eagle_equals_greedy_target(arch, tree, depth) -> None:
     """A draft that fuses the hidden states after decoder layer 1 (of 2): the layers reach it
-    through the scorer seam, fused prefill or not."""
+    through the scorer seam, fused prefill or not; one or two draft layers."""
     target = arch(vocab_size=16, seed=0, sharpness=8.0)
     prompt = [5, 9, 2, 3, 7]
     reference = autoregressive_decode(TargetScorer(target), prompt, 40, GREEDY, None).tokens
-    draft = trained_eagle(target, fuse=(1,))
-    assert draft.layers == (1,) and EagleDrafter(draft, 16).needs.layers == (1,)
+    draft = trained_eagle(target, fuse=(1,), depth=depth)
+    assert draft.layers == (1,) and EagleDrafter(draft, 16).needs.layers == (1,) and draft.depth == depth
     accepted = 0
     for gamma, fuse_prefill in ((1, False), (2, True), (4, False)):
         result = speculative_decode(TargetScorer(target), EagleDrafter(draft, 16, tree), prompt, 40, gamma, GREEDY,
@@ -79,8 +83,8 @@ def test_tree_is_the_best_candidates_under_the_node_budget() -> None:
     assert first in [int(t) for t, p in zip(proposal.tokens, proposal.parents) if p < 0]  # the draft's argmax is a root child
 
 
-@pytest.mark.parametrize("fuse", [(), (1,)], ids=["final", "fused"])
-def test_replay_of_the_feature_draft_equals_the_decoder(fuse) -> None:
+@pytest.mark.parametrize("fuse,depth", [((), 1), ((1,), 1), ((1,), 2)], ids=["final", "fused", "fused-two-layer"])
+def test_replay_of_the_feature_draft_equals_the_decoder(fuse, depth) -> None:
     """The estimator's unrolled blocks (one pass per sequence, own tokens, diagonal masks) are
     the drafter's incremental chains: greedy decoding replays count for count."""
     from specdec.reference.estimate.replay import replay
@@ -88,7 +92,7 @@ def test_replay_of_the_feature_draft_equals_the_decoder(fuse) -> None:
     from specdec.reference.estimate.teacher_forced import score_positions
 
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
-    draft = trained_eagle(target, fuse=fuse)
+    draft = trained_eagle(target, fuse=fuse, depth=depth)
     samples = generate_continuations(target, [[1, 5, 2, 9, 3], [4, 4, 7, 1, 0], [2, 3, 5, 7, 11]], 30, GREEDY, None)
     drafter = EagleDrafter(draft, 16)
     scores = score_positions(target, drafter.teacher_forced_scorer(target, 6, None), samples, GREEDY, 16, max_gamma=6)
@@ -100,14 +104,15 @@ def test_replay_of_the_feature_draft_equals_the_decoder(fuse) -> None:
     assert sum(decoded.accepted) > 0
 
 
-@pytest.mark.parametrize("tree,sampling,fuse", [
-    (None, SamplingConfig(1.0), ()), (None, SamplingConfig(0.8, top_k=3), ()), ((2, 4), SamplingConfig(1.0), ()),
-    ((2, 4), SamplingConfig(0.8, top_k=3), ()), (None, SamplingConfig(1.0), (1,))],
-    ids=["chain-t1", "chain-t0.8-topk3", "tree-t1", "tree-t0.8-topk3", "fused-chain-t1"])
-def test_sampled_eagle_output_follows_target_distribution(tree, sampling: SamplingConfig, fuse) -> None:
+@pytest.mark.parametrize("tree,sampling,fuse,depth", [
+    (None, SamplingConfig(1.0), (), 1), (None, SamplingConfig(0.8, top_k=3), (), 1), ((2, 4), SamplingConfig(1.0), (), 1),
+    ((2, 4), SamplingConfig(0.8, top_k=3), (), 1), (None, SamplingConfig(1.0), (1,), 1),
+    ((2, 4), SamplingConfig(1.0), (1,), 2)],
+    ids=["chain-t1", "chain-t0.8-topk3", "tree-t1", "tree-t0.8-topk3", "fused-chain-t1", "fused-two-layer-tree-t1"])
+def test_sampled_eagle_output_follows_target_distribution(tree, sampling: SamplingConfig, fuse, depth) -> None:
     vocab, n_tokens, runs = 5, 4, 3000
     target = tiny_llama(vocab_size=vocab, seed=0, sharpness=6.0)
-    draft = random_eagle(target, vocab=[0, 2, 3, 4], seed=2, scale=0.3, fuse=fuse)  # q = 0 on id 1
+    draft = random_eagle(target, vocab=[0, 2, 3, 4], seed=2, scale=0.3, fuse=fuse, depth=depth)  # q = 0 on id 1
     prompt = [1, 4, 2]
     exact = exact_joint(target, prompt, n_tokens, lambda logits: sampling.probs(logits).double())
     gen = torch.Generator().manual_seed(7)
@@ -118,14 +123,15 @@ def test_sampled_eagle_output_follows_target_distribution(tree, sampling: Sampli
     assert chi_square_pvalue(counts, exact.numpy()) > 1e-3
 
 
-def test_training_time_test_rows_are_the_drafters_steps() -> None:
+@pytest.mark.parametrize("depth", [1, 2], ids=["one-layer", "two-layer"])
+def test_training_time_test_rows_are_the_drafters_steps(depth) -> None:
     """unroll(own=False) at depth j, row u equals drafting entry by entry with the true tokens."""
     from specdec.reference.core.forward import forward
     from specdec.reference.core.seams import Needs
     from specdec.reference.eagle.unroll import unroll
 
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
-    draft = random_eagle(target, seed=4)
+    draft = random_eagle(target, seed=4, depth=depth)
     seq = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
     _, hidden, _ = forward(target, torch.tensor([seq]), 1, Needs(hidden=True))
     with torch.inference_mode():
@@ -164,8 +170,37 @@ def test_saved_draft_loads_for_its_target_only(tmp_path) -> None:
     assert loaded.layers == (1,) and set(loaded.trained()) == set(fused.trained()) and "fuse.weight" in fused.trained()
     for name, p in fused.trained().items():
         torch.testing.assert_close(loaded.trained()[name], p)
+    deep = random_eagle(model, seed=7, fuse=(1,), depth=2)  # the card says how many layers
+    save_eagle(deep, {"target": {"name": "a", "weights_sha256": weights_fingerprint(a)}, "fuse_layers": [1],
+                      "draft_layers": 2}, tmp_path / "deep")
+    loaded, _ = load_eagle(tmp_path / "deep", model, a)
+    assert loaded.depth == 2 and "blocks.1.q.weight" in loaded.trained()
+    for name, p in deep.trained().items():
+        torch.testing.assert_close(loaded.trained()[name], p)
     with pytest.raises(SpecdecError, match="trained for target"):
         load_eagle(tmp_path / "eagle", AutoModelForCausalLM.from_pretrained(b), b)
+
+
+def test_one_layer_draft_saved_with_the_old_names_loads(tmp_path) -> None:
+    """Drafts saved before the layers were a list named the layer's tensors q.weight, ..., norm_post."""
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    from specdec.reference.eagle.files import WEIGHTS_NAME
+    from specdec.reference.eagle.store import load_eagle, save_eagle
+    from specdec.reference.heads.store import weights_fingerprint
+    from tests.tiny_models import save_tiny_model
+
+    a = save_tiny_model(tmp_path / "a", seed=0)
+    model = AutoModelForCausalLM.from_pretrained(a)
+    draft = random_eagle(model, seed=5)
+    folder = save_eagle(draft, {"target": {"name": "a", "weights_sha256": weights_fingerprint(a)}}, tmp_path / "old")
+    tensors = load_file(str(folder / WEIGHTS_NAME))
+    save_file({name.removeprefix("blocks.0."): t for name, t in tensors.items()}, str(folder / WEIGHTS_NAME))
+    assert "q.weight" in load_file(str(folder / WEIGHTS_NAME))
+    loaded, _ = load_eagle(folder, model, a)
+    for name, p in draft.trained().items():
+        torch.testing.assert_close(loaded.trained()[name], p)
 
 
 def test_draft_timing_cycles_keep_the_cache_aligned() -> None:

@@ -17,8 +17,8 @@ from tests.tiny_models import exact_joint, sampled_joint, tiny_llama
 GREEDY = SamplingConfig(temperature=0.0)
 
 
-@pytest.mark.parametrize("fuse", [(), (1,)], ids=["final", "fused"])
-def test_bfloat16_draft_stays_exact_and_the_estimator_replays_it(fuse) -> None:
+@pytest.mark.parametrize("fuse,depth", [((), 1), ((1,), 1), ((1,), 2)], ids=["final", "fused", "fused-two-layer"])
+def test_bfloat16_draft_stays_exact_and_the_estimator_replays_it(fuse, depth) -> None:
     """A draft drafting from bfloat16 panels (`weights=bf16`) proposes other tokens at times,
     never other output: greedy chains and trees equal the target's greedy output; the estimator's
     unrolled pass multiplies by the same rounded weights, so its blocks replay decoding count for
@@ -28,7 +28,7 @@ def test_bfloat16_draft_stays_exact_and_the_estimator_replays_it(fuse) -> None:
     from specdec.reference.estimate.teacher_forced import score_positions
 
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
-    draft = trained_eagle(target, fuse=fuse)
+    draft = trained_eagle(target, fuse=fuse, depth=depth)
     feature = torch.randn(3, draft.shape.hidden, generator=torch.Generator().manual_seed(0))
     full = draft.logits(feature)
     draft.packed_bf16()

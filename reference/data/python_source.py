@@ -26,7 +26,8 @@ from specdec.errors import SpecdecError
 
 LEFT_OUT = frozenset({"test", "tests", "idlelib", "lib2to3", "turtledemo", "ensurepip", "encodings", "pydoc_data",
                       "site-packages", "__pycache__"})
-MAX_TOKENS = 1_000_000  # --code-tokens' bound: Python 3.11's library gives ~2.2 M tokens of windows
+MAX_TOKENS = 4_000_000  # --code-tokens' bound: Python 3.11's library gives ~2.2 M tokens of windows (asking
+# more than a library has is refused by python_windows with its count)
 
 
 def library_files(root: Path) -> list[Path]:

@@ -40,7 +40,7 @@ class EagleDrafter(DrafterBase):
         self.deterministic = self.tree
         self.fallback = not self.tree
         self.tokens: list[int] = []
-        self.keys = self.values = None  # [1, m, kv_heads, hd]: entries 0..m-1
+        self.keys = self.values = None  # [1, m, draft layers * kv_heads, hd]: entries 0..m-1
         self.last: torch.Tensor | None = None  # [d] output of the last entry (predicts the next token)
 
     @property

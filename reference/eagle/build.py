@@ -26,13 +26,14 @@ def build_eagle(target: LoadedModel, out: str | Path, data_config: DataConfig = 
     check_fuse(target.model.config, fuse)  # before the target's passes
     _, train, held, vocab, about, seconds = trainee_data(target, data_config, train_config.vocab, progress, fuse)
     torch.manual_seed(train_config.seed)
-    draft = draft_on(target.model, vocab, fuse)
+    draft = draft_on(target.model, vocab, fuse, train_config.draft_layers)
     lap = time.perf_counter()
     log = train_eagle(draft, train, train_config, progress=progress)
     seconds["train"] = time.perf_counter() - lap
     held_out = evaluate(draft, held, max(EVAL_DEPTH, train_config.ttt))
     seconds["total"] = time.perf_counter() - start
     card = {**about(draft.shape.hidden, draft.vocab.device), "layer": draft.shape.to_dict(), "fuse_layers": list(fuse),
+            "draft_layers": draft.depth,
             "trained_parameters": int(sum(p.numel() for p in draft.trained().values())),
             "training": {**train_config.to_dict(), **log}, "held_out": held_out,
             "seconds": {k: round(v, 1) for k, v in seconds.items()}}

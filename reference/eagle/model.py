@@ -9,7 +9,8 @@ feature, and the target's frozen output layer E' (restricted to `vocab`, the ids
 predicts often) gives the draft q of x_(i+2). Drafting feeds f^ back as the next entry's
 feature. The layer has the target's shapes (for a Llama-family target it is one of its own
 layers, freshly initialised); fc is initialised to pass f through and the layer's output
-projections to zero, so an untrained draft predicts from f itself.
+projections to zero, so an untrained draft predicts from f itself. A deeper draft (`depth` > 1,
+`specdec eagle train --draft-layers`) stacks such layers, each attending over its own cache.
 
 With `layers` (EAGLE-3's fusion of low, middle and high features), a committed entry's feature
 is g = fuse([n(h_a); n(h_b); ...; f]) instead of f, where h_i is the target's hidden state after
@@ -61,25 +62,14 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
-class EagleDraft(torch.nn.Module):
-    """fc + one decoder layer (trained) over the target's frozen embeddings and restricted output layer.
+class Block(torch.nn.Module):
+    """One Llama-style decoder layer: RMSNorm, rotary grouped attention, RMSNorm, SwiGLU, residuals.
+    Initialised with its output projections zero (the identity)."""
 
-    vocab: int64 [V'] target ids the draft can propose; out_weight [V', d] (frozen copy, not
-    saved); embedding [vocab_size, d] (the target's, shared, not saved).
-    """
-
-    def __init__(self, shape: LayerShape, vocab: torch.Tensor, out_weight: torch.Tensor,
-                 embedding: torch.Tensor, layers: tuple[int, ...] = ()) -> None:
+    def __init__(self, shape: LayerShape) -> None:
         super().__init__()
         d, hd = shape.hidden, shape.head_dim
-        if out_weight.shape != (vocab.numel(), d) or embedding.shape[1] != d:
-            raise ValueError(f"out_weight must be [{vocab.numel()}, {d}] and embedding [vocab_size, {d}]")
-        if shape.heads % shape.kv_heads:
-            raise ValueError(f"{shape.heads} attention heads do not split into {shape.kv_heads} key/value groups")
-        self.shape = shape
-        self.layers = tuple(int(i) for i in layers)
         linear = lambda i, o: torch.nn.Linear(i, o, bias=False)  # noqa: E731
-        self.fc = linear(2 * d, d)
         self.q, self.k, self.v = linear(d, shape.heads * hd), linear(d, shape.kv_heads * hd), linear(d, shape.kv_heads * hd)
         self.o = linear(shape.heads * hd, d)
         self.gate, self.up, self.down = linear(d, shape.intermediate), linear(d, shape.intermediate), \
@@ -91,10 +81,54 @@ class EagleDraft(torch.nn.Module):
                 layer.weight.normal_(0.0, 0.02)
             self.o.weight.zero_()
             self.down.weight.zero_()
+
+    LINEAR = ("q", "k", "v", "o", "gate", "up", "down")
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, rotate, past: tuple[torch.Tensor, torch.Tensor] | None,
+                mask: torch.Tensor, s: LayerShape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b, n, _ = x.shape
+        h = rms_norm(x, self.norm_in, s.eps)
+        q = rotate(self.q(h).view(b, n, s.heads, s.head_dim), positions)
+        k = rotate(self.k(h).view(b, n, s.kv_heads, s.head_dim), positions)
+        v = self.v(h).view(b, n, s.kv_heads, s.head_dim)
+        keys, values = (k, v) if past is None else (torch.cat([past[0], k], 1), torch.cat([past[1], v], 1))
+        attn = F.scaled_dot_product_attention(q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
+                                              attn_mask=mask[:, None], enable_gqa=s.heads != s.kv_heads)
+        x = x + self.o(attn.transpose(1, 2).reshape(b, n, s.heads * s.head_dim))
+        h = rms_norm(x, self.norm_post, s.eps)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h)), k, v
+
+
+class EagleDraft(torch.nn.Module):
+    """fc + `depth` decoder layers (trained; EAGLE's default and the engines' is one) over the
+    target's frozen embeddings and restricted output layer.
+
+    vocab: int64 [V'] target ids the draft can propose; out_weight [V', d] (frozen copy, not
+    saved); embedding [vocab_size, d] (the target's, shared, not saved). The cache of every
+    layer travels as one pair of tensors: keys and values [B, m, depth * kv_heads, hd], layer i's
+    in the i-th group of kv_heads along dim 2 (so a caller concatenates entries along dim 1
+    whatever the depth).
+    """
+
+    def __init__(self, shape: LayerShape, vocab: torch.Tensor, out_weight: torch.Tensor,
+                 embedding: torch.Tensor, layers: tuple[int, ...] = (), depth: int = 1) -> None:
+        super().__init__()
+        d, hd = shape.hidden, shape.head_dim
+        if out_weight.shape != (vocab.numel(), d) or embedding.shape[1] != d:
+            raise ValueError(f"out_weight must be [{vocab.numel()}, {d}] and embedding [vocab_size, {d}]")
+        if shape.heads % shape.kv_heads:
+            raise ValueError(f"{shape.heads} attention heads do not split into {shape.kv_heads} key/value groups")
+        if depth < 1:
+            raise ValueError(f"a draft has at least one decoder layer, got {depth}")
+        self.shape = shape
+        self.layers = tuple(int(i) for i in layers)
+        self.fc = torch.nn.Linear(2 * d, d, bias=False)
+        self.blocks = torch.nn.ModuleList(Block(shape) for _ in range(depth))
+        with torch.no_grad():
             self.fc.weight.zero_()
             self.fc.weight[:, d:] = torch.eye(d)  # x = f at initialisation
         if self.layers:
-            self.fuse = linear((len(self.layers) + 1) * d, d)
+            self.fuse = torch.nn.Linear((len(self.layers) + 1) * d, d, bias=False)
             with torch.no_grad():
                 self.fuse.weight.zero_()
                 self.fuse.weight[:, -d:] = torch.eye(d)  # g = f at initialisation
@@ -102,8 +136,13 @@ class EagleDraft(torch.nn.Module):
         self.register_buffer("inv_freq", 1.0 / shape.rope_theta ** (torch.arange(0, hd, 2).float() / hd),
                              persistent=False)
         self.register_buffer("embedding", embedding.detach(), persistent=False)
-        self.out = linear(d, vocab.numel())
+        self.out = torch.nn.Linear(d, vocab.numel(), bias=False)
         self.out.weight = torch.nn.Parameter(out_weight.detach().float().clone(), requires_grad=False)
+
+    @property
+    def depth(self) -> int:
+        """Decoder layers in the draft."""
+        return len(self.blocks)
 
     def trained(self) -> dict[str, torch.Tensor]:
         """The trained tensors by name (what is saved)."""
@@ -139,24 +178,22 @@ class EagleDraft(torch.nn.Module):
         """New entries attending to `past` entries and to each other as `allowed` says.
 
         feature [B, n, d], token int64 [B, n], positions int64 [B, n]; past: (keys, values)
-        [B, m, kv_heads, hd] of earlier entries (None: m = 0); allowed bool [n, m + n] or
+        [B, m, depth * kv_heads, hd] of earlier entries (None: m = 0); allowed bool [n, m + n] or
         [B, n, m + n]: which of past + new each new entry attends to (itself at least).
-        Returns (predicted next features [B, n, d], keys, values [B, n, kv_heads, hd] of the new
-        entries, rotated)."""
-        s = self.shape
-        b, n, _ = feature.shape
+        Returns (predicted next features [B, n, d], keys, values [B, n, depth * kv_heads, hd] of
+        the new entries, rotated)."""
         x = self.fc(torch.cat([self.embedding[token].to(feature.dtype), feature], -1))
-        h = rms_norm(x, self.norm_in, s.eps)
-        q = self.rotate(self.q(h).view(b, n, s.heads, s.head_dim), positions)
-        k = self.rotate(self.k(h).view(b, n, s.kv_heads, s.head_dim), positions)
-        v = self.v(h).view(b, n, s.kv_heads, s.head_dim)
-        keys, values = (k, v) if past is None else (torch.cat([past[0], k], 1), torch.cat([past[1], v], 1))
         mask = allowed if allowed.ndim == 3 else allowed[None]
-        attn = F.scaled_dot_product_attention(q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
-                                              attn_mask=mask[:, None], enable_gqa=s.heads != s.kv_heads)
-        x = x + self.o(attn.transpose(1, 2).reshape(b, n, s.heads * s.head_dim))
-        h = rms_norm(x, self.norm_post, s.eps)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h)), k, v
+        kv = self.shape.kv_heads
+        keys, values = [], []
+        for i, block in enumerate(self.blocks):
+            layer_past = None if past is None else (past[0][:, :, i * kv:(i + 1) * kv], past[1][:, :, i * kv:(i + 1) * kv])
+            x, k, v = block(x, positions, self.rotate, layer_past, mask, self.shape)
+            keys.append(k)
+            values.append(v)
+        if len(keys) == 1:
+            return x, keys[0], values[0]
+        return x, torch.cat(keys, 2), torch.cat(values, 2)
 
     def packed_bf16(self) -> EagleDraft:
         """This draft for drafting (not training): its matrices - fc, the fusion, the layer's
@@ -173,9 +210,10 @@ class EagleDraft(torch.nn.Module):
         why = available(self)
         if why is not None:
             raise SpecdecError(f"eagle option weights=bf16 runs on the fast CPU kernel: {why}")
-        names = ("fc", "q", "k", "v", "o", "gate", "up", "down", "out") + (("fuse",) if self.layers else ())
-        for name in names:
-            setattr(self, name, FastLinear(getattr(self, name), bf16=True))
+        for owner, names in [(self, ("fc", "out") + (("fuse",) if self.layers else ()))] + \
+                [(block, Block.LINEAR) for block in self.blocks]:
+            for name in names:
+                setattr(owner, name, FastLinear(getattr(owner, name), bf16=True))
         return self
 
     def logits(self, feature: torch.Tensor) -> torch.Tensor:
@@ -187,24 +225,25 @@ class EagleDraft(torch.nn.Module):
         return full_logits(restricted, self.vocab, vocab_size)
 
     def flops_per_token(self) -> float:
-        """Multiply-adds x 2 of one drafted token: fc, the layer's projections, the restricted output
+        """Multiply-adds x 2 of one drafted token: fc, the layers' projections, the restricted output
         (and the fusion of one committed entry's features)."""
         s = self.shape
-        weights = 2 * s.hidden * s.hidden + s.hidden * s.head_dim * (2 * s.heads + 2 * s.kv_heads) \
-            + 3 * s.hidden * s.intermediate + s.hidden * self.vocab.numel() \
+        layer = s.hidden * s.head_dim * (2 * s.heads + 2 * s.kv_heads) + 3 * s.hidden * s.intermediate
+        weights = 2 * s.hidden * s.hidden + self.depth * layer + s.hidden * self.vocab.numel() \
             + (len(self.layers) + 1) * s.hidden * s.hidden * bool(self.layers)
         return 2.0 * weights
 
 
-def draft_on(model: torch.nn.Module, vocab: torch.Tensor, layers: tuple[int, ...] = ()) -> EagleDraft:
-    """An untrained draft on the target `model`, on its device (fusing the hidden states after
-    decoder layers `layers`, 1 <= i < the model's layer count)."""
+def draft_on(model: torch.nn.Module, vocab: torch.Tensor, layers: tuple[int, ...] = (), depth: int = 1
+             ) -> EagleDraft:
+    """An untrained draft of `depth` decoder layers on the target `model`, on its device (fusing
+    the hidden states after decoder layers `layers`, 1 <= i < the model's layer count)."""
     out_layer = model.get_output_embeddings().weight
     check_fuse(model.config, layers)
     vocab = vocab.to(out_layer.device)
     shape = shape_of(model.config, int(out_layer.shape[1]))
     return EagleDraft(shape, vocab, out_layer.detach()[vocab], model.get_input_embeddings().weight,
-                      layers).to(out_layer.device)
+                      layers, depth).to(out_layer.device)
 
 
 def check_fuse(config, layers: tuple[int, ...]) -> None:

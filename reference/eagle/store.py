@@ -28,13 +28,23 @@ def save_eagle(draft: EagleDraft, card: dict[str, Any], out: str | os.PathLike, 
     return save_trained({**draft.trained(), "vocab": draft.vocab}, card, out, WEIGHTS_NAME, FORMAT, force)
 
 
+LAYER_NAMES = ("q.", "k.", "v.", "o.", "gate.", "up.", "down.", "norm_in", "norm_post")
+
+
+def legacy_name(name: str) -> str:
+    """A one-layer draft saved before drafts had several layers named its layer's tensors
+    without the "blocks.0." prefix."""
+    return f"blocks.0.{name}" if name.startswith(LAYER_NAMES) else name
+
+
 def load_eagle(path: str | os.PathLike, model: torch.nn.Module, model_dir: str | os.PathLike
                ) -> tuple[EagleDraft, dict[str, Any]]:
     """The draft at `path` on the target `model` (loaded from `model_dir`), after checking that
     the card names this target's weights; output rows and embeddings come from the target."""
     folder = eagle_folder(path)
     card, tensors, vocab = load_trained(folder, FORMAT, WEIGHTS_NAME, model, model_dir, "feature draft")
-    draft = draft_on(model, vocab, tuple(card.get("fuse_layers", ())))
+    draft = draft_on(model, vocab, tuple(card.get("fuse_layers", ())), int(card.get("draft_layers", 1)))
+    tensors = {legacy_name(name): t for name, t in tensors.items()}
     expected = {name: tuple(p.shape) for name, p in draft.trained().items()}
     found = {name: tuple(t.shape) for name, t in tensors.items()}
     if found != expected:

@@ -25,7 +25,8 @@ class EagleTrainConfig:
     features only); vocab: restricted output ids; feature_weight: weight of the depth-1 feature
     regression (smooth L1 against the target's next feature; 0 = off); epochs over the windows;
     batch: windows per step; seed for shuffling and initialisation; fuse: the target's decoder
-    layers whose hidden states the committed entries fuse (EAGLE-3; () = the final features only)."""
+    layers whose hidden states the committed entries fuse (EAGLE-3; () = the final features only);
+    draft_layers: the draft's decoder layers (EAGLE's is one)."""
 
     ttt: int = 3
     vocab: int = 8192
@@ -36,9 +37,10 @@ class EagleTrainConfig:
     weight_decay: float = 0.01
     seed: int = 0
     fuse: tuple[int, ...] = ()
+    draft_layers: int = 1
 
     def __post_init__(self) -> None:
-        if min(self.ttt, self.vocab, self.epochs, self.batch) < 1 or not self.lr > 0 or not self.feature_weight >= 0:
+        if min(self.ttt, self.vocab, self.epochs, self.batch, self.draft_layers) < 1 or not self.lr > 0 or not self.feature_weight >= 0:
             raise SpecdecError(f"training sizes must be >= 1, lr > 0 and feature_weight >= 0: {self}")
 
     def to_dict(self) -> dict[str, Any]:

@@ -43,10 +43,12 @@ def eagle() -> None:
 @click.option("--fuse-layers", "fuse_layers", default="", metavar="eagle3|I,J,...",
               help="EAGLE-3's feature fusion: the committed entries also read the target's hidden states after "
                    "these decoder layers ('eagle3': 2, L // 2, L - 3, the engines' default); default: none.")
+@click.option("--draft-layers", type=Number(int, 1, 8), default=1, show_default=True,
+              help="Decoder layers in the draft (EAGLE's and the engines' default: one; each adds its cost to c).")
 @device_option
 @json_option
 def train(target_path, out, force, tokens, aligned_tokens, sampled_from, code_tokens, window, vocab_size, ttt,
-          feature_weight, epochs, lr, seed, fuse_layers, device, as_json):
+          feature_weight, epochs, lr, seed, fuse_layers, draft_layers, device, as_json):
     """Train the feature draft on the frozen target by self-distillation and save it with a card
     naming the target (a hash of its weights), the data, the seed and the held-out quality per depth."""
     from specdec.cli.common import preflight_training
@@ -58,7 +60,7 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, code_to
     fuse = fuse_option(fuse_layers, path)
     from specdec.reference.eagle.train import EagleTrainConfig  # torch: after --out is checked
     config = EagleTrainConfig(ttt=ttt, vocab=vocab_size, feature_weight=feature_weight, epochs=epochs, lr=lr,
-                              seed=seed, fuse=fuse)
+                              seed=seed, fuse=fuse, draft_layers=draft_layers)
     from specdec.reference.core.models import load_model
     from specdec.reference.eagle.build import build_eagle
 
@@ -68,7 +70,8 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, code_to
         click.echo(to_json({"out": str(out), **card}))
         return
     fused = f", fusing the target's layers {', '.join(map(str, card['fuse_layers']))}" if card["fuse_layers"] else ""
-    click.echo(f"feature draft: one layer{fused}, {card['trained_parameters']:,} trained parameters, on "
+    depth = "one layer" if card["draft_layers"] == 1 else f"{card['draft_layers']} layers"
+    click.echo(f"feature draft: {depth}{fused}, {card['trained_parameters']:,} trained parameters, on "
                f"{card['target']['name']} -> {out}")
     d, s = card["data"], card["seconds"]
     click.echo(f"  data: {d['train_tokens']:,} training tokens, {d['held_out']} held-out windows "
