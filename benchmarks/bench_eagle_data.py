@@ -68,8 +68,8 @@ def main() -> None:
     parser.add_argument("--fuse-layers", default="", help="the feature draft's --fuse-layers (EAGLE-3's fusion)")
     parser.add_argument("--draft-layers", type=int, default=1, help="the feature draft's decoder layers")
     args = parser.parse_args()
-    fuse = ["--fuse-layers", args.fuse_layers] if args.fuse_layers else []
-    fuse += ["--draft-layers", str(args.draft_layers)] if args.draft_layers != 1 else []
+    shape = ["--fuse-layers", args.fuse_layers] if args.fuse_layers else []  # the feature draft's own options
+    shape += ["--draft-layers", str(args.draft_layers)] if args.draft_layers != 1 else []
     tag = f"-f{args.fuse_layers.replace(',', '_')}" if args.fuse_layers else ""
     tag += f"-l{args.draft_layers}" if args.draft_layers != 1 else ""
     configs = [(*(int(v) for v in c.split(":")), 0)[:4] for c in args.configs.split(",")]
@@ -80,7 +80,7 @@ def main() -> None:
         lap = time.perf_counter()
         heads = train("heads", args.out / f"heads-{data}", answers, total, code, ["--heads", "3"])
         eagle_dir = args.out / f"eagle-{data}-e{epochs}{tag}"
-        eagle = train("eagle", eagle_dir, answers, total, code, ["--epochs", str(epochs), *fuse])
+        eagle = train("eagle", eagle_dir, answers, total, code, ["--epochs", str(epochs), *shape])
         trained = time.perf_counter() - lap
         for name, card, folder in (("heads", heads, args.out / f"heads-{data}"),
                                    ("eagle", eagle, eagle_dir)):

@@ -62,8 +62,7 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
         path, tree, weights = eagle_args(s.arg)
         require_output_layer(target, "the feature draft drafts")
         draft, _ = load_eagle(path, target.model, target.path)
-        layers = "one layer" if draft.depth == 1 else f"{draft.depth} layers"
-        note = f"feature draft, {layers} ({draft.shape.hidden} wide) over {draft.vocab.numel()} ids"
+        note = f"feature draft, {draft.depth_text(draft.depth)} ({draft.shape.hidden} wide) over {draft.vocab.numel()} ids"
         if weights == "bf16" or (weights == "auto" and target.backend == "fast"):
             draft.packed_bf16()
             note += ", matrices in bfloat16 panels"

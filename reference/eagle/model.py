@@ -83,6 +83,7 @@ class Block(torch.nn.Module):
             self.down.weight.zero_()
 
     LINEAR = ("q", "k", "v", "o", "gate", "up", "down")
+    NAMES = LINEAR + ("norm_in", "norm_post")  # its tensors' names (as saved under "blocks.<i>.")
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, rotate, past: tuple[torch.Tensor, torch.Tensor] | None,
                 mask: torch.Tensor, s: LayerShape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -143,6 +144,11 @@ class EagleDraft(torch.nn.Module):
     def depth(self) -> int:
         """Decoder layers in the draft."""
         return len(self.blocks)
+
+    @staticmethod
+    def depth_text(depth: int) -> str:
+        """"one layer" or "N layers", as the notes and the CLI print a draft's depth."""
+        return "one layer" if depth == 1 else f"{depth} layers"
 
     def trained(self) -> dict[str, torch.Tensor]:
         """The trained tensors by name (what is saved)."""

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.eagle.model import EagleDraft, draft_on
+from specdec.reference.eagle.model import Block, EagleDraft, draft_on
 from specdec.reference.eagle.files import WEIGHTS_NAME, eagle_folder
 from specdec.reference.heads.store import card_in, load_trained, save_trained
 
@@ -28,13 +28,10 @@ def save_eagle(draft: EagleDraft, card: dict[str, Any], out: str | os.PathLike, 
     return save_trained({**draft.trained(), "vocab": draft.vocab}, card, out, WEIGHTS_NAME, FORMAT, force)
 
 
-LAYER_NAMES = ("q.", "k.", "v.", "o.", "gate.", "up.", "down.", "norm_in", "norm_post")
-
-
 def legacy_name(name: str) -> str:
     """A one-layer draft saved before drafts had several layers named its layer's tensors
     without the "blocks.0." prefix."""
-    return f"blocks.0.{name}" if name.startswith(LAYER_NAMES) else name
+    return f"blocks.0.{name}" if name.split(".")[0] in Block.NAMES else name
 
 
 def load_eagle(path: str | os.PathLike, model: torch.nn.Module, model_dir: str | os.PathLike

@@ -70,8 +70,9 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, code_to
         click.echo(to_json({"out": str(out), **card}))
         return
     fused = f", fusing the target's layers {', '.join(map(str, card['fuse_layers']))}" if card["fuse_layers"] else ""
-    depth = "one layer" if card["draft_layers"] == 1 else f"{card['draft_layers']} layers"
-    click.echo(f"feature draft: {depth}{fused}, {card['trained_parameters']:,} trained parameters, on "
+    from specdec.reference.eagle.model import EagleDraft
+
+    click.echo(f"feature draft: {EagleDraft.depth_text(card['draft_layers'])}{fused}, {card['trained_parameters']:,} trained parameters, on "
                f"{card['target']['name']} -> {out}")
     d, s = card["data"], card["seconds"]
     click.echo(f"  data: {d['train_tokens']:,} training tokens, {d['held_out']} held-out windows "
