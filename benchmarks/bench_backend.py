@@ -44,7 +44,7 @@ from specdec.reference.drafters.ngram import NgramDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.estimate.limits import measure_limits
-from specdec.reference.core.seq2seq import new_cache, run_model
+from specdec.reference.core.seq2seq import new_cache, run_model, with_cache
 from specdec.reference.estimate.timing import context_of, pool_timings, time_target_passes
 from specdec.reference.measure.harness import Decoding, measure
 from specdec.reference.measure.speedup import speedup
@@ -149,14 +149,14 @@ def breakdown(model: torch.nn.Module, tokens: list[int], context: int, repeats: 
     """{k: (median pass seconds, median seconds in the kernel's products)} over passes at `context` tokens."""
     ids = torch.tensor([context_of(tokens, context + max(ks))])
     cache = new_cache(model)
-    run_model(model, ids[:, :context], None, 1, past_key_values=cache, use_cache=True)
+    run_model(model, ids[:, :context], None, 1, **with_cache(model, cache))
     runs: dict[int, list[tuple[float, float]]] = {k: [] for k in ks}
     for r in range(repeats + 1):  # the first round warms up
         for k in ks:
             products = [0.0]
             with timed_products(products, tiling):
                 start = time.perf_counter()
-                run_model(model, ids[:, context:context + k], None, k, past_key_values=cache, use_cache=True)
+                run_model(model, ids[:, context:context + k], None, k, **with_cache(model, cache))
                 whole = time.perf_counter() - start
             cache.crop(-k)
             if r:

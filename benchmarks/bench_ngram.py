@@ -47,6 +47,7 @@ from specdec.reference.data.default_model import default_target_path  # noqa: E4
 from specdec.reference.drafters.ngram import NgramDrafter  # noqa: E402
 from specdec.reference.core.sampling import SamplingConfig  # noqa: E402
 from specdec.reference.core.seams import NO_PASS, Verdict  # noqa: E402
+from specdec.reference.core.seq2seq import new_cache, with_cache  # noqa: E402
 
 MODELS = REPO / ".cache" / "ngram"
 VOCAB = 49152
@@ -115,12 +116,13 @@ def target_step_ms(model, threads: int, context: int = 128, repeats: int = 30) -
     """Median time of a 1-token forward with a KV cache holding `context` tokens."""
     torch.set_num_threads(threads)
     ids = torch.randint(100, 40000, (1, context))
-    cache = model(ids, use_cache=True).past_key_values
+    cache = new_cache(model)
+    model(ids, **with_cache(model, cache))
     times = []
     for _ in range(repeats + 3):
         nxt = torch.randint(100, 40000, (1, 1))
         t = time.perf_counter()
-        model(nxt, past_key_values=cache, use_cache=True)
+        model(nxt, **with_cache(model, cache))
         times.append(time.perf_counter() - t)
         cache.crop(-1)  # transformers 5: a negative count removes that many tokens
     return 1e3 * float(np.median(times[3:]))

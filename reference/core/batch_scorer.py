@@ -21,6 +21,7 @@ from specdec.reference.core.forward import forward, split_is_exact
 from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.ragged_cache import RaggedCache
 from specdec.reference.core.seams import NOTHING, Needs, Proposal, Scored, Verdict
+from specdec.reference.core.seq2seq import with_cache
 
 
 class BatchScorer:
@@ -63,7 +64,7 @@ class BatchScorer:
         if kept is None or (needs.hidden and kept[1].hidden is None):
             cache = DynamicCache(config=self.model.config)
             logits, hidden, _ = forward(self.model, torch.tensor([head], device=self.device), 1, needs,
-                                        past_key_values=cache, use_cache=True)
+                                        **with_cache(self.model, cache))
             self.forward_passes += 1
             kept = ([(layer.keys[0], layer.values[0]) for layer in cache.layers],
                     Scored(logits[0], None if hidden is None else hidden[0]))
@@ -90,8 +91,7 @@ class BatchScorer:
         plan = self.cache.layout_pass(feeds, self.dtype, self.device)
         rows = [(r, c + j) for r, c, n in plan.places for j in range(n)]  # every fed position, slot by slot
         index = torch.tensor(rows, device=self.device)
-        kwargs = dict(position_ids=plan.position_ids, attention_mask=plan.mask, past_key_values=self.cache,
-                      use_cache=True)
+        kwargs = dict(position_ids=plan.position_ids, attention_mask=plan.mask, **with_cache(self.model, self.cache))
         if split_is_exact(self.model):  # the output layer on the fed positions only (not the padding)
             hidden = self.model.get_decoder()(input_ids=plan.input_ids, **kwargs).last_hidden_state
             fed = hidden[index[:, 0], index[:, 1]]  # [sum n, d]

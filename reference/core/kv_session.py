@@ -18,7 +18,7 @@ from specdec.errors import SpecdecError
 from specdec.reference.core.forward import forward
 from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.seams import NOTHING, Needs, Scored
-from specdec.reference.core.seq2seq import EncoderState, encoder_state, new_cache, self_attention
+from specdec.reference.core.seq2seq import EncoderState, encoder_state, new_cache, self_attention, with_cache
 from specdec.reference.core.tree import tree_inputs
 
 
@@ -59,7 +59,7 @@ class KVSession:
     def _forward(self, ids: list[int], n_logits: int, needs: Needs, **kwargs) -> Scored:
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         logits, hidden, layers = forward(self.model, input_ids, n_logits, needs, self.encoder,
-                                         past_key_values=self.cache, use_cache=True, **kwargs)
+                                         **with_cache(self.model, self.cache), **kwargs)
         self.forward_passes += 1
         return Scored(logits[0], None if hidden is None else hidden[0], None if layers is None else layers[0])
 

@@ -13,6 +13,8 @@ How to run a real pair: docs/encoder-decoder.md.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -161,6 +163,19 @@ def new_cache(model: torch.nn.Module):
     if is_encoder_decoder(model):
         return EncoderDecoderCache(DynamicCache(), DynamicCache())
     return DynamicCache(config=model.config)
+
+
+def with_cache(model: torch.nn.Module, cache) -> dict[str, Any]:
+    """The keyword arguments that make `model`'s forward read and extend `cache`: transformers
+    renamed the argument `past_key_values` to `cache` (5.24 warns that the old name goes in
+    5.40); the name is read from the model's own forward, so either release works silently."""
+    return {_cache_keyword(type(model)): cache, "use_cache": True}
+
+
+@functools.cache
+def _cache_keyword(cls: type) -> str:
+    parameters = inspect.signature(cls.forward).parameters  # follows the deprecation wrapper's __wrapped__
+    return "cache" if "cache" in parameters else "past_key_values"
 
 
 def self_attention(cache):

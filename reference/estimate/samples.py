@@ -12,7 +12,8 @@ import torch
 
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig, sample
-from specdec.reference.core.seq2seq import encoder_state, extended, is_encoder_decoder, new_cache, run_model
+from specdec.reference.core.seq2seq import (encoder_state, extended, is_encoder_decoder, new_cache, run_model,
+                                           with_cache)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
         encoder, padded = encoder_state(model, prompts), {}
     else:
         encoder, padded = None, {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp_min(0)}  # [B, L]
-    out = run_model(model, ids, encoder, 1, past_key_values=cache, use_cache=True, **padded)
+    out = run_model(model, ids, encoder, 1, **with_cache(model, cache), **padded)
     produced: list[torch.Tensor] = []
     for step in range(new_tokens):
         p = sampling.probs(out.logits[:, -1])  # [B, vocab] float32, on the output device
@@ -89,7 +90,7 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
         if padded:
             padded = {"attention_mask": torch.cat([padded["attention_mask"], mask.new_ones(mask.shape[0], 1)], dim=1),
                       "position_ids": padded["position_ids"][:, -1:] + 1}  # [B, 1]
-        out = run_model(model, x[:, None].to(ids.device), encoder, 1, past_key_values=cache, use_cache=True,
+        out = run_model(model, x[:, None].to(ids.device), encoder, 1, **with_cache(model, cache),
                         **padded)
     return torch.stack(produced, dim=1).tolist() if produced else [[] for _ in prompts]
 

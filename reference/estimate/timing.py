@@ -18,7 +18,7 @@ from specdec.reference.core.loop import speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import FixedLogitsScorer
 from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
-from specdec.reference.core.seq2seq import encoder_state, new_cache, run_model, same_source
+from specdec.reference.core.seq2seq import encoder_state, new_cache, run_model, same_source, with_cache
 from specdec.reference.drafters.protocol import DrafterBase
 
 
@@ -87,7 +87,7 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
     caches = []
     for n in contexts:
         cache = new_cache(model)
-        run_model(model, ids[:, :n], encoder, 1, past_key_values=cache, use_cache=True)
+        run_model(model, ids[:, :n], encoder, 1, **with_cache(model, cache))
         caches.append(cache)
     runs = [[[] for _ in range(max_k)] for _ in contexts]
     crops: list[list[float]] = [[] for _ in contexts]
@@ -97,7 +97,7 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
                 x = ids[:, n:n + k]
                 sync(device)
                 start = time.perf_counter()
-                run_model(model, x, encoder, k, past_key_values=cache, use_cache=True)
+                run_model(model, x, encoder, k, **with_cache(model, cache))
                 sync(device)
                 mid = time.perf_counter()
                 cache.crop(-k)  # transformers 5: negative = number of tokens to drop
@@ -300,8 +300,7 @@ class TargetProbe:
         self.cache = new_cache(model)
         self.encoder = encoder_state(model, [tokens])
         with torch.inference_mode():
-            run_model(model, self.ids[:, :context_tokens], self.encoder, 1, past_key_values=self.cache,
-                      use_cache=True)
+            run_model(model, self.ids[:, :context_tokens], self.encoder, 1, **with_cache(model, self.cache))
         self.context_tokens = context_tokens
 
     @torch.inference_mode()
@@ -312,7 +311,7 @@ class TargetProbe:
         for _ in range(self.passes):
             sync(device)
             start = time.perf_counter()
-            run_model(self.model, x, self.encoder, 1, past_key_values=self.cache, use_cache=True)
+            run_model(self.model, x, self.encoder, 1, **with_cache(self.model, self.cache))
             sync(device)
             times.append(time.perf_counter() - start)
             self.cache.crop(-1)
