@@ -1,6 +1,6 @@
 # Every target does its own (idempotent) set-up first: `make demo` and `make test` work
 # on a fresh machine.
-.PHONY: setup test test-fast demo figures
+.PHONY: setup test test-fast demo figures constraints
 
 setup:
 	bash scripts/setup.sh
@@ -16,3 +16,10 @@ demo: setup
 
 figures: setup
 	.venv/bin/specdec figures --out figures
+
+# Freeze the .venv's versions into constraints.txt (after a passing `SPECDEC_CONSTRAINTS=none make test`
+# on a fresh .venv: the refresh in constraints.txt's header); the header's comments are kept.
+constraints:
+	{ grep '^#' constraints.txt; .venv/bin/python -m pip freeze --exclude-editable | grep -v '^#' \
+	  | sed 's/^torch==\(.*\)+cpu$$/torch==\1/'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
+	@echo "wrote constraints.txt; update its 'Passed:' line and commit it"

