@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from specdec.figures.canvas import save
+from specdec.figures.canvas import save, times_axis
 from specdec.reference.validation.config import TOLERANCE
 from specdec.reference.validation.suite import ValidationSuite
 
@@ -37,6 +37,7 @@ def figure_by_category(suite: ValidationSuite, out_dir: Path) -> Path:
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
+        times_axis(ax)
         ax.set_xlabel("measured speedup (wall clock)")
         ax.set_ylabel("predicted speedup")
         ax.set_title(title, fontsize=10)

@@ -44,6 +44,8 @@ def figure7_parallel(study: dict, out_dir: Path) -> Path:
             ax.axhline(r["block_efficiency"], ls="--", lw=0.8, color="grey")
             ax.annotate(r["method"], (1, r["block_efficiency"]), textcoords="offset points", xytext=(2, 3), fontsize=8)
     ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted({p for pts in _series(study["block_efficiency"]).values() for p, *_ in pts}))
+    ax.xaxis.set_major_formatter("{x:g}")  # 1, 2, 4, not 2^0, 2^1, 2^2
     ax.set_xlabel("paths verified together p (1 = one draft)")
     ax.set_ylabel("block efficiency (tokens per target pass)")
     ax.set_title(f"Parallel drafts from the top-{study['k']} lattice ({study['prompts']} prompts, greedy)")

@@ -37,7 +37,9 @@ def serving_figure(result: Mapping[str, Any], path: Path) -> Path:
         ax.set_xticks(sizes, [str(b) for b in sizes])
         ax.set_title(drafter if len(drafter) <= 40 else "..." + drafter[-37:], fontsize=10)
         ax.set_xlabel("batch size B (requests decoded at once)")
-        ax.set_ylabel("throughput speedup over plain batched decoding")
+        ax.set_ylabel("throughput speedup over plain batched decoding", fontsize=9)
         ax.legend(fontsize=7)
-    fig.suptitle("markers: measured (95% intervals; filled: the first context); lines: predicted", fontsize=10)
+    # two short lines: one line of this length is wider than a one-panel canvas and was cut at both ends
+    fig.suptitle("markers: measured, with 95% intervals (filled: the first context)\n"
+                 "lines: predicted by the ragged batch model", fontsize=10)
     return save(fig, path)
