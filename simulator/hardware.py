@@ -15,10 +15,19 @@ from specdec.errors import SpecdecError
 GB = 1e9  # vendors' bandwidths and capacities are decimal
 TERA = 1e12
 
-# Per-kernel floor and kernels per decoder layer of the GPU presets: an assumption about the
-# serving stack (a CUDA-graph engine with fused norms and activations), not a device spec.
-GPU_LAUNCH_S = 4e-6
+# The GPU presets hold the datasheets' numbers times what a GPU of this workplace reached
+# (benchmarks/gpu_check.py on an H200, 2026-11-26; docs/roofline.md, "The GPU regime"):
+# - measured: a device-to-device copy moves 0.885 of the datasheet bandwidth (4.21-4.25 of 4.8
+#   TB/s; an H100 of the same workplace 3.0 of 3.35: 0.90) and an 8192^3 bf16 matrix product runs
+#   at 0.80 of the dense peak (785-800 of 989 TFLOP/s; the H100: 798); assumed alike for every preset.
+# - fitted on the captured passes of two shapes (llama-3.2-1b, qwen2.5-14b; llama-3.1-8b and
+#   qwen2.5-32b held out): the floor per kernel and the share of the bandwidth attention's cache
+#   reads reach, with 12 kernels per layer (assumed: a CUDA-graph engine with fused norms).
+GPU_BANDWIDTH_SHARE = 0.885
+GPU_FLOPS_SHARE = 0.80
+GPU_LAUNCH_S = 5.5e-6
 GPU_KERNELS_PER_LAYER = 12
+GPU_KV_SHARE = 0.69
 NVLINK_LATENCY_S = 8e-6  # one all-reduce's fixed cost over NVLink / NVSwitch (assumption)
 PCIE_LATENCY_S = 15e-6  # ... over PCIe (assumption)
 # The `measured` device runs specdec's own decoder: one scored pass through transformers' eager
@@ -60,6 +69,8 @@ class Device:
     kernels_per_layer: int  # kernels one decoder layer launches
     link_bandwidth: float | None  # per-direction bytes/s to each peer for all-reduce; None: no link
     link_latency_s: float  # fixed cost of one all-reduce, seconds
+    kv_share: float = 1.0  # share of `bandwidth` attention's KV-cache reads reach
+    overlap: bool = True  # True: a group's time is max(bytes / bandwidth, FLOPs / peak); False: their sum
 
     def flops_for(self, dtype: Dtype) -> float:
         """Peak FLOP/s for the dtype's matrix products: its own rate, else bf16's (a weight-only
@@ -71,11 +82,15 @@ class Device:
 
 
 def _gpu(name: str, tb_s: float, gb: float, link_gb_s: float, latency_s: float, **tflops: float) -> Device:
-    return Device(name, tb_s * TERA, {k: v * TERA for k, v in tflops.items()}, gb * GB, GPU_LAUNCH_S,
-                  GPU_KERNELS_PER_LAYER, link_gb_s * GB, latency_s)
+    """A preset from its datasheet (dense peaks): bandwidth and peaks scaled by the shares reached
+    here, the fitted floor and KV share, memory and compute not overlapping within a group (the
+    H200's passes between 16 and 512 tokens add the two; docs/roofline.md)."""
+    return Device(name, tb_s * TERA * GPU_BANDWIDTH_SHARE, {k: v * TERA * GPU_FLOPS_SHARE for k, v in tflops.items()},
+                  gb * GB, GPU_LAUNCH_S, GPU_KERNELS_PER_LAYER, link_gb_s * GB, latency_s, GPU_KV_SHARE, False)
 
 
-# Link bandwidths are per direction (NVLink's quoted totals are both directions: 900 GB/s -> 450).
+# Datasheet numbers (`_gpu` scales them). Link bandwidths are per direction (NVLink's quoted totals
+# are both directions: 900 GB/s -> 450).
 PRESETS: dict[str, Device] = {
     "h100-sxm": _gpu("H100 SXM 80GB", 3.35, 80, 450, NVLINK_LATENCY_S, fp32=67, bf16=989, fp8=1979, int8=1979),
     "h100-pcie": _gpu("H100 PCIe 80GB", 2.0, 80, 64, PCIE_LATENCY_S, fp32=51, bf16=756, fp8=1513, int8=1513),

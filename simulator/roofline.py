@@ -144,12 +144,16 @@ class PassTerms:
 
     def seconds(self, device: Device, peak_flops: float, per_group: bool = True) -> FloatArray:
         """t = roofline + kernels x launch floor + communication, seconds. per_group: each group
-        (dense matrices, experts, attention) is max(bytes / bandwidth, FLOPs / peak) on its own and
-        the groups add (a memory-bound attention does not hide compute-bound matrices); False: one
+        (dense matrices, experts, attention) is max(bytes / bandwidth, FLOPs / peak) on its own, or
+        bytes / bandwidth + FLOPs / peak where the device does not overlap the two
+        (`Device.overlap`), and the groups add (a memory-bound attention does not hide
+        compute-bound matrices); the cache reads at `Device.kv_share` of the bandwidth. False: one
         max over the whole pass (a lower bound of the former)."""
         groups = [(self.weight_bytes + self.logits_bytes, self.dense_flops), (self.expert_bytes, self.expert_flops),
-                  (self.kv_bytes, self.attention_flops)]
-        if per_group:
+                  (self.kv_bytes / device.kv_share, self.attention_flops)]
+        if per_group and not device.overlap:
+            roof = sum(b / device.bandwidth + f / peak_flops for b, f in groups)
+        elif per_group:
             roof = sum(np.maximum(b / device.bandwidth, f / peak_flops) for b, f in groups)
         else:
             roof = np.maximum(sum(b for b, _ in groups) / device.bandwidth, sum(f for _, f in groups) / peak_flops)

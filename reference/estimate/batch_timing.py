@@ -75,3 +75,36 @@ def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_siz
         del scorer
     return BatchTiming(context_tokens, [int(b) for b in batch_sizes], seconds, spread, repeats,
                        torch.get_num_threads(), str(device), layout)
+
+
+def capturable(model: torch.nn.Module) -> bool:
+    """A CUDA model the captured static decoder can rebuild (a dense Llama-family causal LM)."""
+    from specdec.reference.core.static_decoder import DecoderShape
+
+    if next(model.parameters()).device.type != "cuda" or not hasattr(model, "config"):
+        return False
+    try:
+        DecoderShape.of(model.config.to_dict())
+    except (ValueError, KeyError, TypeError):  # SpecdecError is a ValueError
+        return False
+    return True
+
+
+@torch.inference_mode()
+def time_captured_passes(model: torch.nn.Module, batch_sizes: Sequence[int], context_tokens: int = 128,
+                         max_k: int = 8, trials: int = 3) -> BatchTiming:
+    """t(B, k) of `model`'s weights in the static decoder (`specdec.reference.core.static_decoder`):
+    on CUDA each (B, k) captured once as a graph and replayed, so the table prices the hardware and
+    not Python's launches (what `specdec estimate --batch-sizes` times on CUDA, docs/roofline.md);
+    elsewhere eager. The copy concatenates q, k, v and gate, up: about 3/4 of the weights again."""
+    from specdec.reference.core.static_decoder import StaticDecoder, time_step
+
+    if context_tokens < 1 or max_k < 1 or not batch_sizes or min(batch_sizes) < 1:
+        raise ValueError(f"need context_tokens >= 1, max_k >= 1 and batch sizes >= 1, got {context_tokens}, {max_k}, "
+                         f"{list(batch_sizes)}")
+    cuda = next(model.parameters()).device.type == "cuda"
+    static = StaticDecoder.from_hf(model, max(batch_sizes), context_tokens + max_k, fused=cuda)
+    cells = [[time_step(static, b, k, context_tokens, trials) for k in range(1, max_k + 1)] for b in batch_sizes]
+    return BatchTiming(context_tokens, [int(b) for b in batch_sizes], [[c.seconds for c in row] for row in cells],
+                       [[c.spread for c in row] for row in cells], trials, torch.get_num_threads(),
+                       str(static.device), "captured" if cuda else "static")

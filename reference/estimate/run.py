@@ -235,8 +235,12 @@ def _costs(config: EstimateConfig, target, draft, context_ids: list[int], contex
 def _batch_timing(config: EstimateConfig, model: torch.nn.Module, tokens: list[int], context: int
                   ) -> dict[str, Any]:
     from specdec.reference.core.progress import phase
-    from specdec.reference.estimate.batch_timing import time_batched_passes
+    from specdec.reference.estimate.batch_timing import capturable, time_batched_passes, time_captured_passes
 
-    phase(f"timing t(B, k) for B = {','.join(map(str, config.batch_sizes))}, k = 1..{config.batch_max_k}")
+    captured = capturable(model)  # CUDA: the hardware's t(B, k), not Python's (docs/roofline.md)
+    phase(f"timing t(B, k) for B = {','.join(map(str, config.batch_sizes))}, k = 1..{config.batch_max_k}"
+          + (" (captured static decoder)" if captured else ""))
+    if captured:
+        return time_captured_passes(model, config.batch_sizes, context, config.batch_max_k).to_dict()
     return time_batched_passes(model, tokens, config.batch_sizes, context, config.batch_max_k,
                                config.timing_repeats).to_dict()

@@ -62,7 +62,7 @@ class ModelConfig(click.ParamType):
 @click.option("--hardware", required=True, type=click.Choice([*PRESETS, "measured"]),
               help="A device preset (public dense peaks, docs/roofline.md) or measured: this machine's STREAM triad "
                    "bandwidth, fp32 matrix-product rate and per-operation floor.")
-@click.option("--bandwidth-gbs", type=POSITIVE_FLOAT, default=None, help="Override: memory bandwidth, GB/s.")
+@click.option("--bandwidth-gbs", type=POSITIVE_FLOAT, default=None, help="Override: achieved memory bandwidth, GB/s (GPU presets: the datasheet's x 0.885, docs/roofline.md).")
 @click.option("--tflops", type=POSITIVE_FLOAT, default=None, help="Override: peak TFLOP/s for --dtype.")
 @click.option("--launch-us", type=Number(float, 0, 1e6), default=None, help="Override: floor per kernel, µs.")
 @click.option("--kernels-per-layer", type=Number(int, 0, 10_000), default=None,
