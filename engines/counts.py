@@ -22,7 +22,6 @@ MAX_COUNT = 1e15  # larger counts (or rates times counts) are not an engine's: r
 MAX_DRAFT_LENGTH = 1024  # a longer configured draft is not an engine's (and would size arrays): refused
 PROM_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)(?:\s+\d+)?\s*$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-ENGINE_OF_SOURCE = {"vllm": "vllm", "llamacpp": "llamacpp", "sglang": "sglang"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,9 @@ class EngineCounts:
     @property
     def engine(self) -> str | None:
         """The engine the counts came from (its configuration is the default output), or None."""
-        return ENGINE_OF_SOURCE.get(self.source.split("-")[0])
+        from specdec.engines.registry import engine_of_source  # the registry imports the engines, which import this
+
+        return engine_of_source(self.source)
 
 
 def as_count(x, what: str) -> int:

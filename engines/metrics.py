@@ -1,6 +1,6 @@
 """What serving engines report about speculative decoding: the source read, its format
-recognised, and the engine's parser called (`specdec.engines.vllm`, `.sglang`, `.llamacpp`;
-specdec's own `decode --json` here). Each returns `specdec.engines.counts.EngineCounts`:
+recognised, and the engine's parser called (every engine of `specdec.engines.registry`, in its
+order; specdec's own `decode --json` here). Each returns `specdec.engines.counts.EngineCounts`:
 per-position sources give conditional counts (accepted_i of reached_i); aggregate sources give
 accepted of drafted tokens only, which `specdec.engines.acceptance` turns into an i.i.d. alpha
 under a stated model. A source that cannot be read, or parses but lacks what it needs, is a
@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from specdec.engines import llamacpp, sglang, vllm
+from specdec.engines import registry
 from specdec.engines.counts import MAX_DRAFT_LENGTH, EngineCounts, as_count, as_length, json_objects
 from specdec.errors import SpecdecError
 from specdec.simulator.counts import check_conditional
@@ -113,20 +113,18 @@ def read_counts(text: str) -> EngineCounts:
         except SpecdecError as exc:
             json_error = exc
         else:
-            for parser in (vllm.parse_json, sglang.parse_json, llamacpp.parse_json):
-                counts = parser(objects)
+            for engine in registry.engines():
+                counts = engine.parse_json(objects)
                 if counts is not None:
                     return counts
             if len(objects) == 1 and isinstance(objects[0], dict):
                 return parse_specdec_json(objects[0])
-            raise SpecdecError("JSON input holds neither vLLM speculative-decoding statistics, SGLang meta_info "
-                               "spec counts, llama-server timings with drafts, nor specdec decode stats")
-    for parser in (vllm.parse_text, sglang.parse_text, llamacpp.parse_text):
-        counts = parser(text)
+            raise SpecdecError(f"JSON input holds none of: {registry.formats_json()}, specdec decode stats")
+    for engine in registry.engines():
+        counts = engine.parse_text(text)
         if counts is not None:
             return counts
     if json_error is not None:
         raise json_error
-    raise SpecdecError("unrecognised input: expected vLLM /metrics text or 'SpecDecoding metrics' / 'Speculative "
-                       "metrics' log lines, SGLang /metrics text or 'Decode batch' log lines, llama.cpp speculative "
-                       "output, or JSON (vLLM / SGLang responses, llama-server timings, specdec decode --json)")
+    raise SpecdecError(f"unrecognised input: expected {registry.formats_text()}, or JSON ({registry.formats_json()}, "
+                       "specdec decode --json)")

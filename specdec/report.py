@@ -1,7 +1,7 @@
 """Every rendering of a plan: JSON-ready values, text and Markdown, for `Plan` (`specdec plan`),
 `EnginePlan` with its `BatchPlan` and the engine configuration (`specdec plan --from`) and
 `TreePlan` (`specdec plan --trees`, `specdec heads lattice`). torch-free; imports only the
-standard library and the simulator.
+standard library, the simulator and (for an engine's own configuration lines) the engine registry.
 
 Names follow Leviathan et al. (ICML 2023): `alpha` acceptance rate, `gamma` draft tokens per
 iteration, `c` (`c_hat`) draft/target time (arithmetic) ratio. The JSON functions return plain
@@ -175,18 +175,13 @@ def _batch_lines(b: Mapping[str, Any]) -> list[str]:
 
 
 def engine_config_lines(config: Mapping[str, Any]) -> list[str]:
-    """The configuration to paste (`specdec.engines.configs.engine_config`), as text lines."""
+    """The configuration to paste (`specdec.engines.configs.engine_config`), as text lines: the
+    engine's own lines (its `config_lines`, through the registry), then the note."""
+    from specdec.engines.registry import get
+
     if not config["speculate"]:
         return [f"{config['engine']}: {config['note']}"]
-    if config["engine"] == "vllm":
-        lines = [f"vLLM: {config['flag']}"]
-    elif config["engine"] == "sglang":
-        lines = [f"SGLang: {config['flags']}"]
-    elif config["engine"] == "llamacpp":
-        lines = [f"llama.cpp: {config['flags']}   (builds before 2026: {config['flags_older']})"]
-    else:
-        lines = ["transformers generate(..., "
-                 + ", ".join(f"{k}={v!r}" for k, v in config["generate_kwargs"].items()) + ")"]
+    lines = get(config["engine"]).config_lines(config)
     if config.get("note"):
         lines.append(f"note: {config['note']}")
     return lines

@@ -23,6 +23,7 @@ from specdec.cli.outputs import check_creatable
 from specdec.cli.types import Checked, Number
 from specdec.costfiles import (read_batch_times, read_context_times, read_lattice_study, read_tree_steps,
                                read_verify_cost, study_tree_steps)
+from specdec.engines import registry
 from specdec.errors import SpecdecError
 from specdec.report import engine_plan_dict, engine_plan_text, plan_dict, plan_text, tree_plan_dict, tree_plan_text
 from specdec.simulator.checks import (MAX_GAMMA, check_alpha, check_cost_ratio, check_gamma, check_max_gamma,
@@ -51,6 +52,22 @@ TREE_COSTS_HELP = ("another machine's costs instead of the study's own verify st
                    "cost.target_step_seconds).")
 DRAFT_MS_HELP = "this many milliseconds for the heads' pass per iteration instead of the study's measured one."
 cost_file_type = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+class EngineChoice(click.Choice):
+    """--engine's choices: the engines of the registry when the option is parsed or shown (so an
+    engine registered at run time is one)."""
+
+    def __init__(self) -> None:
+        super().__init__(registry.names())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return registry.names()
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ sets it; the registry is the truth
+        pass
 
 
 @click.command()
@@ -84,24 +101,25 @@ cost_file_type = click.Path(exists=True, dir_okay=False, path_type=Path)
                    "in --verify-cost-file (`specdec estimate --json`: context_times), and t(B, k) from those in "
                    "--batch-cost-file (`specdec serve-bench`: serve.json); never extrapolated.")
 @click.option("--from", "source", metavar="FILE|-|URL",
-              help="Acceptance counts an engine reported instead of --alpha: vLLM or SGLang /metrics text (file "
-                   "or http(s) URL), vLLM, SGLang or llama.cpp logs, vLLM / SGLang / llama-server response JSON, or "
-                   "`specdec decode --json` output ('-': standard input). Formats: docs/engines.md.")
+              help="Acceptance counts an engine reported instead of --alpha, a file, an http(s) URL (a /metrics "
+                   f"page) or '-' (standard input): {registry.formats_text()}; JSON ({registry.formats_json()}); or "
+                   "`specdec decode --json` output. Formats: docs/engines.md.")
 @click.option("--draft-length", type=Checked(lambda g: _at_most_max(check_gamma(g), "draft length"), int), default=None,
-              help="With --from: the draft length the engine ran with, for sources that do not state it (llama-server, "
-                   "SGLang's log).")
+              help="With --from: the draft length the engine ran with, for sources that do not state it (the error "
+                   "says when it is needed).")
 @click.option("--extrapolate", is_flag=True,
               help="With --from: also plan draft lengths beyond the observed positions (alpha_i = the last observed; "
                    "flagged in the output).")
 @click.option("--batch-cost-file", type=cost_file_type,
               help="With --from: t(B, k) per batch size (`specdec estimate --batch-sizes ... --json`): the best draft "
                    "length per batch-size range.")
-@click.option("--engine", type=click.Choice(["vllm", "sglang", "llamacpp", "hf"]), default=None,
+@click.option("--engine", type=EngineChoice(), default=None,
               help="With --from: print that engine's configuration for the plan [default: the engine the counts came "
                    "from].")
 @click.option("--method", default="ngram", show_default=True,
-              help="The engine's speculative method, in vLLM's names (ngram, draft_model, eagle, eagle3, ...; "
-                   "SGLang: mapped to its algorithm; hf: ngram means prompt lookup, anything else an assistant model).")
+              help="The speculative method (ngram, draft_model, eagle, eagle3, mtp, ...: the names of docs/engines.md), "
+                   "which each engine's configuration maps to its own (ngram: prompt lookup where that is the engine's "
+                   "n-gram method).")
 @click.option("--figure", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --batch-cost-file: write the speedup-vs-batch-size figure (PNG) here.")
 @click.option("--trees", "study_path", metavar="STUDY", type=cost_file_type,
@@ -130,7 +148,7 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
       specdec plan --alpha 0.75 --gamma 7 --c 0.02 --json
       specdec plan --alpha-per-position 0.9,0.8,0.7 --c 0.05 --verify-cost 1,1.5,1.6,1.7,1.8
       specdec plan --alpha 0.6 --c 0 --verify-cost-file estimate.json --context 900
-      specdec plan --from metrics.txt --c 0 --batch-cost-file costs.json --engine vllm
+      specdec plan --from metrics.txt --c 0 --batch-cost-file costs.json
       specdec plan --trees study.json --verify-cost-file gpu-costs.json --draft-ms 0.3
     """
     if study_path is not None:
