@@ -11,7 +11,7 @@
 #                                              as EAGLE-3's, training-time test of 3 depths),
 #                                              self-distilled from the target's passes over its own
 #                                              answers to the workloads' training prompts and corpus
-#                                              text (~5-6 min)
+#                                              text (~7 min)
 #   4. specdec heads train, if absent          3 blockwise parallel heads on the frozen target, on
 #                                              the same target passes (read back from the cache; ~40 s)
 #   5. specdec validate                        three workloads (code, the copy-heavy edit, chat; the
@@ -27,7 +27,7 @@
 # Usage: bash scripts/main_job.sh [--out DIR]          (default DIR: out)
 # Sizes (chosen so that the whole job, set-up and one-time builds included, fits in 25 minutes on
 # 2 CPU cores; README "The main job" has what each stage costs; override with environment variables):
-#   MAIN_ANSWER_TOKENS=12000    tokens of the target's own answers to training prompts the drafters train on (6000 before 2026-11-25: the feature draft's code alpha 0.40 vs 0.25, answers +1 min)
+#   MAIN_ANSWER_TOKENS=8000     tokens of the target's own answers to training prompts the drafters train on (12000: the feature draft's code alpha ~0.39 against ~0.25 at 6000, answers ~+1.5 min; trimmed to fit t = 1 and the 4-gram in 25 min)
 #   MAIN_WORKLOADS=code,edit,chat  embedded workloads (docs/workloads.md)
 #   MAIN_ALPHA_TOKENS=384       target-sampled positions for the alpha estimator, per workload and temperature
 #   MAIN_PROMPTS=5              held-out prompts decoded per configuration and workload
@@ -35,7 +35,7 @@
 #   MAIN_GAMMAS=2,8             draft lengths (the heads draft at most 3, so they run 2)
 #   MAIN_HEADS_TOKENS=32768     teacher-forced tokens the heads and the feature draft train on (the answers, Python source, then corpus text)
 #   MAIN_CODE_TOKENS=0          of them, tokens of Python source (the interpreter's standard library: code alpha 0.40 -> 0.45 with 65,536 of it, training 3x longer; docs/eagle.md "Python source")
-#   MAIN_EAGLE_EPOCHS=8         epochs of the feature draft (4: held-out top-1 0.158 at depth 1, 8: 0.210, fused 0.227)
+#   MAIN_EAGLE_EPOCHS=6         epochs of the feature draft (4: held-out top-1 0.158 at depth 1, 8: 0.210; each epoch ~35 s here)
 #   MAIN_REPEATS=1              repeats of each decode
 #   MAIN_TEMPERATURES=0,1       sampling temperatures (0: greedy only, about half the validation's time)
 #   MAIN_NGRAM=1                0: skip the KenLM 4-gram drafter (not built, not validated)
@@ -56,7 +56,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-ANSWER_TOKENS="${MAIN_ANSWER_TOKENS:-12000}"
+ANSWER_TOKENS="${MAIN_ANSWER_TOKENS:-8000}"
 WORKLOADS="${MAIN_WORKLOADS:-code,edit,chat}"
 ALPHA_TOKENS="${MAIN_ALPHA_TOKENS:-384}"
 PROMPTS="${MAIN_PROMPTS:-5}"
@@ -65,7 +65,7 @@ GAMMAS="${MAIN_GAMMAS:-2,8}"
 HEADS_TOKENS="${MAIN_HEADS_TOKENS:-32768}"
 CODE_TOKENS="${MAIN_CODE_TOKENS:-0}"
 REPEATS="${MAIN_REPEATS:-1}"
-EAGLE_EPOCHS="${MAIN_EAGLE_EPOCHS:-8}"
+EAGLE_EPOCHS="${MAIN_EAGLE_EPOCHS:-6}"
 TEMPERATURES="${MAIN_TEMPERATURES:-0,1}"
 NGRAM="${MAIN_NGRAM:-1}"
 
