@@ -77,6 +77,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
 
     http_port, junk_port = serve()
     plan = ["plan", "--c", "0.1", "--from"]
+    costs = ["costs", "--config", str(ROOT / "benchmarks" / "data" / "shapes" / "tiny.json"), "--hardware", "h100-sxm"]
     a_file = write("a_file", "x")
     (tmp / "out" / "validation.json").mkdir(parents=True, exist_ok=True)
     (tmp / "out" / "validation.md").write_text("old results\n")
@@ -125,7 +126,42 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
         ("ngram build --memory lots", ["ngram", "build", "--order", "3", "--out", str(tmp / "ng"), "--memory", "lots"],
          2),
         ("--rollback -1", ["bild", "--rollback", "-1"], 2),
+        # round three (issue 53): outputs that are not regular files, bounds before loading, GGUF headers
+        ("costs --out FIFO", costs + ["--out", special(tmp / "fifo.json", "fifo")], 2),
+        ("costs --out symlink", costs + ["--out", special(tmp / "link.json", "symlink")], 2),
+        ("costs --out ''", costs + ["--out", ""], 2),
+        ("costs --tflops 1e-320", costs + ["--tflops", "1e-320"], 2),
+        ("eagle train --tokens 10^15", ["eagle", "train", "--out", str(tmp / "e"), "--tokens", str(10 ** 15)], 2),
+        ("heads train --vocab 10^6", ["heads", "train", "--out", str(tmp / "h"), "--vocab", str(10 ** 6)], 2),
+        ("GGUF: a header only", ["estimate", "--target", header_gguf(tmp / "header.gguf", "llama")], 2),
+        ("GGUF: mamba", ["estimate", "--target", header_gguf(tmp / "mamba.gguf", "mamba")], 2),
+        ("GGUF: a 2^40-byte key", ["estimate", "--target", write("huge.gguf", b"GGUF" + (3).to_bytes(4, "little")
+                                                                  + (0).to_bytes(8, "little") + (1).to_bytes(8, "little")
+                                                                  + (1 << 40).to_bytes(8, "little"))], 2),
     ]
+
+
+def special(path: Path, kind: str) -> str:
+    """A FIFO, or a symbolic link to a regular file, at `path` (an output that must not be replaced)."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        target = path.with_name(path.name + ".target")
+        target.write_text("old")
+        path.symlink_to(target)
+    return str(path)
+
+
+def header_gguf(path: Path, arch: str) -> str:
+    """A GGUF file with the metadata of a 2-block `arch` model and no tensors."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(2)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    return str(path)
 
 
 def run_case(argv: list[str], timeout: float = 30.0) -> tuple[int | None, float, float, str]:

@@ -11,3 +11,8 @@ from __future__ import annotations
 
 class SpecdecError(ValueError):
     """Bad input the user can fix; the message is one line that names what is wrong."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is so that its cleanups run (not an Exception: nothing
+    catches it on the way but `finally` and `except BaseException` blocks); exit status 143."""

@@ -53,6 +53,38 @@ def kenlm_bin_dir() -> Path:
     return cache_dir() / "kenlm" / "bin"
 
 
+class NotARegularFile(FileExistsError):
+    """An output path that holds a device, FIFO, socket or symbolic link: never replaced."""
+
+
+def special_file(path: str | os.PathLike) -> str | None:
+    """What an existing output path is when it is neither missing, a regular file nor a folder:
+    "a symbolic link", "a device", "a FIFO", "a socket" (None otherwise). Only regular files are
+    ever replaced: a rename onto /dev/null would turn the device into a file."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return None
+
+
+def refuse_special(path: str | os.PathLike) -> None:
+    """Raise NotARegularFile when `path` is a device, FIFO, socket or symbolic link."""
+    kind = special_file(path)
+    if kind:
+        raise NotARegularFile(f"{os.fspath(path)} is {kind}: specdec replaces only regular files; nothing was written")
+
+
 def scratch(path: Path, kind: str) -> Path:
     """The scratch name `.{name}.{kind}-{pid}` beside `path` (kind: "tmp", "building", "old")."""
     return path.with_name(f".{path.name}.{kind}-{os.getpid()}")
@@ -62,8 +94,10 @@ def scratch(path: Path, kind: str) -> Path:
 def writing(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary file name beside `path` for a writer that needs a name (savefig,
     savez, a subprocess); when the block completes, it is renamed to `path` in one step; on
-    any exception (KeyboardInterrupt too) it is removed and `path` is untouched."""
+    any exception (KeyboardInterrupt too) it is removed and `path` is untouched. A `path` that is
+    not a regular file (`refuse_special`) is refused before anything is written."""
     path = Path(path)
+    refuse_special(path)
     tmp = scratch(path, "tmp")
     try:
         yield tmp
@@ -131,6 +165,7 @@ def publish(files: dict[Path, Path]) -> None:
     folder stops it before anything moves; the old files are moved aside first and, should a
     rename fail half way, the new ones are removed and the old ones put back."""
     for dest in files.values():
+        refuse_special(dest)
         if dest.is_dir():
             raise IsADirectoryError(f"{dest} is a folder; nothing was written")
     aside: list[tuple[Path, Path]] = []

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,60 @@ def test_estimate_on_the_default_target_with_two_processes_equals_one(tmp_path) 
     assert a["n_positions"] == b["n_positions"] == 128 and b["processes"]["count"] == 2
     for key in ALPHA_KEYS:
         assert a.get(key) == b.get(key), key
+
+
+def _ranks_of(launcher: int) -> list[int]:
+    """The pids of the processes whose environment names `launcher` as their launcher (its ranks)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                env = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if f"SPECDEC_LAUNCHER={launcher}\0".encode() in env:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=["SIGKILL", "SIGINT", "SIGTERM"])
+def test_the_ranks_die_with_the_launcher(tiny_pair, tmp_path, signum) -> None:
+    """`estimate --processes 2` signalled mid-run: SIGINT exits 130 and SIGTERM 143 with one line;
+    after SIGKILL of the launcher (no handler runs) its ranks end too, within the grace period."""
+    args = [sys.executable, "-m", "specdec", "estimate", "--target", str(tiny_pair.target), "--prompts-file",
+            str(tiny_pair.prompts), "--drafter", "lookup:2", "--tokens", "5000000", "--new-tokens", "10",
+            "--no-timing", "--processes", "2"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    log = (tmp_path / "stderr").open("w+b")  # a file, not a pipe: a surviving rank would hold a pipe open
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=tmp_path,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(ranks := _ranks_of(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert len(ranks) == 2, (tmp_path / "stderr").read_text() if proc.poll() is not None else "no ranks"
+        time.sleep(3)  # the ranks are importing and loading: well inside the command
+        proc.send_signal(signum)
+        code = proc.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in ranks) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in ranks), "a rank outlived its launcher"
+        err = (tmp_path / "stderr").read_text()
+        if signum != signal.SIGKILL:
+            assert "Traceback" not in err, err[-2000:]
+            assert code == (130 if signum == signal.SIGINT else 143), (code, err[-2000:])
+            assert err.strip().splitlines()[-1] in ("Interrupted.", "Terminated."), err[-2000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in _ranks_of(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        log.close()

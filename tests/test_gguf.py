@@ -9,6 +9,8 @@ greedy decoding, and bad files are one-line usage errors before any model loads 
 """
 from __future__ import annotations
 
+import struct
+
 import gguf
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 import specdec.reference.core.gguf as gguf_module
+from specdec.errors import SpecdecError
 import specdec.reference.core.models as models_module
 from specdec.reference.core.models import load_model
 from tests.cli_helpers import run_main, strict_json
@@ -130,6 +133,22 @@ def test_conversion_equals_the_written_weights(files, fresh_cache, capsys) -> No
         assert torch.equal(loaded.model(ids).logits, twins["target"](ids).logits)
 
 
+def test_a_folder_whose_weights_lack_parameters_is_refused_by_name(files, fresh_cache, tmp_path) -> None:
+    """A model folder missing a tensor would load with that weight random: refused, naming it."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    root, _ = files
+    folder = tmp_path / "partial"
+    shutil.copytree(gguf_module.model_folder(root / "target.gguf"), folder)
+    weights = load_file(folder / "model.safetensors")
+    del weights["model.layers.1.mlp.down_proj.weight"]
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(SpecdecError, match=r"lack 1 parameters .*model.layers.1.mlp.down_proj.weight.*random"):
+        load_model(folder)
+
+
 def test_a_dtype_load_is_transformers_gguf_load_in_that_dtype(files) -> None:
     root, _ = files
     ours = load_model(root / "draft.gguf", dtype="bfloat16").model.state_dict()
@@ -178,13 +197,30 @@ def bad_files(tmp_path_factory) -> dict[str, str]:
     writer.write_kv_data_to_file()
     writer.close()
     (root / "notes.txt").write_text("a file, neither a folder nor a GGUF")
+    for name, arch, tensors in (("header", "llama", ()), ("mamba", "mamba", ()),
+                                ("partial", "llama", ("token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight",
+                                                      "blk.0.attn_output.weight", "blk.0.ffn_down.weight"))):
+        writer = gguf.GGUFWriter(str(root / f"{name}.gguf"), arch)  # the metadata of a 2-block model
+        writer.add_block_count(2)
+        for tensor in tensors:
+            writer.add_tensor(tensor, np.zeros((4, 4), dtype=np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+    # a key whose length claims 2^40 bytes
+    (root / "huge.gguf").write_bytes(b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 1 << 40) + b"x" * 64)
     return {"missing": str(root / "missing.gguf"), "zip": str(root / "zip.gguf"), "bert": str(root / "bert.gguf"),
-            "txt": str(root / "notes.txt")}
+            "txt": str(root / "notes.txt"), **{k: str(root / f"{k}.gguf") for k in ("header", "mamba", "partial", "huge")}}
 
 
 BAD = {"missing": "no such GGUF file", "zip": "is not a GGUF file (it starts with b'PK\\x03\\x04'",
-       "bert": "transformers cannot load this GGUF file: GGUF model with architecture bert is not supported",
-       "txt": "is a file: expected a model folder or a .gguf file"}
+       "bert": "architecture 'bert' is not one specdec decodes",
+       "txt": "is a file: expected a model folder or a .gguf file",
+       "header": "it holds no tensors (a header only): every weight would be random",
+       "mamba": "architecture 'mamba' is not one specdec decodes",
+       "partial": "it lacks 3 of the tensors a 2-block llama needs (blk.1.attn_q.weight",
+       "huge": "a string claims 1099511627776 bytes"}
 COMMANDS = {"decode": ["decode", "--prompt", PROMPT], "estimate": ["estimate"], "validate": ["validate"],
             "bild": ["bild", "--prompt", PROMPT], "heads train": ["heads", "train", "--out", "{out}"],
             "eagle train": ["eagle", "train", "--out", "{out}"], "ngram corpus": ["ngram", "corpus"]}

@@ -31,6 +31,7 @@ def test_every_representative_case_is_one_line_under_the_limits(tmp_path) -> Non
             failures.append((label, code, round(seconds, 2), round(rss), stderr[-300:]))
     assert not failures, failures
     assert (tmp_path / "out" / "validation.md").read_text() == "old results\n"  # validate refused, nothing replaced
+    assert (tmp_path / "fifo.json").is_fifo() and (tmp_path / "link.json").is_symlink()  # outputs never replaced
 
 
 def test_publish_is_all_or_nothing(tmp_path, monkeypatch) -> None:

@@ -28,9 +28,11 @@ def is_gguf(path: str | Path) -> bool:
 
 
 def check_gguf(path: str | Path) -> Path:
-    """The file, if it exists, starts with the GGUF magic and states an architecture transformers
-    loads as a causal LM (read from its metadata, no tensor loaded; skipped once converted); else a
-    one-line SpecdecError naming the file and the problem."""
+    """The file, if it exists, starts with the GGUF magic, is a whole model of an architecture
+    specdec decodes (its header read with every size bounded: `gguf_header`; checked every time,
+    so a conversion is never reused for a file that is not one) and states an architecture
+    transformers loads as a causal LM (skipped once converted); else a one-line SpecdecError
+    naming the file and the problem. No tensor is loaded."""
     path = Path(path)
     if not path.is_file():
         raise SpecdecError(f"{str(path)!r}: no such GGUF file")
@@ -38,8 +40,10 @@ def check_gguf(path: str | Path) -> Path:
         magic = f.read(4)
     if magic != GGUF_MAGIC:
         raise SpecdecError(f"{str(path)!r} is not a GGUF file (it starts with {magic!r}, not {GGUF_MAGIC!r})")
+    problem = _incomplete(str(path.resolve()), *_stamp(path))  # also before a conversion is reused
     converted = (gguf_folder(path) / "config.json").is_file()
-    problem = None if converted else _unloadable(str(path.resolve()), *_stamp(path))
+    if problem is None and not converted:
+        problem = _unloadable(str(path.resolve()), *_stamp(path))
     if problem is not None:
         raise SpecdecError(f"{str(path)!r}: {problem}")
     return path
@@ -112,6 +116,14 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
     with open(path, "rb") as f:
         head = f.read(2**20)
     return hashlib.sha256(f"{size}:{mtime_ns}:".encode() + head).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=None)
+def _incomplete(path: str, size: int, mtime_ns: int) -> str | None:
+    """Why the file is not a whole model specdec decodes (`gguf_header.missing_parts`), or None."""
+    from specdec.reference.core.gguf_header import missing_parts, read_header
+
+    return missing_parts(read_header(path))
 
 
 @functools.lru_cache(maxsize=None)

@@ -113,12 +113,20 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
         backend = "eager"
     try:
         if device_map is None:
-            model = auto.from_pretrained(path, dtype=DTYPES[dtype]).to(dev).eval()
+            model, info = auto.from_pretrained(path, dtype=DTYPES[dtype], output_loading_info=True)
+            model = model.to(dev).eval()
         else:
-            model = auto.from_pretrained(path, dtype=DTYPES[dtype], device_map=device_map,
-                                                         offload_folder=_offload_folder(device_map)).eval()
+            model, info = auto.from_pretrained(path, dtype=DTYPES[dtype], device_map=device_map,
+                                               offload_folder=_offload_folder(device_map), output_loading_info=True)
+            model = model.eval()
     except Exception as exc:  # OSError, SafetensorError, RuntimeError (shape mismatch) ...
         raise SpecdecError(f"cannot load the weights in {str(path)!r}: {_first_line(exc)}") from exc
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:  # transformers would initialise them at random and decode garbage without a word
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise SpecdecError(f"{str(path)!r}: its weights lack {len(missing)} parameters of its "
+                           f"{model.config.model_type} architecture ({', '.join(missing[:3])}{more}); they would be "
+                           "random")
     from specdec.reference.core.backend import use_backend
     start = time.perf_counter()
     backend = use_backend(model, backend)

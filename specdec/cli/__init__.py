@@ -11,6 +11,7 @@ is removed on the way out; nothing published is touched) and exits 143.
 """
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import os
@@ -20,7 +21,7 @@ import threading
 
 import click
 
-from specdec.errors import SpecdecError
+from specdec.errors import SpecdecError, Terminated
 
 # command name -> "module:attribute"
 COMMANDS: dict[str, str] = {
@@ -41,6 +42,11 @@ COMMANDS: dict[str, str] = {
 # Bad input, shown as one line: the project's own error, and the file errors of paths the user named.
 USER_ERRORS: tuple[type[BaseException], ...] = (SpecdecError, FileNotFoundError, FileExistsError, NotADirectoryError,
                                                 IsADirectoryError, PermissionError)
+
+
+# Writing failed for a reason of the place written to, not of specdec: said in one line.
+WRITE_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EROFS", "EACCES", "EPERM", "EDQUOT", "EFBIG",
+                                                           "ENAMETOOLONG") if hasattr(errno, name))
 
 
 class LazyGroup(click.Group):
@@ -66,11 +72,6 @@ def cli() -> None:
     """Plan, measure and check speculative decoding (Leviathan et al., ICML 2023)."""
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised where the command is so that its cleanups run (not an Exception: nothing
-    catches it on the way but `finally` and `except BaseException` blocks)."""
-
-
 def _terminate(signum, frame) -> None:
     raise Terminated
 
@@ -82,15 +83,19 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the group, turning library errors into one-line messages."""
     ARGV[:] = sys.argv[1:] if argv is None else argv
     main_thread = threading.current_thread() is threading.main_thread()  # signals can be set there only
+    if os.environ.get("SPECDEC_LAUNCHER"):  # a rank of `estimate --processes`: it dies with its launcher
+        from specdec.reference.distributed.launch import die_with_launcher
+        die_with_launcher()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         cli.main(args=argv, prog_name="specdec", standalone_mode=False)
     except Terminated:
         click.echo("Terminated.", err=True)
         sys.exit(143)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(1)
+    except click.exceptions.Abort as exc:  # Ctrl-C (click turns KeyboardInterrupt into Abort): 130, as a shell says
+        interrupted = isinstance(exc.__cause__, KeyboardInterrupt)
+        click.echo("Interrupted." if interrupted else "Aborted.", err=True)
+        sys.exit(130 if interrupted else 1)
     except click.exceptions.NoArgsIsHelpError as exc:  # a bare `specdec` (or group): its help, as --help shows it
         click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
         sys.exit(0)
@@ -107,6 +112,12 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("SPECDEC_DEBUG"):
             raise
         click.echo(f"Error: {_one_line(str(exc))}", err=True)
+        sys.exit(1)
+    except OSError as exc:  # a full disk, a read-only folder: one line; anything else is a bug
+        if exc.errno not in WRITE_ERRNOS or os.environ.get("SPECDEC_DEBUG"):
+            raise
+        click.echo(f"Error: cannot write {exc.filename or 'the output'}: {exc.strerror}; nothing was published",
+                   err=True)
         sys.exit(1)
     finally:
         if main_thread:

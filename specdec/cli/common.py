@@ -21,6 +21,8 @@ from specdec.reference.drafters.spec import SPEC_HELP
 
 MAX_DECODE_GAMMA = 64  # most drafts per iteration a decoding command accepts (a verify pass over 65 tokens)
 MAX_TOKENS = 10_000_000  # most positions an estimate scores (hours on a GPU; refused above, before allocating)
+MAX_TRAIN_TOKENS = 16_000_000  # most teacher-forced tokens a draft trains on (4x the largest run so far; days on a CPU)
+MAX_DRAFT_VOCAB = 262_144  # most output ids a trained draft proposes (the largest vocabularies in use: 256 k)
 MAX_PROMPTS = 10_000  # most prompts a decoding command runs
 MAX_REPEATS = 1000  # most repeats of a timing or a decode
 MAX_BOOTSTRAP = 100_000  # most bootstrap resamples
@@ -66,10 +68,10 @@ def refuse_tree_drafter(spec: str, why: str) -> None:
 
 
 training_data_options = stack(  # what a trained drafter learns from (specdec.reference.heads.build.DataConfig)
-    click.option("--tokens", type=POSITIVE, default=49_152, show_default=True,
+    click.option("--tokens", type=Number(int, 1, MAX_TRAIN_TOKENS), default=49_152, show_default=True,
                  help="Teacher-forced training tokens in all (target samples + corpus windows; the heads and the "
                       "feature draft share the target's passes over the same data options, cached)."),
-    click.option("--aligned-tokens", type=Number(int, 0), default=16_000, show_default=True,
+    click.option("--aligned-tokens", type=Number(int, 0, MAX_TRAIN_TOKENS), default=16_000, show_default=True,
                  help="Of them, about this many tokens the target sampled itself (generated once, cached; 0: corpus "
                       "only)."),
     click.option("--sampled-from", type=click.Choice(["workloads", "corpus"]), default="workloads", show_default=True,

@@ -25,7 +25,9 @@ from specdec.strict_json import loads, to_json
 
 MAX_BATCH = 4096
 MAX_TP = 64
-POSITIVE_FLOAT = Number(float, 0, None, low_open=True)
+# Rates and sizes a device can have, so no denormal or overflowing figure reaches the model:
+# 1 kB/s .. 1 PB/s, 1 MFLOP/s .. 1 EFLOP/s, 1 MiB .. 1 PiB.
+RATE = Number(float, 1e-6, 1e6)
 Model = tuple[Path, ModelShape]  # a --config or --draft-config: its path and shape
 
 
@@ -62,13 +64,14 @@ class ModelConfig(click.ParamType):
 @click.option("--hardware", required=True, type=click.Choice([*PRESETS, "measured"]),
               help="A device preset (public dense peaks, docs/roofline.md) or measured: this machine's STREAM triad "
                    "bandwidth, fp32 matrix-product rate and per-operation floor.")
-@click.option("--bandwidth-gbs", type=POSITIVE_FLOAT, default=None, help="Override: achieved memory bandwidth, GB/s (GPU presets: the datasheet's x 0.885, docs/roofline.md).")
-@click.option("--tflops", type=POSITIVE_FLOAT, default=None, help="Override: peak TFLOP/s for --dtype.")
+@click.option("--bandwidth-gbs", type=RATE, default=None,
+              help="Override: achieved memory bandwidth, GB/s (GPU presets: the datasheet's x 0.885, docs/roofline.md).")
+@click.option("--tflops", type=RATE, default=None, help="Override: peak TFLOP/s for --dtype.")
 @click.option("--launch-us", type=Number(float, 0, 1e6), default=None, help="Override: floor per kernel, µs.")
 @click.option("--kernels-per-layer", type=Number(int, 0, 10_000), default=None,
               help="Override: kernels one decoder layer launches.")
-@click.option("--memory-gib", type=POSITIVE_FLOAT, default=None, help="Override: memory per device, GiB.")
-@click.option("--link-gbs", type=POSITIVE_FLOAT, default=None,
+@click.option("--memory-gib", type=RATE, default=None, help="Override: memory per device, GiB.")
+@click.option("--link-gbs", type=RATE, default=None,
               help="Override: interconnect bandwidth per direction, GB/s (all-reduce under --tp).")
 @click.option("--link-us", type=Number(float, 0, 1e6), default=None, help="Override: latency of one all-reduce, µs.")
 @click.option("--tp", type=Number(int, 1, MAX_TP), default=1, show_default=True,
@@ -107,15 +110,29 @@ def costs(target, draft, dtype, hardware, bandwidth_gbs, tflops, launch_us, kern
                                      param_hint="--tp" if option == "--config" else option)
     if tp > 1 and device.link_bandwidth is None:
         raise click.BadParameter(f"{device.name} states no interconnect: give --link-gbs", param_hint="--tp")
-    if out is not None and not out.parent.is_dir():
-        raise click.BadParameter(f"no folder {str(out.parent)!r} to write into", param_hint="--out")
+    if out is not None:
+        from specdec.cli.outputs import check_creatable
+
+        if not str(out) or not out.parent.is_dir():
+            raise click.BadParameter(f"no folder {str(out.parent)!r} to write into", param_hint="--out")
+        check_creatable(out, "--out")
     fits = _check_fit([m[2] for m in models], fmt, device, tp, batch_sizes, contexts, max_k)
     if hardware == "measured":
         device = _measured(device, fmt, bandwidth_gbs, tflops, launch_us)
     report = _report(target, draft, fmt, device, hardware, tp, batch_sizes, max_k, contexts, fits)
+    if not _finite_times(report["batch_timing"]):  # never a cost file of nulls
+        raise SpecdecError("the model's times are not finite numbers with these overrides (--bandwidth-gbs, --tflops, "
+                           "--launch-us): nothing was written")
     if out is not None:
         write_atomic(out, to_json(report, indent=1) + "\n")
     click.echo(to_json(report, indent=2) if as_json else _text(report, out))
+
+
+def _finite_times(timing: Any) -> bool:
+    tables = timing if isinstance(timing, list) else [timing]
+    import math
+
+    return all(math.isfinite(x) and x > 0 for t in tables for row in t["seconds"] for x in row)
 
 
 def _scaled(value: float | None, unit: float) -> float | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, device_option, json_option, preflight_prompts,
-                                preflight_target, target_option, training_data_options)
-from specdec.cli.types import POSITIVE, Number, NumberList, Workloads
+from specdec.cli.common import (GAMMAS, MAX_DRAFT_VOCAB, MAX_SEED, backend_option, device_option, json_option,
+                                preflight_prompts, preflight_target, target_option, training_data_options)
+from specdec.cli.types import Number, NumberList, Workloads
 from specdec.errors import SpecdecError
 from specdec.strict_json import to_json
 
@@ -29,7 +29,7 @@ def eagle() -> None:
               help="Output folder (eagle.safetensors + card.json), built beside it and renamed into place.")
 @click.option("--force", is_flag=True, help="Replace a draft already in --out (otherwise an error).")
 @training_data_options
-@click.option("--vocab", "vocab_size", type=POSITIVE, default=8192, show_default=True,
+@click.option("--vocab", "vocab_size", type=Number(int, 1, MAX_DRAFT_VOCAB), default=8192, show_default=True,
               help="Output ids the draft can propose: the ones with the most target probability in the data.")
 @click.option("--ttt", type=Number(int, 1, 16), default=3, show_default=True,
               help="Depths of the training-time test (1: the target's features only, EAGLE-1).")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.common import (GAMMAS, MAX_SEED, backend_option, check_context, device_option,
+from specdec.cli.common import (GAMMAS, MAX_DRAFT_VOCAB, MAX_SEED, backend_option, check_context, device_option,
                                 json_option, preflight_target, target_option, training_data_options)
 from specdec.cli.outputs import check_creatable
-from specdec.cli.types import POSITIVE, Number, check_model_path
+from specdec.cli.types import Number, check_model_path
 from specdec.errors import SpecdecError
 from specdec.paths import write_atomic
 from specdec.reference.core.gguf import is_gguf
@@ -38,7 +38,7 @@ def heads() -> None:
               help="Output folder (heads.safetensors + card.json), built beside it and renamed into place.")
 @click.option("--force", is_flag=True, help="Replace heads already in --out (otherwise an error).")
 @training_data_options
-@click.option("--vocab", "vocab_size", type=POSITIVE, default=8192, show_default=True,
+@click.option("--vocab", "vocab_size", type=Number(int, 1, MAX_DRAFT_VOCAB), default=8192, show_default=True,
               help="Output ids the heads can propose: the ones with the most target probability in the data.")
 @click.option("--epochs", type=Number(int, 1, 1000), default=4, show_default=True,
               help="Passes over the training windows.")

@@ -8,6 +8,14 @@ from pathlib import Path
 
 import click
 
+from specdec.paths import special_file
+
+
+def _refuse_special(path: Path, option: str) -> None:
+    kind = special_file(path)
+    if kind:
+        raise click.BadParameter(f"{str(path)!r} is {kind}: specdec replaces only regular files", param_hint=option)
+
 
 def check_out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ...] = ()) -> Path:
     """Create the output folder now and check that it is writable and that none of the `files`
@@ -22,6 +30,7 @@ def check_out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[s
     except OSError as exc:
         raise click.BadParameter(f"cannot write to {str(out)!r}: {exc.strerror or exc}", param_hint=option) from None
     for name in files:
+        _refuse_special(out / name, option)
         if (out / name).is_dir():
             raise click.BadParameter(f"{str(out / name)!r} is a folder; the command writes a file there",
                                      param_hint=option)
@@ -33,9 +42,13 @@ def check_creatable(path: str | os.PathLike, option: str, folder: bool = False) 
     without creating anything: the nearest existing ancestor must be a writable folder, and the
     path itself, if it exists, of the right kind."""
     out = Path(path)
+    if not str(path):
+        raise click.BadParameter("an empty path names nothing to write", param_hint=option)
+    if not folder:
+        _refuse_special(out, option)
     if out.exists() and out.is_dir() != folder:
         raise click.BadParameter(f"{str(out)!r} is a {'file' if folder else 'folder'}", param_hint=option)
-    parent = out.parent if not out.exists() else out
+    parent = out if out.exists() and folder else out.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
