@@ -133,6 +133,14 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
         ("costs --tflops 1e-320", costs + ["--tflops", "1e-320"], 2),
         ("eagle train --tokens 10^15", ["eagle", "train", "--out", str(tmp / "e"), "--tokens", str(10 ** 15)], 2),
         ("heads train --vocab 10^6", ["heads", "train", "--out", str(tmp / "h"), "--vocab", str(10 ** 6)], 2),
+        ("costs --config /dev/zero", ["costs", "--config", "/dev/zero", "--hardware", "h100-sxm"], 2),
+        ("--verify-cost-file /dev/zero", ["plan", "--alpha", "0.8", "--c", "0", "--verify-cost-file", "/dev/zero"], 2),
+        ("plan-trees /dev/zero", ["plan-trees", "/dev/zero"], 2),
+        ("figures --lattice /dev/zero", ["figures", "--lattice", "/dev/zero", "--out", str(tmp / "figs0")], 2),
+        ("config: a 100,000-digit number", ["costs", "--config", write("digits.json", '{"num_hidden_layers": '
+                                                                     + "1" * 100_000 + "}"), "--hardware", "h100-sxm"], 2),
+        ("cost file: not UTF-8", ["plan", "--alpha", "0.8", "--c", "0", "--verify-cost-file",
+                                  write("sur.json", b"[1, 1.1\xed\xa0\x80]")], 2),
         ("GGUF: a header only", ["estimate", "--target", header_gguf(tmp / "header.gguf", "llama")], 2),
         ("GGUF: mamba", ["estimate", "--target", header_gguf(tmp / "mamba.gguf", "mamba")], 2),
         ("GGUF: a 2^40-byte key", ["estimate", "--target", write("huge.gguf", b"GGUF" + (3).to_bytes(4, "little")

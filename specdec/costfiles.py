@@ -20,7 +20,6 @@ what is missing; the command line names the option.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,6 @@ from specdec.simulator.batch import BatchTimes, check_batch_times
 from specdec.simulator.checks import check_verify_cost
 from specdec.simulator.context import ContextTimes, check_context_times, merge_context_times
 from specdec.simulator.trees import steps_from_curve
-from specdec.strict_json import loads
 
 KIND_ESTIMATE = "specdec.estimate"
 KIND_TREE_COSTS = "specdec.tree-costs"
@@ -170,10 +168,9 @@ def study_tree_steps(study: Mapping[str, Any], path: Path) -> TreeSteps | None:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecdecError(f"cannot read {path} as JSON: {exc}") from None
+    from specdec.inputs import read_json
+
+    return read_json(path)
 
 
 def _check_kind(data: Any, path: Path, accepted: tuple[str, ...], what: str) -> str | None:

@@ -8,7 +8,6 @@ measured errors: docs/roofline.md.
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -21,7 +20,8 @@ from specdec.cli.types import Number, NumberList
 from specdec.errors import SpecdecError
 from specdec.simulator.hardware import DTYPES, EAGER_KERNELS_PER_LAYER, GB, PRESETS, TERA, Device, Dtype, overridden
 from specdec.simulator.roofline import GIB, ModelShape, MemoryFit, memory_fit, model_shape, pass_seconds
-from specdec.strict_json import loads, to_json
+from specdec.inputs import read_json
+from specdec.strict_json import to_json
 
 MAX_BATCH = 4096
 MAX_TP = 64
@@ -42,9 +42,9 @@ class ModelConfig(click.ParamType):
         path = Path(value)
         path = path / "config.json" if path.is_dir() else path
         try:
-            config = loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            self.fail(f"cannot read {str(path)!r} as a config.json: {exc}", param, ctx)
+            config = read_json(path)
+        except SpecdecError as exc:
+            self.fail(f"{exc} (a config.json)", param, ctx)
         if not isinstance(config, dict):
             self.fail(f"{path} must hold a JSON object (a model's config.json)", param, ctx)
         try:
