@@ -45,8 +45,11 @@ def _acceptance(counts: EngineCounts, k: int | None) -> Acceptance:
         return Acceptance(tuple((acc[:keep] / reached[:keep]).tolist()), tuple(zip(lo.tolist(), hi.tolist())),
                           "per-position counts", keep,
                           {"accepted": acc[:keep].tolist(), "reached": reached[:keep].tolist(), "drafts": counts.drafts})
+    said = f" ({counts.note})" if counts.note else ""
+    if counts.mean_accepted is None and not counts.draft_tokens:
+        raise SpecdecError(f"{counts.source}: no drafted tokens counted{said}")
     if k is None:
-        raise SpecdecError(f"{counts.source} does not state the draft length: give it (--draft-length K)")
+        raise SpecdecError(f"{counts.source} does not state the draft length: give it (--draft-length K){said}")
     if counts.mean_accepted is not None:
         if counts.mean_accepted > k:
             raise SpecdecError(f"{counts.source}: {counts.mean_accepted:.2f} accepted drafts per verify step exceed the "
@@ -57,8 +60,6 @@ def _acceptance(counts: EngineCounts, k: int | None) -> Acceptance:
                           f"the bonus token) averaged over {counts.windows} log interval(s), every draft assumed {k} "
                           "tokens long (Leviathan et al.'s model)", k,
                           {"mean_accepted_per_draft": counts.mean_accepted, "windows": counts.windows, "k": k})
-    if not counts.draft_tokens:
-        raise SpecdecError(f"{counts.source}: no drafted tokens counted")
     if counts.accepted_tokens is None or counts.accepted_tokens > counts.draft_tokens:
         raise SpecdecError(f"{counts.source}: accepted tokens missing or above drafted tokens")
     r = counts.accepted_tokens / counts.draft_tokens

@@ -113,6 +113,27 @@ def prometheus_samples(text: str, prefix: str) -> list[tuple[str, dict[str, str]
     return samples
 
 
+def prometheus_counters(text: str, prefix: str, per_pos: str) -> tuple[dict[str, float], dict[int, float]]:
+    """An engine's speculative-decoding counters on a /metrics page: ({name without `_total`:
+    value summed over label sets}, {position: the `per_pos` counter summed likewise}) of every
+    sample whose name starts with `prefix`; a position label must be 0..9999."""
+    totals: dict[str, float] = {}
+    positions: dict[int, float] = {}
+    for name, labels, raw in prometheus_samples(text, prefix):
+        base = name.removesuffix("_total")
+        value = as_count(raw, name)
+        if base == per_pos:
+            position = labels.get("position", "")
+            if not position.isdigit() or len(position) > 4:
+                raise SpecdecError(f"{per_pos} needs a position label 0..9999, got {position[:20]!r}")
+            positions[int(position)] = positions.get(int(position), 0.0) + value
+        else:
+            totals[base] = totals.get(base, 0.0) + value
+    if positions and sorted(positions) != list(range(max(positions) + 1)):
+        raise SpecdecError(f"per-position counters skip a position: got positions {sorted(positions)}")
+    return totals, positions
+
+
 def json_objects(text: str) -> list:
     """One JSON document, or JSON lines (one response per line)."""
     try:

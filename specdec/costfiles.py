@@ -107,6 +107,12 @@ def read_batch_times(path: Path) -> list[BatchTimes]:
         except (ValueError, TypeError) as exc:  # SpecdecError, or numbers numpy cannot read
             raise SpecdecError(f"{path}: batch_timing: {exc}") from None
         context = timing.get("context_tokens")
+        if context is not None and not _integer(context, 1, 1 << 24):
+            raise SpecdecError(f"{path}: batch_timing's context_tokens must be a whole number of tokens, got "
+                               f"{str(context)[:40]}")
+        if len(seconds[0]) < 2:
+            raise SpecdecError(f"{path}: batch_timing holds t(B, k) for k = 1 only; a plan needs k = 1 .. gamma + 1 "
+                               "(time it with --batch-max-k 2 or more)")
         tables.append(BatchTimes(tuple(sizes.tolist()), tuple(tuple(row) for row in seconds.tolist()),
                                  timing.get("device"), context if isinstance(context, int) else None))
     return tables
@@ -196,15 +202,15 @@ def _check_rows(rows: list, path: Path) -> None:
     for i, row in enumerate(rows):
         options = row.get("options") if isinstance(row, dict) else None
         ok = (isinstance(row, dict) and isinstance(row.get("method"), str) and _integer(row.get("depth"))
-              and _finite(row.get("block_efficiency"), 1.0)
+              and _finite(row.get("block_efficiency"), 1.0) and row["block_efficiency"] <= row["depth"] + 1
               and all(row.get(key) is None or _finite(row.get(key)) for key in ("tree_tokens", "choose_ms"))
               and (options is None or (isinstance(options, dict)
                                        and all(isinstance(options.get(key, 1), int) and 1 <= options.get(key, 1) <= 1024
                                                for key in ("k", "p"))
                                        and ("rescorer" not in options or _finite(options.get("w"))))))
         if not ok:
-            raise SpecdecError(f"{path}: by_depth row {i} needs a method, a depth in 1 .. 1024, a finite "
-                               "block_efficiency >= 1, finite "
+            raise SpecdecError(f"{path}: by_depth row {i} needs a method, a depth in 1 .. 1024, a "
+                               "block_efficiency in [1, depth + 1] (tokens per target pass), finite "
                                "numbers >= 0 (or null) for tree_tokens and choose_ms, and options with integers k "
                                "and p in 1 .. 1024 and, with a rescorer, a finite weight w >= 0")
 

@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from specdec.engines.counts import (NUMBER, RATES, EngineCounts, as_count, as_length, dicts_with, line_field,
-                                    prometheus_samples)
+                                    prometheus_counters)
 from specdec.errors import SpecdecError
 from specdec.simulator.counts import accepted_and_reached, conditional_from_cumulative
 
@@ -30,26 +30,12 @@ V0_LINE = re.compile(r"Speculative metrics:(?P<body>.*)")
 
 def parse_prometheus(text: str) -> EngineCounts:
     """vLLM's /metrics text: the four spec_decode counters, summed over label sets."""
-    totals: dict[str, float] = {}
-    per_pos: dict[int, float] = {}
-    for name, labels, raw in prometheus_samples(text, "vllm:spec_decode_num_"):
-        base = name.removesuffix("_total")
-        value = as_count(raw, name)
-        if base == "vllm:spec_decode_num_accepted_tokens_per_pos":
-            position = labels.get("position", "")
-            if not position.isdigit() or len(position) > 4:
-                raise SpecdecError(f"vllm:spec_decode_num_accepted_tokens_per_pos needs a position label 0..9999, "
-                                   f"got {position[:20]!r}")
-            per_pos[int(position)] = per_pos.get(int(position), 0.0) + value
-        else:
-            totals[base] = totals.get(base, 0.0) + value
+    totals, per_pos = prometheus_counters(text, "vllm:spec_decode_num_", "vllm:spec_decode_num_accepted_tokens_per_pos")
     if "vllm:spec_decode_num_drafts" not in totals:
         raise SpecdecError("no vllm:spec_decode_num_drafts counter: not a vLLM /metrics page with speculative decoding")
     if not per_pos:
         return _aggregate_prometheus(totals)
     k = max(per_pos) + 1
-    if sorted(per_pos) != list(range(k)):
-        raise SpecdecError(f"per-position counters skip a position: got positions {sorted(per_pos)}")
     drafts = as_count(totals["vllm:spec_decode_num_drafts"], "vllm:spec_decode_num_drafts")
     accepted, reached = conditional_from_cumulative(drafts, [as_count(per_pos[i], f"position {i}") for i in range(k)])
     return EngineCounts("vllm-prometheus", accepted.tolist(), reached.tolist(), drafts,

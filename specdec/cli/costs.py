@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from specdec.cli.common import MAX_DECODE_GAMMA, json_option
+from specdec.cli.outputs import OutputPath
 from specdec.cli.types import Number, NumberList
 from specdec.errors import SpecdecError
 from specdec.simulator.hardware import DTYPES, EAGER_KERNELS_PER_LAYER, GB, PRESETS, TERA, Device, Dtype, overridden
@@ -83,7 +84,7 @@ class ModelConfig(click.ParamType):
 @click.option("--context", "contexts", default="1024", show_default=True, metavar="L1,L2,...",
               type=NumberList(int, 1, 1 << 20, increasing=True, what="context lengths"),
               help="Cached tokens per sequence; several: one table each (`specdec plan --context L` interpolates).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", type=OutputPath(dir_okay=False, path_type=Path), default=None,
               help="Write the cost file here (`specdec plan --batch-cost-file`, `--verify-cost-file`).")
 @json_option
 def costs(target, draft, dtype, hardware, bandwidth_gbs, tflops, launch_us, kernels_per_layer, memory_gib, link_gbs,

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from specdec.cli.outputs import check_out_dir
+from specdec.cli.outputs import OutputPath, check_out_dir
 from specdec.paths import publishing
 
 
 @click.command()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--out", type=OutputPath(file_okay=False, path_type=Path), required=True,
               help="Folder for the PNG figures and Markdown tables (created if missing).")
 @click.option("--lattice", "study_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Instead: the BPD paper's Figures 6 and 7 and Tables 3/4/5/9 from a saved lattice study "
@@ -32,6 +32,11 @@ def figures(out: Path, study_path: Path | None) -> None:
             study = read_lattice_study(study_path, STUDY_FOR_FIGURES)
         except SpecdecError as exc:
             raise click.BadParameter(str(exc), param_hint="--lattice") from None
+        empty = [key for key in STUDY_FOR_FIGURES if not study[key]]
+        if empty or not any(isinstance(r, dict) and r.get("method") == "base" for r in study["block_efficiency"]):
+            raise click.BadParameter(f"{study_path}: nothing to draw: {', '.join(empty) or 'block_efficiency'} "
+                                     f"{'hold' if len(empty) > 1 else 'holds'} no rows (a study of the base heads "
+                                     "needs its 'base' row)", param_hint="--lattice")
         with publishing(out) as work:  # the figures and tables replace the old ones together
             paths = write_lattice(study, work)
     else:

@@ -11,6 +11,15 @@ import click
 from specdec.paths import special_file
 
 
+class OutputPath(click.Path):
+    """click.Path that refuses an empty value (which pathlib would read as '.', the current folder)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty path names nothing to write", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def _refuse_special(path: Path, option: str) -> None:
     kind = special_file(path)
     if kind:
