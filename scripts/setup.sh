@@ -130,4 +130,12 @@ say "the fast backend's kernel for this CPU (compiled once: about 40 s) and auto
 "$PY" -c "from specdec.reference.core.backend import measured_choice; r = measured_choice(); \
 print('[setup] --target-backend auto runs', r['choice'], {k: {n: round(1e3 * t, 3) for n, t in v.items()} for k, v in r['seconds'].items()}, 'ms')" \
   || say "WARNING: the fast backend's kernel did not build; commands will run the eager backend"
+# 7. llama.cpp's llama-server (and llama-bench) for the engine in the loop (engines/llamacpp/): built once
+#    per source hash and CPU by scripts/llamacpp.sh from the pinned llama-cpp-python sdist's vendored
+#    llama.cpp (about 5-6 min on 2 cores; seconds when already built). SPECDEC_LLAMACPP=0 skips it;
+#    without it the engine's tests skip and everything else works.
+if [ "${SPECDEC_LLAMACPP:-1}" != 0 ]; then
+  SPECDEC_CACHE="$CACHE" bash "$ROOT/scripts/llamacpp.sh" \
+    || say "WARNING: llama-server did not build; the llama.cpp engine is unavailable (see the lines above)"
+fi
 say "ready: $VENV/bin/specdec"
