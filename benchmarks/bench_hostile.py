@@ -141,6 +141,18 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
                                                                      + "1" * 100_000 + "}"), "--hardware", "h100-sxm"], 2),
         ("cost file: not UTF-8", ["plan", "--alpha", "0.8", "--c", "0", "--verify-cost-file",
                                   write("sur.json", b"[1, 1.1\xed\xa0\x80]")], 2),
+        ("block efficiency 1e308", ["plan-trees", write("be.json", json.dumps(
+            {"k": 4, "by_depth": [{"method": "base", "depth": 3, "block_efficiency": 1e308}],
+             "verify_step_ms": {"0": 10.0, "3": 14.0}}))], 2),
+        ("figures --lattice, empty lists", ["figures", "--out", str(tmp / "figs1"), "--lattice", write(
+            "empty-study.json", json.dumps({"k": 4, "by_depth": [], "block_efficiency": [], "oracle_curve": [],
+                                            "repetition": [], "wins": []}))], 2),
+        ("figures --out ''", ["figures", "--out", ""], 2),
+        ("batch cost file of k = 1 only", plan + [str(tmp / "k3.txt"), "--batch-cost-file", write("k1b.json", json.dumps(
+            {"kind": "specdec.estimate", "batch_timing": {"batch_sizes": [1, 2], "seconds": [[0.01], [0.02]]}}))], 2),
+        ("context_tokens NaN", plan + [str(tmp / "k3.txt"), "--batch-cost-file", write("nanctx.json", json.dumps(
+            {"kind": "specdec.estimate", "batch_timing": {"batch_sizes": [1], "seconds": [[0.01, 0.012]],
+                                                          "context_tokens": float("nan")}}))], 2),
         ("GGUF: a header only", ["estimate", "--target", header_gguf(tmp / "header.gguf", "llama")], 2),
         ("GGUF: mamba", ["estimate", "--target", header_gguf(tmp / "mamba.gguf", "mamba")], 2),
         ("GGUF: a 2^40-byte key", ["estimate", "--target", write("huge.gguf", b"GGUF" + (3).to_bytes(4, "little")
