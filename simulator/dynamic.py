@@ -1,0 +1,320 @@
+"""Dynamic draft length (issue 52): the speedup of the stopping rules engines run instead of a
+fixed gamma, from the joint law of the draft's confidence and acceptance per draft position.
+
+- `threshold_prediction`: stop drafting when the draft's top probability falls below tau, after
+  at least n_min and at most n_max tokens (llama.cpp's --spec-draft-p-min / -n-min / -n-max and
+  BiLD's fallback drop the token that fell below; transformers' assistant_confidence_threshold
+  keeps it: `keep_last`).
+- `heuristic_schedule`: transformers' "heuristic" num_assistant_tokens schedule (+2 after a fully
+  accepted draft, -1 otherwise, at least 1) as a Markov chain over the draft length: its
+  stationary law and long-run speedup, with or without a confidence threshold.
+- `optimal_stopping`: the break-even rule, the ceiling the others are measured against: draft the
+  next token when the chance that it is accepted with all before it, rho * a(b), pays for its
+  verify cost at the best rate lambda achievable (one-step look-ahead, lambda found by
+  Dinkelbach's iteration); evaluated on a grid of rho.
+- `simulate_rule`: Monte Carlo of any of them (the tests check each closed form against it).
+
+Names follow Leviathan et al. (`alpha`, `c`, v(k) the verify cost of k tokens in target steps,
+v(1) = 1). Model: at draft position i the draft's confidence falls in bin b with probability
+w_i(b) and the token is then accepted with probability a_i(b) (for greedy decoding: the draft's
+token is the target's; at T > 0: E min(1, p/q)), independently across positions given the bins;
+positions past the law's last row reuse it. An iteration's time is c per draft forward plus
+v(L + 1) for the verify pass over L drafts; the speedup is the long-run tokens per unit time
+(renewal-reward: E tokens / E time) against one target step per token. Derivations:
+docs/theory.md, "Dynamic draft length". Pure numpy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from specdec.errors import SpecdecError
+from specdec.simulator.checks import FloatArray
+
+
+@dataclass(frozen=True)
+class ConfidenceLaw:
+    """P(confidence bin b) and P(accepted | b) per draft position (rows past the last reuse it)."""
+
+    edges: FloatArray  # [M + 1] bin edges of the draft's top probability, 0 = e_0 < ... < e_M = 1
+    weights: FloatArray  # [K, M] w_i(b); each row sums to 1
+    accept: FloatArray  # [K, M] a_i(b) in [0, 1]
+
+    def __post_init__(self) -> None:
+        e, w, a = (np.asarray(x, dtype=np.float64) for x in (self.edges, self.weights, self.accept))
+        if e.ndim != 1 or e.size < 2 or e[0] != 0 or e[-1] != 1 or np.any(np.diff(e) <= 0):
+            raise SpecdecError("confidence bin edges must rise strictly from 0 to 1")
+        if w.ndim != 2 or w.shape != a.shape or w.shape[1] != e.size - 1 or w.shape[0] < 1:
+            raise SpecdecError(f"weights and accept must both be [positions, {e.size - 1} bins], got {w.shape}, "
+                               f"{a.shape}")
+        if not (np.all(np.isfinite(w)) and np.all(w >= 0) and np.allclose(w.sum(axis=1), 1.0, atol=1e-9)):
+            raise SpecdecError("each position's bin weights must be >= 0 and sum to 1")
+        if not (np.all(np.isfinite(a)) and np.all((a >= 0) & (a <= 1))):
+            raise SpecdecError("acceptance per bin must lie in [0, 1]")
+        object.__setattr__(self, "edges", e)
+        object.__setattr__(self, "weights", w)
+        object.__setattr__(self, "accept", a)
+
+    def rows(self, n: int) -> tuple[FloatArray, FloatArray]:
+        """(w, a), each [n, M], for positions 1..n."""
+        idx = np.minimum(np.arange(n), self.weights.shape[0] - 1)
+        return self.weights[idx], self.accept[idx]
+
+    def alphas(self, n: int) -> FloatArray:
+        """alpha_i = sum_b w_i(b) a_i(b), i = 1..n: the acceptance a fixed gamma sees."""
+        w, a = self.rows(n)
+        return (w * a).sum(axis=1)
+
+    def above(self, taus: npt.ArrayLike) -> np.ndarray:
+        """[T, M] bool: bin b lies at or above tau (tau must be a bin edge)."""
+        t = np.atleast_1d(np.asarray(taus, dtype=np.float64))
+        hits = np.isclose(t[:, None], self.edges[None, :], rtol=0, atol=1e-12)
+        if not hits.any(axis=1).all():
+            raise SpecdecError(f"thresholds must be bin edges of the law ({np.round(self.edges, 4).tolist()})")
+        return self.edges[None, :-1] >= t[:, None] - 1e-12
+
+
+@dataclass(frozen=True)
+class RulePrediction:
+    """Per rule (arrays over the rules evaluated): E tokens, E draft tokens and forwards, E time
+    (target steps) and speedup per iteration."""
+
+    expected_tokens: FloatArray
+    expected_drafts: FloatArray
+    expected_forwards: FloatArray
+    iteration_time: FloatArray
+    speedup: FloatArray
+
+
+def _verify(verify_cost: npt.ArrayLike | None, top: int) -> FloatArray:
+    """v(1..top + 1) (1 when not given; the last value past a shorter curve)."""
+    if verify_cost is None:
+        return np.ones(top + 1)
+    v = np.asarray(verify_cost, dtype=np.float64)
+    if v.ndim != 1 or v.size < 1 or not np.all(np.isfinite(v)) or np.any(v <= 0):
+        raise SpecdecError("the verify cost v(1..K) must be positive and finite")
+    return np.concatenate([v, np.full(max(0, top + 1 - v.size), v[-1])])[:top + 1]
+
+
+def _check(n_min: int, n_max: int, c: float) -> None:
+    if not (0 <= n_min <= n_max) or n_max < 1:
+        raise SpecdecError(f"need 0 <= n_min <= n_max and n_max >= 1, got n_min {n_min}, n_max {n_max}")
+    if not (np.isfinite(c) and c >= 0):
+        raise SpecdecError(f"c must be finite and >= 0, got {c}")
+
+
+def threshold_prediction(law: ConfidenceLaw, taus: npt.ArrayLike, n_min: int, n_max: int, c: float,
+                         verify_cost: npt.ArrayLike | None = None, keep_last: bool = False) -> RulePrediction:
+    """The confidence threshold per tau (arrays [T]). Positions 1..n_min are always drafted; past
+    them position i is drafted while every confidence so far (n_min < j <= i) is >= tau
+    (`keep_last`: also the first token below tau, then stop). With s_j = P(conf >= tau), g_j =
+    P(conf >= tau and accepted) and alpha_j = P(accepted):
+
+        drop: P(L >= i) = prod_{n_min < j <= i} s_j,  P(1..i accepted) = prod_{j <= n_min} alpha_j prod_{n_min < j <= i} g_j
+        keep: P(L >= i) = prod_{n_min < j < i} s_j,   P(1..i accepted) = prod_{j <= n_min} alpha_j prod_{n_min < j < i} g_j alpha_i
+
+    E tokens = 1 + sum_{i <= n_max} P(1..i accepted); forwards = L, plus the look at position L + 1
+    that stopped a dropping rule (L < n_max); time = c E forwards + E v(L + 1)."""
+    _check(n_min, n_max, c)
+    w, a = law.rows(n_max)
+    above = law.above(taus).astype(float)  # [T, M]
+    s_ = above @ w.T  # [T, n_max]: s_j
+    g = above @ (w * a).T  # [T, n_max]: g_j
+    alpha = (w * a).sum(axis=1)  # [n_max]
+    forced = np.arange(1, n_max + 1) <= n_min
+    cont = np.where(forced, alpha, g)  # a position passed on to the next: drafted (and above tau) and accepted
+    step = np.where(forced, 1.0, s_)  # ... and the draft went on past it
+    if keep_last:  # position i is drafted once every look before it passed; its own look only ends the draft
+        accepted = _exclusive_cumprod(cont) * alpha
+        reach = _exclusive_cumprod(step)
+        failed_looks = np.zeros(s_.shape[0])
+    else:  # position i is drafted only if its own look passes; a failed look was a forward spent
+        accepted = np.cumprod(cont, axis=1)
+        reach = np.cumprod(step, axis=1)
+        failed_looks = 1.0 - reach[:, -1]
+    tokens = 1.0 + accepted.sum(axis=1)
+    drafts = reach.sum(axis=1)  # E L = sum_i P(L >= i)
+    time = c * (drafts + failed_looks) + _mean_verify(reach, _verify(verify_cost, n_max))
+    return RulePrediction(tokens, drafts, drafts + failed_looks, time, tokens / time)
+
+
+def _exclusive_cumprod(x: FloatArray) -> FloatArray:
+    """prod_{j < i} x_j along the last axis (1 at i = 1)."""
+    return np.concatenate([np.ones(x.shape[:-1] + (1,)), np.cumprod(x, axis=-1)[..., :-1]], axis=-1)
+
+
+def _mean_verify(reach: FloatArray, v: FloatArray) -> FloatArray:
+    """E v(L + 1) from P(L >= i), i = 1..n ([T, n]) and v(1..n + 1)."""
+    ahead = np.concatenate([reach, np.zeros(reach.shape[:-1] + (1,))], axis=-1)  # P(L >= i), i = 1..n + 1
+    p_len = np.concatenate([1.0 - ahead[..., :1], ahead[..., :-1] - ahead[..., 1:]], axis=-1)  # P(L = 0..n)
+    return p_len @ v
+
+
+@dataclass(frozen=True)
+class SchedulePrediction:
+    """transformers' heuristic schedule: the stationary law of num_assistant_tokens n = 1..cap,
+    the long-run tokens per iteration, time per iteration and speedup."""
+
+    stationary: FloatArray  # [cap]: pi(n)
+    expected_tokens: float
+    iteration_time: float
+    speedup: float
+    full_acceptance: FloatArray  # [cap]: P(every drafted token accepted | n)
+
+
+def heuristic_schedule(law: ConfidenceLaw, c: float, verify_cost: npt.ArrayLike | None = None, cap: int = 32,
+                       tau: float = 0.0) -> SchedulePrediction:
+    """n -> min(n + 2, cap) after a draft whose every token was accepted, else max(1, n - 1); each
+    iteration drafts up to n tokens, stopping after the first below `tau` (kept, as transformers
+    does; tau = 0: no threshold). P(full | n) = sum_m P(L = m, 1..m accepted): for m < n,
+    prod_{j<m} g_j (alpha_m - g_m); for m = n, prod_{j<n} g_j alpha_n. The chain is irreducible on
+    1..cap; pi solves pi P = pi; speedup = sum pi(n) E tokens(n) / sum pi(n) E time(n)."""
+    if cap < 1:
+        raise SpecdecError(f"cap must be >= 1, got {cap}")
+    rows = [threshold_prediction(law, [tau], 0, n, c, verify_cost, keep_last=True) for n in range(1, cap + 1)]
+    w, a = law.rows(cap)
+    above = law.above([tau])[0].astype(float)
+    g, alpha = (w * a) @ above, (w * a).sum(axis=1)
+    prefix = np.concatenate([[1.0], np.cumprod(g)])  # prod_{j<m} g_j, m = 1..cap + 1
+    full = np.array([sum(prefix[m - 1] * (alpha[m - 1] - g[m - 1]) for m in range(1, n)) + prefix[n - 1] * alpha[n - 1]
+                     for n in range(1, cap + 1)])
+    P = np.zeros((cap, cap))
+    for n in range(1, cap + 1):
+        P[n - 1, min(n + 2, cap) - 1] += full[n - 1]
+        P[n - 1, max(1, n - 1) - 1] += 1.0 - full[n - 1]
+    vals, vecs = np.linalg.eig(P.T)
+    pi = np.real(vecs[:, np.argmin(np.abs(vals - 1.0))])
+    pi = np.clip(pi / pi.sum(), 0.0, None)
+    pi /= pi.sum()
+    tokens = float(sum(p * r.expected_tokens[0] for p, r in zip(pi, rows)))
+    time = float(sum(p * r.iteration_time[0] for p, r in zip(pi, rows)))
+    return SchedulePrediction(pi, tokens, time, tokens / time, full)
+
+
+@dataclass(frozen=True)
+class StoppingPrediction:
+    """The break-even rule at the rate lambda it achieves (its own speedup)."""
+
+    rate: float  # lambda: tokens per target step, = the speedup
+    prediction: RulePrediction
+
+
+def optimal_stopping(law: ConfidenceLaw, c: float, verify_cost: npt.ArrayLike | None = None, n_max: int = 16,
+                     grid: int = 4000, iterations: int = 50) -> StoppingPrediction:
+    """The break-even rule. With i tokens drafted and rho = prod a over their bins (the chance all
+    are accepted), look at position i + 1 (a draft forward, c) when its expected gain pays,
+    E_b max(0, rho a_{i+1}(b) - lambda dv_{i+1}) >= lambda c; then draft it when rho a_{i+1}(b) >=
+    lambda dv_{i+1}, dv_{i+1} = v(i + 2) - v(i + 1): a token is worth its chance of being accepted
+    with all before it, and costs its share of the verify pass and of the draft at the rate
+    lambda. lambda, the long-run rate (= the speedup), is the fixed point of lambda <- E tokens /
+    E time (Dinkelbach's iteration from the best fixed gamma). Exact over the bins; rho on a
+    log-grid of `grid` points (below 1e-12: the draft stops)."""
+    _check(0, n_max, c)
+    v = _verify(verify_cost, n_max)
+    w, a = law.rows(n_max)
+    rate = float(max(threshold_prediction(law, [0.0], g, g, c, v).speedup[0] for g in range(1, n_max + 1)))
+    rate = max(rate, 1.0)
+    for _ in range(iterations):
+        new = float(_break_even(w, a, v, c, rate, n_max, grid).speedup[0])
+        done = abs(new - rate) <= 1e-9 * rate
+        rate = new
+        if done:
+            break
+    return StoppingPrediction(rate, _break_even(w, a, v, c, rate, n_max, grid))
+
+
+def break_even_rule(law: ConfidenceLaw, v: FloatArray, c: float, rate: float, n_max: int
+                    ) -> tuple[Callable[[int, float], bool], Callable[[int, float, int], str]]:
+    """(look(i, rho), draft(i, rho, b)) of the break-even rule at `rate`, for `simulate_rule`."""
+    w, a = law.rows(n_max)
+    v = _verify(v, n_max)
+
+    def look(i: int, rho: float) -> bool:
+        dv = v[i] - v[i - 1]
+        return float((w[i - 1] * np.maximum(0.0, rho * a[i - 1] - rate * dv)).sum()) >= rate * c
+
+    def draft(i: int, rho: float, b: int) -> str:
+        return "draft" if rho * a[i - 1, b] >= rate * (v[i] - v[i - 1]) else "stop"
+
+    return look, draft
+
+
+def _break_even(w: FloatArray, a: FloatArray, v: FloatArray, c: float, rate: float, n_max: int,
+                grid: int) -> RulePrediction:
+    """E tokens, drafts, forwards and time of the break-even rule at `rate` (see optimal_stopping)."""
+    logs = np.linspace(np.log(1e-12), 0.0, grid)
+    step = logs[1] - logs[0]
+    mass = np.zeros(grid)
+    mass[-1] = 1.0  # rho = 1: nothing drafted yet
+    tokens, drafts, forwards, time = 1.0, 0.0, 0.0, 0.0
+    for i in range(n_max):
+        rho = np.exp(logs)
+        dv = v[i + 1] - v[i]
+        gain = rho[:, None] * a[i][None, :]  # [grid, M]: rho a_{i+1}(b)
+        take = gain >= rate * dv
+        look = (w[i][None, :] * np.where(take, gain - rate * dv, 0.0)).sum(axis=1) >= rate * c
+        time += (mass * ~look).sum() * v[i]  # not looking: ends with i drafts
+        mass = mass * look
+        forwards += mass.sum()
+        share = mass[:, None] * w[i][None, :]
+        time += (share * ~take).sum() * v[i]  # looked and stopped: i drafts
+        drafted = share * take
+        tokens += (drafted * gain).sum()  # P(1..i+1 accepted) = E rho'
+        drafts += drafted.sum()
+        idx = np.clip(np.round((np.log(np.maximum(gain, 1e-300)) - logs[0]) / step).astype(int), 0, grid - 1)
+        mass = np.bincount(idx.ravel(), weights=drafted.ravel(), minlength=grid)
+    time += mass.sum() * v[n_max] + c * forwards
+    return RulePrediction(np.array([tokens]), np.array([drafts]), np.array([forwards]), np.array([time]),
+                          np.array([tokens / time]))
+
+
+def simulate_rule(law: ConfidenceLaw, look: Callable[[int, float], bool], draft: Callable[[int, float, int], str],
+                  c: float, n_max: int, verify_cost: npt.ArrayLike | None, iterations: int,
+                  rng: np.random.Generator) -> RulePrediction:
+    """Monte Carlo of a stopping rule over `iterations` iterations. With i drafted so far (rho =
+    prod a over their bins): look(i + 1, rho) decides whether to look at position i + 1 (a
+    forward, c); its bin b ~ w_{i+1}; draft(i + 1, rho, b) answers "draft", "draft_stop" (draft it,
+    then stop: transformers' threshold) or "stop". Each drafted token is accepted with a(b) while
+    all before it were; the iteration yields the accepted prefix + 1 tokens and takes c per look
+    plus v(L + 1)."""
+    w, a = law.rows(n_max)
+    v = _verify(verify_cost, n_max)
+    cum = np.cumsum(w, axis=1)
+    tokens = drafts = forwards = time = 0.0
+    for _ in range(iterations):
+        rho, n, alive, looks = 1.0, 0, True, 0
+        while n < n_max and look(n + 1, rho):
+            looks += 1
+            b = min(int(np.searchsorted(cum[n], rng.random(), side="right")), w.shape[1] - 1)
+            verdict = draft(n + 1, rho, b)
+            if verdict == "stop":
+                break
+            alive = alive and rng.random() < a[n, b]
+            tokens += alive
+            rho *= a[n, b]
+            n += 1
+            if verdict == "draft_stop":
+                break
+        tokens += 1
+        drafts += n
+        forwards += looks
+        time += c * looks + v[n]
+    k = float(iterations)
+    return RulePrediction(np.array([tokens / k]), np.array([drafts / k]), np.array([forwards / k]),
+                          np.array([time / k]), np.array([tokens / time]))
+
+
+def threshold_rule(law: ConfidenceLaw, tau: float, n_min: int, keep_last: bool = False
+                   ) -> tuple[Callable[[int, float], bool], Callable[[int, float, int], str]]:
+    """(look, draft) of the confidence threshold, for `simulate_rule`."""
+    low = law.edges[:-1] < tau - 1e-12  # bins below tau
+
+    def draft(i: int, rho: float, b: int) -> str:
+        if i <= n_min or not low[b]:
+            return "draft"
+        return "draft_stop" if keep_last else "stop"
+
+    return (lambda i, rho: True), draft
