@@ -53,16 +53,17 @@ PROMPTS = {  # name: (endpoint, prompt)
 VERIFY_K = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 
-def verify_cost(binary: Path, model: Path, depth: int, threads: int, repeats: int) -> dict[int, float]:
-    """v(k) = t(k) / t(1): llama-bench's time for one pass over k tokens at `depth` tokens of context."""
+def verify_cost(binary: Path, model: Path, depth: int, threads: int,
+                repeats: int) -> tuple[dict[int, float], float]:
+    """v(k) = t(k) / t(1): llama-bench's best time of one pass over k tokens at `depth` tokens of context."""
     bench = binary.parent / "llama-bench"
     if not bench.is_file():
         raise SpecdecError(f"no {bench}: rerun scripts/llamacpp.sh")
     out = subprocess.run([str(bench), "-m", str(model), "-p", ",".join(map(str, VERIFY_K)), "-n", "0", "-d",
                           str(depth), "-t", str(threads), "-r", str(repeats), "-o", "json"],
                          capture_output=True, text=True, check=True, timeout=900).stdout
-    seconds = {int(row["n_prompt"]): row["avg_ns"] / 1e9 for row in json.loads(out)}
-    return {k: seconds[k] / seconds[1] for k in sorted(seconds)}
+    seconds = {int(row["n_prompt"]): min(row["samples_ns"]) / 1e9 for row in json.loads(out)}  # best of repeats
+    return {k: max(1.0, seconds[k] / seconds[1]) for k in sorted(seconds)}, seconds[1]  # v >= 1, as plans take it
 
 
 def request(client: Client, endpoint: str, prompt: str, new_tokens: int, seed: int):
@@ -112,24 +113,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llama-server", default=None, help="a llama-server binary (default: scripts/llamacpp.sh's)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    if args.repeats < 1 or args.new_tokens < 1 or args.threads < 1:
-        ap.error("--repeats, --new-tokens and --threads must be at least 1")
+    for option in ("repeats", "new_tokens", "threads", "depth"):
+        if getattr(args, option) < 1:
+            print(f"error: --{option.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
     try:
         binary, model = find_binary(args.llama_server), default_model()
         types = ["none"] + [t for t in args.types.split(",") if t]
-        v = verify_cost(binary, model, args.depth, args.threads, 3)
+        v, t1 = verify_cost(binary, model, args.depth, args.threads, 5)
         rows = run(binary, model, types, args)
     except SpecdecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the servers are stopped by their contexts on the way out
+        print("interrupted", file=sys.stderr)
+        return 130
+    except subprocess.CalledProcessError as exc:
+        print(f"error: llama-bench failed (status {exc.returncode}): {exc.stderr.strip()[-200:]}", file=sys.stderr)
+        return 1
     info = build_info(binary)
     print(f"llama.cpp {info.get('llama_cpp_commit', '?')[:12]} ({info.get('sdist', '?')}), {model.name}, "
           f"{args.threads} threads, T = 0, {args.new_tokens} new tokens, {args.repeats} interleaved repeats")
-    print("v(k) (llama-bench, depth %d): " % args.depth + " ".join(f"{k}:{x:.2f}" for k, x in v.items()))
+    print(f"llama-bench at depth {args.depth}: t(1) {1e3 * t1:.2f} ms, v(k) "
+          + " ".join(f"{k}:{x:.2f}" for k, x in v.items()))
     table(rows, types, v)
     if args.json is not None:
-        args.json.write_text(json.dumps({"build": info, "verify_cost": v, "rows": rows, "args": vars(args)},
-                                        default=str, indent=1))
+        args.json.write_text(json.dumps({"build": info, "verify_cost": v, "t1_seconds": t1, "rows": rows,
+                                         "args": vars(args)}, default=str, indent=1))
     return 0
 
 
@@ -169,10 +179,10 @@ def table(rows: dict, types: list[str], v: dict[int, float]) -> None:
             pred = predictions(int(sum(cell["n"])), cell["head"], cell["pos"], v)
             cell["measured"], cell["predicted"] = base_ms / ms, pred
             cell["head"], cell["pos"] = cell["head"].tolist(), [x for x in cell["pos"].tolist() if x]
-            fmt = (lambda x, f: "-" if x is None else format(x, f))
+            fmt = (lambda x, f: "-" if x is None else format(x, f))  # noqa: E731
             print(f"{p:<7}{t:<14}{ms:>9.2f}{base_ms / ms:>9.2f}x  [{min(ratios):.2f}, {max(ratios):.2f}]"
                   f"{fmt(pred['tokens_per_step'], '.2f'):>9}{fmt(pred['mean_draft'], '.1f'):>11}"
-                  f"{pred['steps']:>10.2f}x{fmt(pred['plan_gamma'], 'd'):>7}{fmt(pred['plan_speedup'], '.2f'):>9}x")
+                  f"{pred['steps']:>10.2f}x{fmt(pred['plan_gamma'], 'd'):>7}{fmt(pred['plan_speedup'], '.2f') + 'x':>10}")
 
 
 if __name__ == "__main__":
