@@ -20,6 +20,7 @@ from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, default_model, find_binary
 from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
+from tests.cli_helpers import run_main, strict_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSAGE = ("It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in "
@@ -60,13 +61,15 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
     return False
 
 
-def test_speculative_round_trip_and_metrics() -> None:
+def test_speculative_round_trip_and_metrics(capsys) -> None:
     binary, model = _binary(), _gguf()
     with LlamaServer(ServerConfig(model, spec_type="ngram-simple", threads=2), binary) as server:
         client = Client(server.url)
         done = client.complete("Copy this text twice.\n\n" + PASSAGE + "\n\n" + PASSAGE, 48)
         page = client.metrics()
         pid = server.process.pid
+        code, out, _ = run_main(capsys, ["plan", "--from", server.url + "/metrics", "--c", "0", "--json"])
+        assert code == 0 and strict_json(out)["source"] == "llamacpp-prometheus"
     assert _gone(pid, 1.0)
     assert done.tokens > 0 and done.decode_ms > 0 and done.drafted > 0 and 0 <= done.accepted <= done.drafted
     counts = read_counts(page)
