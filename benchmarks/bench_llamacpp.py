@@ -179,10 +179,13 @@ def table(rows: dict, types: list[str], v: dict[int, float]) -> None:
             pred = predictions(int(sum(cell["n"])), cell["head"], cell["pos"], v)
             cell["measured"], cell["predicted"] = base_ms / ms, pred
             cell["head"], cell["pos"] = cell["head"].tolist(), [x for x in cell["pos"].tolist() if x]
-            fmt = (lambda x, f: "-" if x is None else format(x, f))  # noqa: E731
             print(f"{p:<7}{t:<14}{ms:>9.2f}{base_ms / ms:>9.2f}x  [{min(ratios):.2f}, {max(ratios):.2f}]"
-                  f"{fmt(pred['tokens_per_step'], '.2f'):>9}{fmt(pred['mean_draft'], '.1f'):>11}"
-                  f"{pred['steps']:>10.2f}x{fmt(pred['plan_gamma'], 'd'):>7}{fmt(pred['plan_speedup'], '.2f') + ('x' if pred['plan_speedup'] else ''):>10}")
+                  f"{_fmt(pred['tokens_per_step'], '.2f'):>9}{_fmt(pred['mean_draft'], '.1f'):>11}"
+                  f"{pred['steps']:>10.2f}x{_fmt(pred['plan_gamma'], 'd'):>7}{_fmt(pred['plan_speedup'], '.2f', 'x'):>10}")
+
+
+def _fmt(x, spec: str, unit: str = "") -> str:
+    return "-" if x is None else format(x, spec) + unit
 
 
 if __name__ == "__main__":
