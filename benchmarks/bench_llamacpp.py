@@ -181,7 +181,8 @@ def table(rows: dict, types: list[str], v: dict[int, float]) -> None:
             cell["head"], cell["pos"] = cell["head"].tolist(), [x for x in cell["pos"].tolist() if x]
             print(f"{p:<7}{t:<14}{ms:>9.2f}{base_ms / ms:>9.2f}x  [{min(ratios):.2f}, {max(ratios):.2f}]"
                   f"{_fmt(pred['tokens_per_step'], '.2f'):>9}{_fmt(pred['mean_draft'], '.1f'):>11}"
-                  f"{pred['steps']:>10.2f}x{_fmt(pred['plan_gamma'], 'd'):>7}{_fmt(pred['plan_speedup'], '.2f', 'x'):>10}")
+                  f"{pred['steps']:>10.2f}x{_fmt(pred['plan_gamma'], 'd'):>7}"
+                  f"{_fmt(pred['plan_speedup'], '.2f', 'x'):>10}")
 
 
 def _fmt(x, spec: str, unit: str = "") -> str:
