@@ -54,6 +54,7 @@ class PositionScores:
     proposes_tokens: bool = False  # a deterministic protocol drafter (q one-hot at its proposal)
     offset_beta: np.ndarray | None = None  # [H, n] heads: beta of draft position i from the block at t; NaN past the end
     path_accept: np.ndarray | None = None
+    confidence: np.ndarray | None = None  # [n] top probability of the draft's unadjusted q (`estimate.confidence`)
 
     def accept(self) -> np.ndarray | None:
         """[W, n] the replay's acceptance along the sequence (`reference.estimate.replay`):
@@ -89,6 +90,7 @@ class DraftRows:
     stop_token: int | None = None
     offset_q: torch.Tensor | None = None  # [n, H, vocab] heads at T > 0: q of draft position i of the block at t
     blockwise: bool = False  # every draft position of a block is drafted independently (heads)
+    confidence: torch.Tensor | None = None  # [n] top probability of the unadjusted draft distribution
 
 
 class DraftScorer(Protocol):
@@ -138,10 +140,11 @@ class NeuralScorer:
         out = []
         for logits in continuation_logits(self.model, samples, indices):
             logits = fit_vocab(logits, vocab_size)  # [n, V]
+            confidence = logits.float().softmax(-1).max(-1).values
             if sampling.greedy:
-                out.append(DraftRows(None, logits.argmax(-1), chain=True))
+                out.append(DraftRows(None, logits.argmax(-1), chain=True, confidence=confidence))
             else:
-                out.append(DraftRows(sampling.probs(logits), None, chain=True))
+                out.append(DraftRows(sampling.probs(logits), None, chain=True, confidence=confidence))
         return out
 
 
@@ -159,11 +162,13 @@ class NgramScorer:
             q_all = self.drafter.score_sequence(prompt + cont[:-1])  # [L, V] natural probabilities
             q = torch.from_numpy(np.ascontiguousarray(q_all[len(prompt) - 1:]))  # [n, V]
             stop = self.drafter.model.eos_id if self.drafter.stop_at_eos else None
+            confidence = q.max(-1).values
             if sampling.greedy:
-                out.append(DraftRows(None, q.argmax(-1), chain=True, stop_token=stop))
+                out.append(DraftRows(None, q.argmax(-1), chain=True, stop_token=stop, confidence=confidence))
             else:
                 # the drafter adjusts log q with the target's transform: do the same
-                out.append(DraftRows(sampling.probs(torch.log(q)), None, chain=True, stop_token=stop))
+                out.append(DraftRows(sampling.probs(torch.log(q)), None, chain=True, stop_token=stop,
+                                     confidence=confidence))
         return out
 
 
@@ -254,7 +259,8 @@ def position_scores(p_logits: torch.Tensor, draft: DraftRows, truth: Sequence[in
     beta, lenient = beta.clamp(0.0, 1.0), lenient.clamp(0.0, 1.0)
     return PositionScores(beta.cpu().numpy(), lenient.cpu().numpy(), lenient_argmax, proposed, match, block,
                           proposes_tokens=draft.q is None and not draft.chain, offset_beta=offset_beta(p, draft),
-                          path_accept=accept)
+                          path_accept=accept,
+                          confidence=None if draft.confidence is None else draft.confidence.double().cpu().numpy())
 
 
 @torch.inference_mode()
