@@ -318,3 +318,41 @@ def threshold_rule(law: ConfidenceLaw, tau: float, n_min: int, keep_last: bool =
         return "draft_stop" if keep_last else "stop"
 
     return (lambda i, rho: True), draft
+
+
+@dataclass(frozen=True)
+class StoppingPlan:
+    """The best confidence threshold for a law, beside the best fixed gamma and the ceiling."""
+
+    tau: float
+    n_min: int
+    n_max: int
+    keep_last: bool
+    speedup: float
+    fixed_gamma: int
+    fixed_speedup: float
+    ceiling: float  # the break-even rule's rate
+
+    @property
+    def gain(self) -> float:
+        """The threshold's speedup over the best fixed gamma's, relative (negative: a loss)."""
+        return self.speedup / self.fixed_speedup - 1.0
+
+
+def plan_stopping(law: ConfidenceLaw, c: float, verify_cost: npt.ArrayLike | None = None, max_n: int = 16,
+                  n_mins: tuple[int, ...] = (0, 1, 2, 3), keep_last: bool = False) -> StoppingPlan:
+    """The (tau, n_min, n_max) of the largest predicted speedup over tau on the law's bin edges,
+    n_min in `n_mins` and n_max = max(1, n_min)..max_n (ties: the smaller n_max, then the larger
+    tau: fewer drafts); the best fixed gamma in 1..max_n (the threshold's tau = 0 case) beside it."""
+    taus = law.edges[:-1]
+    best: tuple[float, float, int, int] | None = None
+    for n_min in n_mins:
+        for n_max in range(max(1, n_min), max_n + 1):
+            speed = threshold_prediction(law, taus, n_min, n_max, c, verify_cost, keep_last).speedup
+            i = int(np.flatnonzero(speed >= speed.max() * (1 - 1e-12))[-1])
+            if best is None or speed[i] > best[0] * (1 + 1e-9):
+                best = (float(speed[i]), float(taus[i]), n_min, n_max)
+    fixed = [float(threshold_prediction(law, [0.0], g, g, c, verify_cost).speedup[0]) for g in range(1, max_n + 1)]
+    g = int(np.argmax(fixed))
+    ceiling = optimal_stopping(law, c, verify_cost, n_max=max_n).rate
+    return StoppingPlan(best[1], best[2], best[3], keep_last, best[0], g + 1, fixed[g], ceiling)

@@ -99,3 +99,18 @@ def test_bad_laws_and_thresholds_are_refused() -> None:
         threshold_prediction(SHARP, [0.33], 0, 4, 0.1)
     with pytest.raises(SpecdecError, match="n_min"):
         threshold_prediction(SHARP, [0.4], 5, 4, 0.1)
+
+
+@pytest.mark.parametrize("keep_last", [False, True], ids=["drop", "keep"])
+def test_plan_stopping_picks_the_best_threshold_on_its_grid(keep_last) -> None:
+    from specdec.simulator.dynamic import plan_stopping
+
+    plan = plan_stopping(SHARP, 0.1, V, max_n=8, keep_last=keep_last)
+    grid = max(threshold_prediction(SHARP, EDGES[:-1], n_min, n_max, 0.1, V, keep_last).speedup.max()
+               for n_min in range(4) for n_max in range(max(1, n_min), 9))
+    assert plan.speedup == pytest.approx(grid)
+    assert plan.speedup == pytest.approx(threshold_prediction(SHARP, [plan.tau], plan.n_min, plan.n_max, 0.1, V,
+                                                              keep_last).speedup[0])
+    assert plan.speedup >= plan.fixed_speedup * (1 - 1e-12) and plan.ceiling >= plan.speedup * (1 - 2e-3)
+    flat = plan_stopping(FLAT, 0.1, V, max_n=8)  # a confidence that says little: a threshold gains little
+    assert flat.gain < 0.03
