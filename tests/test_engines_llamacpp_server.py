@@ -119,3 +119,20 @@ def test_bad_binary_and_model_are_one_line_errors(tmp_path) -> None:
     broken.write_bytes(b"GGUF" + b"\0" * 64)
     with pytest.raises(SpecdecError, match="exited"):
         LlamaServer(ServerConfig(broken, threads=1), _binary(), startup_s=30).start()
+
+
+def test_a_busy_port_is_retried_on_another(monkeypatch) -> None:
+    import socket
+
+    from specdec.engines.llamacpp import server as module
+
+    binary, model = _binary(), _gguf()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken, free = busy.getsockname()[1], module.free_port
+        ports = [taken]
+        monkeypatch.setattr(module, "free_port", lambda: ports.pop() if ports else free())
+        with LlamaServer(ServerConfig(model, threads=1), binary) as server:
+            assert server.port != taken and "couldn't bind" not in server.log_text()
+            assert Client(server.url).complete("Hello", 2).tokens == 2

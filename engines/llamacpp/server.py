@@ -198,10 +198,13 @@ class LlamaServer:
                 self._wait_healthy()
                 return self
             except SpecdecError:
-                bound = "couldn't bind" in self.log_text() or "address already in use" in self.log_text().lower()
+                taken = "couldn't bind" in self.log_text()  # the port went to someone else: try another
                 self.stop()
-                if not bound or attempt == PORT_TRIES - 1:
+                if not taken or attempt == PORT_TRIES - 1:
                     raise
+            except BaseException:  # KeyboardInterrupt while waiting: no context holds the server yet
+                self.stop()
+                raise
         return self
 
     def _spawn(self, port: int) -> None:
