@@ -226,3 +226,23 @@ def test_plan_at_a_context_length(tmp_path: Path) -> None:
     no_times.write_text(json.dumps({"kind": "specdec.estimate", "verify_cost": [1, 1.2]}))
     result = run("plan", "--alpha", "0.6", "--c", "0", "--verify-cost-file", str(no_times), "--context", "100")
     assert result.exit_code == 2 and "holds no context_times" in result.output
+
+
+ENGINE_COUNTS = str(Path(__file__).parent / "fixtures" / "engines" / "vllm_metrics.txt")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--from", ENGINE_COUNTS, "--c", "0", "--c-hat", "0.1"], "--from plans from the engine's counts: --c-hat is not"),
+    (["--from", ENGINE_COUNTS, "--c", "0", "--gamma", "2"], "--from replaces --alpha, --alpha-per-position and --gamma"),
+    (["--from", ENGINE_COUNTS, "--c", "0", "--draft-ms", "1"], "--draft-ms needs --trees"),
+    (["--alpha", "0.5", "--c", "0", "--extrapolate"], "--extrapolate needs --from (engine counts)"),
+    (["--alpha", "0.5", "--c", "0", "--method", "eagle"], "--method needs --from (engine counts)"),
+    (["--alpha", "0.5", "--c", "0", "--engine", "vllm"], "--engine needs --from (engine counts)"),
+    (["--trees", ENGINE_COUNTS, "--from", ENGINE_COUNTS, "--max-gamma", "64"], "costs alone: drop --max-gamma, --from"),
+])
+def test_one_dispatch_names_the_option_a_plan_does_not_take(args: list[str], message: str) -> None:
+    """plan's three modes (--alpha, --from, --trees) and the options each takes live in one table
+    (cli/plan.py PLANS): an option given to a plan that does not use it is one line, not ignored."""
+    result = run("plan", *args)
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert result.exit_code == 2 and len(errors) == 1 and message in errors[0], result.output

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
+from click.core import ParameterSource
 
 from specdec.cli.common import json_option
 from specdec.cli.outputs import check_creatable
@@ -151,20 +152,10 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
       specdec plan --from metrics.txt --c 0 --batch-cost-file costs.json
       specdec plan --trees study.json --verify-cost-file gpu-costs.json --draft-ms 0.3
     """
+    _check_options(click.get_current_context())
     if study_path is not None:
-        given = [name for name, value in (("--alpha", alpha), ("--alpha-per-position", alpha_per_position), ("--c", c),
-                                          ("--c-hat", c_hat), ("--gamma", gamma), ("--verify-cost", verify_cost),
-                                          ("--from", source), ("--draft-length", draft_length),
-                                          ("--context", context),
-                                          ("--batch-cost-file", batch_cost_file), ("--engine", engine),
-                                          ("--figure", figure)) if value is not None]
-        given += ["--extrapolate"] * extrapolate + ["--max-gamma"] * (max_gamma != DEFAULT_MAX_GAMMA)
-        if given:
-            raise click.UsageError(f"--trees plans from the lattice study and its costs alone: drop {', '.join(given)}")
         _tree_plan(study_path, verify_cost_file, draft_ms, as_json, "--trees")
         return
-    if draft_ms is not None:
-        raise click.UsageError("--draft-ms needs --trees (a lattice study)")
     curve_file, at_context = _curve_file(verify_cost_file, None if verify_cost_file is None and batch_cost_file
                                          is not None else context)
     for option, given_curve in (("--verify-cost", verify_cost), ("--verify-cost-file", curve_file)):
@@ -175,18 +166,12 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
         ctx = click.get_current_context()
         raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == "c"))
     if source is not None:
-        if alpha is not None or alpha_per_position is not None or gamma is not None:
-            raise click.UsageError("--from replaces --alpha, --alpha-per-position and --gamma")
         if verify_cost is not None and curve_file is not None:
             raise click.UsageError("give either --verify-cost or --verify-cost-file, not both")
         _engine_plan(source, c, draft_length, max_gamma if max_gamma != DEFAULT_MAX_GAMMA else None, extrapolate,
                      verify_cost if verify_cost is not None else curve_file, batch_cost_file, engine, method, figure,
                      as_json, at_context, context)
         return
-    for name, value in (("--engine", engine), ("--batch-cost-file", batch_cost_file), ("--figure", figure),
-                        ("--draft-length", draft_length)):
-        if value is not None:
-            raise click.UsageError(f"{name} needs --from (engine counts)")
     if alpha is None and alpha_per_position is None:
         raise click.UsageError("give --alpha, --alpha-per-position or --from (or --trees STUDY)")
     if alpha is not None and alpha_per_position is not None:
@@ -204,6 +189,38 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
         raise click.UsageError(f"{exc} (options --alpha/--alpha-per-position, --c, --gamma, --max-gamma, "
                                "--verify-cost)") from None
     _echo(plan_dict(result), plan_text(result), at_context, as_json)
+
+
+# The three plans of `specdec plan`, each picked by one option (the first given, in this order; the
+# last is the default) with the options it takes: any other option given is one usage error.
+PLANS: tuple[tuple[str | None, frozenset[str]], ...] = (
+    ("study_path", frozenset({"verify_cost_file", "draft_ms", "as_json"})),  # --trees STUDY
+    ("source", frozenset({"c", "max_gamma", "verify_cost", "verify_cost_file", "context", "draft_length",
+                          "extrapolate", "batch_cost_file", "engine", "method", "figure", "as_json"})),  # --from
+    (None, frozenset({"alpha", "alpha_per_position", "c", "c_hat", "gamma", "max_gamma", "verify_cost",
+                      "verify_cost_file", "context", "as_json"})),  # --alpha / --alpha-per-position
+)
+GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+def _check_options(ctx: click.Context) -> None:
+    """Which plan the options ask for (PLANS), and one usage error for an option it does not take."""
+    given = [p for p in ctx.command.params if ctx.get_parameter_source(p.name) in GIVEN]
+    names = {p.name for p in given}
+    key, takes = next((k, t) for k, t in PLANS if k is None or k in names)
+    extra = [p for p in given if p.name != key and p.name not in takes]
+    if not extra:
+        return
+    flags = [p.opts[0] for p in extra]
+    if key == "study_path":
+        raise click.UsageError(f"--trees plans from the lattice study and its costs alone: drop {', '.join(flags)}")
+    if extra[0].name in PLANS[0][1]:
+        raise click.UsageError(f"{flags[0]} needs --trees (a lattice study)")
+    if key == "source" and extra[0].name in ("alpha", "alpha_per_position", "gamma"):
+        raise click.UsageError("--from replaces --alpha, --alpha-per-position and --gamma")
+    if key == "source":
+        raise click.UsageError(f"--from plans from the engine's counts: {flags[0]} is not used with it")
+    raise click.UsageError(f"{flags[0]} needs --from (engine counts)")
 
 
 def _curve_file(path: Path | None, context: int | None) -> tuple[tuple[float, ...] | None, dict | None]:
