@@ -144,15 +144,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(binary: Path, model: Path, types: list[str], args) -> dict:
-    """Every (prompt, type): per repeat the engine's decode ms and tokens, and the summed counts."""
+    """Every (prompt, type): per repeat the engine's decode ms and tokens, and the summed counts.
+    Each repeat starts fresh servers (ngram-mod and ngram-cache learn across requests: a repeat
+    must not draft from the one before), all types alive at once, their order rotating."""
     rows: dict = {p: {t: {"ms": [], "n": [], "head": np.zeros(3), "pos": np.zeros(1024)} for t in types}
                   for p in PROMPTS}
-    with ExitStack() as stack:
-        clients = {}
-        for t in types:
-            config = ServerConfig(model, spec_type=None if t == "none" else t, threads=args.threads)
-            clients[t] = Client(stack.enter_context(LlamaServer(config, binary)).url)
-        for r in range(args.repeats):
+    for r in range(args.repeats):
+        with ExitStack() as stack:
+            clients = {}
+            for t in types:
+                config = ServerConfig(model, spec_type=None if t == "none" else t, threads=args.threads)
+                clients[t] = Client(stack.enter_context(LlamaServer(config, binary)).url)
             for p, (endpoint, prompt) in PROMPTS.items():
                 for t in types[r % len(types):] + types[:r % len(types)]:
                     before = counters(clients[t].metrics())
