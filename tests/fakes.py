@@ -86,7 +86,7 @@ class FixedTokenDrafter(DrafterBase):
         self.length = len(prompt)
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
+                keep_going=None) -> Proposal:
         if self.skip_every and self.length % self.skip_every == 0:
             return Proposal(torch.empty(0, dtype=torch.long))
         return Proposal(torch.full((gamma,), self.token, dtype=torch.long))

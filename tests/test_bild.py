@@ -6,7 +6,7 @@
   Algorithm 1 with full forward passes (tokens AND which model wrote each token).
 - With the paper's -log p_L(y_S) threshold, quality rises toward the target's as
   alpha_RB falls, and the large model is used more.
-- Ablations, the min_confidence keyword of the drafter protocol, seeded sampling, the
+- Ablations, the drafter protocol's keep_going (the confidence policy), seeded sampling, the
   quality measures (specdec.reference.bild.quality) and the evaluation rows (specdec.reference.bild.sweep).
 
 The little model is mostly a *noisy copy* of the target (weights + Gaussian noise): two
@@ -27,6 +27,7 @@ from specdec.reference.core.stats import DecodeStats
 from specdec.reference.bild.sweep import Method, run_sweep, summarize, sweep_methods
 from specdec.reference.measure.harness import measure
 from specdec.reference.core.loop import autoregressive_decode
+from specdec.reference.core.policy import ConfidenceThreshold
 from specdec.reference.core.seams import NO_PASS, Proposal, Verdict
 from specdec.reference.drafters.protocol import DrafterBase
 from specdec.reference.drafters.neural import NeuralDrafter
@@ -194,34 +195,34 @@ def test_ablations() -> None:
 
 
 class _OldDrafter(DrafterBase):
-    """A drafter that cannot stop its drafts on confidence (it ignores min_confidence)."""
+    """A drafter that cannot stop its drafts on confidence (it never asks keep_going)."""
 
     fallback = False
 
     def start(self, prompt, prefill=None):
         pass
 
-    def propose(self, gamma, sampling, generator, min_confidence=0.0):
+    def propose(self, gamma, sampling, generator, keep_going=None):
         return Proposal(torch.full((gamma,), 3, dtype=torch.long))
 
     def commit(self, verdict, scored):
         pass
 
 
-def test_fallback_needs_min_confidence() -> None:
+def test_fallback_needs_keep_going() -> None:
     target = tiny_llama_sharp(seed=0)
     assert not _OldDrafter().fallback
     assert NeuralDrafter(target, VOCAB).fallback and PromptLookupDrafter().fallback
-    with pytest.raises(ValueError, match="min_confidence"):
+    with pytest.raises(ValueError, match="keep_going"):
         bild_decode(TargetScorer(target), _OldDrafter(), [1, 2], 5, BildPolicy(0.5, 2.0, 4), GREEDY, None)
     result = bild_decode(TargetScorer(target), _OldDrafter(), [1, 2], 12, BildPolicy(0.0, ARGMAX, 4), GREEDY, None)
     assert result.tokens == autoregressive_decode(TargetScorer(target), [1, 2], 12, GREEDY, None).tokens
 
 
 @torch.inference_mode()
-def test_neural_drafter_min_confidence() -> None:
-    """min_confidence stops before the first unsure token; 0 changes nothing; commit after
-    an early stop leaves the drafter's KV cache consistent."""
+def test_neural_drafter_confidence_policy() -> None:
+    """The confidence policy stops before the first unsure token; tau 0 changes nothing; commit
+    after an early stop leaves the drafter's KV cache consistent."""
     little = noisy_copy(tiny_llama_sharp(seed=0), 0.5, 1)
     prompt = [5, 9, 2, 33, 7]
     plain = NeuralDrafter(little, VOCAB)
@@ -229,14 +230,14 @@ def test_neural_drafter_min_confidence() -> None:
     full = plain.propose(10, GREEDY, None).tokens.tolist()
     zero = NeuralDrafter(little, VOCAB)
     zero.start(prompt)
-    assert zero.propose(10, GREEDY, None, min_confidence=0.0).tokens.tolist() == full
+    assert zero.propose(10, GREEDY, None, keep_going=ConfidenceThreshold(0.0).keep_going).tokens.tolist() == full
     top = [float(little(input_ids=torch.tensor([prompt + full[:i]])).logits[0, -1].softmax(-1).max())
            for i in range(10)]
     threshold = (sorted(top)[2] + sorted(top)[3]) / 2  # three positions below it, seven above
     expected = next(i for i, t in enumerate(top) if t < threshold)
     gated = NeuralDrafter(little, VOCAB)
     gated.start(prompt)
-    short = gated.propose(10, GREEDY, None, min_confidence=threshold).tokens.tolist()
+    short = gated.propose(10, GREEDY, None, keep_going=ConfidenceThreshold(threshold).keep_going).tokens.tolist()
     assert short == full[:expected]
     gated.commit(Verdict(len(short), torch.tensor(short + [11]), False), NO_PASS)  # the target's token after the early stop
     fresh = NeuralDrafter(little, VOCAB)
@@ -244,7 +245,7 @@ def test_neural_drafter_min_confidence() -> None:
     assert gated.propose(5, GREEDY, None).tokens.tolist() == fresh.propose(5, GREEDY, None).tokens.tolist()
     lookup = PromptLookupDrafter(2)
     lookup.start([1, 2, 3, 1, 2])
-    assert lookup.propose(3, GREEDY, None, min_confidence=0.99).tokens.tolist() == [3, 1, 2]
+    assert lookup.propose(3, GREEDY, None, keep_going=ConfidenceThreshold(0.99).keep_going).tokens.tolist() == [3, 1, 2]
 
 
 def test_seeded_sampling_repeats_exactly() -> None:

@@ -192,7 +192,7 @@ class _FixedTreeDrafter:
     def start(self, prompt, prefill=None) -> None:
         self.last = int(prompt[-1])
 
-    def propose(self, gamma, sampling, generator, min_confidence=0.0) -> Proposal:
+    def propose(self, gamma, sampling, generator, keep_going=None) -> Proposal:
         x, v = self.last, self.vocab
         paths = [[(x + 1) % v, (x + 2) % v], [(x + 1) % v, (x + 3) % v], [(x + 2) % v], [(x + 4) % v, (x + 1) % v]]
         tokens, parents = trie([path[:gamma] for path in paths])

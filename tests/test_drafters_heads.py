@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+from specdec.reference.core.policy import ConfidenceThreshold
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Verdict
 from specdec.reference.core.target import TargetScorer
@@ -85,13 +86,13 @@ def test_sampled_heads_output_follows_target_distribution(sampling: SamplingConf
     assert chi_square_pvalue(counts, exact.numpy()) > 1e-3
 
 
-def test_min_confidence_stops_before_an_unsure_head() -> None:
+def test_confidence_policy_stops_before_an_unsure_head() -> None:
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
     drafter = HeadsDrafter(random_heads(target, 3), 16)
     drafter.start([1, 2, 3, 4], TargetScorer(target).start([1, 2, 3, 4], needs=drafter.needs))
     full = drafter.propose(3, GREEDY, None)
     assert len(full) == 3
-    assert len(drafter.propose(3, GREEDY, None, min_confidence=1.0 + 1e-6)) == 0
+    assert len(drafter.propose(3, GREEDY, None, keep_going=ConfidenceThreshold(1.0, 0, 3).keep_going)) == 0
 
 
 def test_replay_of_the_heads_equals_the_decoder() -> None:

@@ -16,6 +16,7 @@ import torch
 
 from specdec.reference.core.seams import NO_PASS, Verdict
 from specdec.reference.drafters.ngram import NgramDrafter
+from specdec.reference.core.policy import ConfidenceThreshold
 from specdec.reference.core.sampling import SamplingConfig
 from tests.stats_helpers import chi_square_pvalue
 from tests.ngram_corpus import VOCAB
@@ -104,15 +105,16 @@ def test_start_and_commit_carry_the_context(tiny_models, prompt) -> None:
     assert len(drafter.propose(0, SamplingConfig(), None)) == 0
 
 
-def test_min_confidence_stops_before_an_unsure_position(tiny_models, prompt) -> None:
+def test_confidence_policy_stops_before_an_unsure_position(tiny_models, prompt) -> None:
     drafter = NgramDrafter(tiny_models[3], VOCAB, stop_at_eos=False)
     drafter.start(prompt)
     model = drafter.model
-    assert len(drafter.propose(6, GREEDY, None, min_confidence=0.0)) == 6
-    assert len(drafter.propose(6, GREEDY, None, min_confidence=1.0 + 1e-6)) == 0
+    assert len(drafter.propose(6, GREEDY, None, keep_going=ConfidenceThreshold(0.0, 0, 6).keep_going)) == 6
+    assert len(drafter.propose(6, GREEDY, None, keep_going=lambda i, q: False)) == 0
     threshold = 0.3
     for sampling in (GREEDY, SamplingConfig(temperature=1.0)):
-        proposal = drafter.propose(8, sampling, torch.Generator().manual_seed(0), min_confidence=threshold)
+        proposal = drafter.propose(8, sampling, torch.Generator().manual_seed(0),
+                                   keep_going=ConfidenceThreshold(threshold, 0, 8).keep_going)
         context = list(prompt)
         for token in proposal.tokens.tolist():  # every drafted position was confident (unadjusted q)
             assert model.q(model.state_for(context)).max() >= threshold

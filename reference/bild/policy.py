@@ -2,8 +2,9 @@
 
 The little model is any drafter, the large model the target; p_L is the target's
 distribution, p_S the little model's, alpha_fb / alpha_rb the fallback / rollback
-thresholds. Fallback is the drafter's `min_confidence`; rollback is `BildRollback`, an
-acceptance rule of the one decode loop (`specdec.reference.core.loop`). BiLD with any
+thresholds. Fallback is the loop's `ConfidenceThreshold` draft-length policy
+(`BildPolicy.draft_policy`); rollback is `BildRollback`, an acceptance rule of the one decode
+loop (`specdec.reference.core.loop`). BiLD with any
 rollback but "argmax" is NOT exact. The method: docs/bild.md.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from specdec.errors import SpecdecError
 from specdec.reference.bild.rollback import ARGMAX
 from specdec.reference.core.loop import DecodeResult, decode
+from specdec.reference.core.policy import ConfidenceThreshold
 from specdec.reference.core.sampling import SamplingConfig, sample
 from specdec.reference.core.target import Scorer
 from specdec.reference.core.seams import Proposal, Verdict
@@ -50,6 +52,12 @@ class BildPolicy:
         if self.max_little_steps < 1:
             raise SpecdecError(f"max_little_steps must be >= 1, got {self.max_little_steps}")
 
+    @property
+    def draft_policy(self) -> ConfidenceThreshold:
+        """The fallback as the loop's draft-length rule: at most max_little_steps little tokens,
+        stopping before one whose top probability is below alpha_fb."""
+        return ConfidenceThreshold(self.fallback, 0, self.max_little_steps)
+
     def rollback_label(self) -> str:
         """The rollback setting as text ('argmax', 'inf', '2')."""
         if self.rollback == ARGMAX:
@@ -60,8 +68,9 @@ class BildPolicy:
 def check_fallback(policy: BildPolicy, drafter: Drafter) -> None:
     """A fallback threshold needs a drafter that stops its drafts on confidence (`fallback`)."""
     if policy.fallback > 0 and not drafter.fallback:
-        raise SpecdecError(f"{type(drafter).__name__} does not stop its drafts on confidence (min_confidence), so "
-                         "it cannot fall back; use fallback 0 (hand over every max_little_steps tokens)")
+        raise SpecdecError(f"{type(drafter).__name__} does not stop its drafts on confidence (it never asks "
+                           "keep_going), so it cannot fall back; use fallback 0 (hand over every max_little_steps "
+                           "tokens)")
 
 
 def first_rollback(logits: torch.Tensor, draft: torch.Tensor, rollback: float | str,
@@ -105,10 +114,6 @@ class BildRollback:
 
     policy: BildPolicy
 
-    @property
-    def min_confidence(self) -> float:
-        return self.policy.fallback
-
     def __call__(self, logits: torch.Tensor, proposal: Proposal, sampling: SamplingConfig,
                  generator: torch.Generator | None) -> Verdict:
         draft = proposal.tokens.to(logits.device)  # [k]
@@ -127,5 +132,5 @@ def bild_decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new
     marks the little model's kept tokens.
     """
     check_fallback(policy, drafter)
-    return decode(target, drafter, prompt, max_new_tokens, policy.max_little_steps, sampling, generator,
+    return decode(target, drafter, prompt, max_new_tokens, policy.draft_policy, sampling, generator,
                   BildRollback(policy), eos_id)

@@ -71,7 +71,7 @@ class Method:
         check_fallback(self.policy, drafter)
         if drafter.tree:
             raise SpecdecError(f"{type(drafter).__name__} proposes token trees: BiLD's rule takes one draft a pass")
-        return Decoding(self.label, drafter, self.policy.max_little_steps, BildRollback(self.policy), sampling)
+        return Decoding(self.label, drafter, self.policy.draft_policy, BildRollback(self.policy), sampling)
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """The decode loop for a ragged batch with continuous batching.
 
 B slots decode B requests at once: each iteration every busy slot's drafter proposes (up to
-gamma tokens, its own count), one target pass scores every slot's pending token and drafts
+the draft-length policy's budget for that slot, its own count), one target pass scores every slot's pending token and drafts
 (`BatchScorer.score`), and each slot's acceptance rule, commit and drafter commit run on its
-own verdict, so slots accept different counts. A slot whose request is done (its token
+own verdict (the policy observes it per slot), so slots accept different counts. A slot whose request is done (its token
 budget or eos) takes the next prompt from the queue at once: with `token_budget` the queue
 cycles through the prompts and the run stops at the first iteration that reaches the budget,
 so every iteration has all B slots busy (steady state, no tail of idle rows). Without it each
@@ -28,7 +28,8 @@ import torch
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.batch_scorer import BatchScorer
-from specdec.reference.core.loop import AcceptanceRule, DecodeResult, SpeculativeSampling, StageClock
+from specdec.reference.core.loop import AcceptanceRule, DecodeResult, SpeculativeSampling, StageClock, draft
+from specdec.reference.core.policy import DraftPolicy, as_policy
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal
 from specdec.reference.core.stats import DecodeStats
@@ -80,29 +81,29 @@ class BatchResult(DecodeResult):
 
 
 def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-                 gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
+                 gamma: int | DraftPolicy, sampling: SamplingConfig, generator: torch.Generator | None,
                  rule: AcceptanceRule = SpeculativeSampling(), eos_id: int | None = None,
                  token_budget: int | None = None, start_at: int = 0) -> BatchResult:
     """Decode the queue `prompts` (from position start_at, cycling when token_budget is set)
-    with scorer.rows slots; every request gets up to max_new_tokens tokens."""
-    if gamma < 0 or max_new_tokens < 1 or not prompts:
-        raise SpecdecError(f"need gamma >= 0, max_new_tokens >= 1 and prompts, got {gamma}, {max_new_tokens}, "
-                           f"{len(prompts)} prompts")
+    with scorer.rows slots; every request gets up to max_new_tokens tokens. gamma: a fixed draft
+    length or a draft-length policy (`specdec.reference.core.policy`), asked per slot."""
+    if max_new_tokens < 1 or not prompts:
+        raise SpecdecError(f"need max_new_tokens >= 1 and prompts, got {max_new_tokens}, {len(prompts)} prompts")
+    policy = as_policy(gamma)
     if drafter.tree:
         raise SpecdecError(f"{type(drafter).__name__} proposes token trees: a ragged batch verifies chains")
     if token_budget is not None and token_budget < 1:
         raise SpecdecError(f"token_budget must be >= 1, got {token_budget}")
     b = scorer.rows
     drafters = [drafter.fork() for _ in range(b)]
-    stats = DecodeStats(gamma)
-    result = BatchResult([], [], stats, batch=b, joint=np.zeros((gamma + 1, gamma + 1), dtype=np.int64))
+    stats = DecodeStats(policy.k_max)
+    result = BatchResult([], [], stats, batch=b, joint=np.zeros((policy.k_max + 1,) * 2, dtype=np.int64))
     queue = iter(_queue(len(prompts), start_at, cycle=token_budget is not None))
     request = [-1] * b  # queue position each slot decodes, -1 idle
     out: list[list[int]] = [[] for _ in range(b)]
     spent = [0.0] * b
     clock, passes_before = StageClock(scorer.output_device), scorer.forward_passes
     cpu_start = time.process_time()
-    confidence = {"min_confidence": rule.min_confidence} if rule.min_confidence > 0 else {}
 
     def refill(slot: int) -> None:
         nxt = next(queue, None)
@@ -111,6 +112,7 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
             before, cpu = clock.now(), time.process_time()
             prompt = list(prompts[nxt])
             drafters[slot].start(prompt, scorer.start(slot, prompt, drafter.needs))
+            policy.start(slot)
             stats.time_prefill += clock.now() - before
             stats.cpu_prefill += time.process_time() - cpu
             out[slot], spent[slot] = [], 0.0
@@ -120,14 +122,10 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
     while any(r >= 0 for r in request) and (token_budget is None or stats.new_tokens < token_budget):
         clock.lap()
         proposals: list[Proposal | None] = []  # None: an idle slot
-        rooms = [min(gamma, max_new_tokens - len(out[slot]) - 1) for slot in range(b)]
+        rooms = [min(policy.budget(slot), max_new_tokens - len(out[slot]) - 1) for slot in range(b)]
         for slot, room in enumerate(rooms):
-            if request[slot] < 0:
-                proposals.append(None)
-            elif room > 0:
-                proposals.append(drafters[slot].propose(room, sampling, generator, **confidence))
-            else:
-                proposals.append(Proposal.empty())
+            busy = request[slot] >= 0
+            proposals.append(draft(drafters[slot], policy, room, sampling, generator) if busy else None)
         seconds = clock.lap()
         stats.time_draft += seconds
         scored = scorer.score(proposals, drafter.needs)
@@ -152,6 +150,7 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
             if verdict is None:
                 continue
             drafters[slot].commit(verdict, scored[slot])
+            policy.observe(verdict, slot)
             new = verdict.tokens.tolist()
             k = len(proposal)
             stats.record(k, verdict.n_accepted, verdict.bonus and k > 0, allowed=rooms[slot], verified=k)

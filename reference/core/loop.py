@@ -1,11 +1,14 @@
 """The one decode loop: speculative sampling, the autoregressive baseline and BiLD.
 
 p is the target's distribution, q the draft's, gamma the draft length. Each iteration:
-drafter.propose -> target.score (one pass over the pending token and the k drafts, with the
-hidden states the drafter needs) -> an acceptance rule -> commit to both (the drafter gets
-the pass). Methods differ only in their drafter and their rule (`SpeculativeSampling` here,
-BiLD's `BildRollback` in `specdec.reference.bild.policy`); the baseline is the same loop with
-the `NoDrafter`. The seams: `specdec.reference.core.seams`; the method: docs/decoder.md.
+drafter.propose (up to the draft-length policy's budget, stopping where its keep_going says)
+-> target.score (one pass over the pending token and the k drafts, with the hidden states the
+drafter needs) -> an acceptance rule -> commit to both (the drafter gets the pass) -> the
+policy observes the verdict. Methods differ only in their drafter, their draft-length policy
+and their rule (`SpeculativeSampling` here, BiLD's `BildRollback` in
+`specdec.reference.bild.policy`, whose fallback is the `ConfidenceThreshold` policy); the
+baseline is the same loop with the `NoDrafter`. The seams: `specdec.reference.core.seams`;
+the policies: `specdec.reference.core.policy`; the method: docs/decoder.md.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Protocol, Sequence
 import torch
 
 from specdec.errors import SpecdecError
+from specdec.reference.core.policy import DraftPolicy, as_policy
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal, Verdict
 from specdec.reference.core.stats import DecodeStats
@@ -35,8 +39,6 @@ class DecodeResult:
 class AcceptanceRule(Protocol):
     """Turns the target's logits over the drafts into the tokens an iteration emits."""
 
-    min_confidence: float  # passed to drafter.propose (BiLD's fallback); 0 = draft all gamma
-
     def __call__(self, logits: torch.Tensor, proposal: Proposal, sampling: SamplingConfig,
                  generator: torch.Generator | None) -> Verdict:
         """logits: [k + 1, vocab] target logits; row i predicts the token after draft[:i]."""
@@ -47,7 +49,6 @@ class SpeculativeSampling:
     """Algorithm 1 of Leviathan et al. (exact for lenience 1; App. A.5 lenience l < 1 is not)."""
 
     lenience: float = 1.0
-    min_confidence: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.lenience <= 1:
@@ -89,25 +90,35 @@ class StageClock:
         return elapsed
 
 
-def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_tokens: int, gamma: int,
-           sampling: SamplingConfig, generator: torch.Generator | None,
+def draft(drafter: Drafter, policy: DraftPolicy, room: int, sampling: SamplingConfig,
+          generator: torch.Generator | None) -> Proposal:
+    """The drafter's proposal of at most `room` tokens; the policy's keep_going may end it early."""
+    if room <= 0:
+        return Proposal.empty()
+    if policy.stops_early:
+        return drafter.propose(room, sampling, generator, keep_going=policy.keep_going)
+    return drafter.propose(room, sampling, generator)
+
+
+def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_tokens: int,
+           gamma: int | DraftPolicy, sampling: SamplingConfig, generator: torch.Generator | None,
            rule: AcceptanceRule = SpeculativeSampling(), eos_id: int | None = None,
            fuse_prefill: bool = False) -> DecodeResult:
     """Generate up to max_new_tokens after `prompt` (stops after eos_id if given).
 
-    gamma: most drafts per iteration (the decoder never drafts past the token budget).
+    gamma: most drafts per iteration (the decoder never drafts past the token budget), or a
+        draft-length policy (`specdec.reference.core.policy`) that sets it step by step.
     fuse_prefill=False: the prompt (but its last token) is encoded first and timed as
     `time_prefill`, so every iteration is one pass over the pending token and the drafts;
     True: the first iteration's pass also encodes the prompt (HF's `generate` pass count).
     """
-    if gamma < 0:
-        raise SpecdecError(f"gamma must be >= 0, got {gamma}")
+    policy = as_policy(gamma)
     if max_new_tokens < 1:
         raise SpecdecError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if drafter.tree and not sampling.greedy and not drafter.deterministic:
         raise SpecdecError(f"{type(drafter).__name__} proposes token trees of sampled drafts, which are verified at "
                            "temperature 0 only (deterministic trees at any temperature)")
-    stats = DecodeStats(gamma)
+    stats = DecodeStats(policy.k_max)
     out: list[int] = []
     from_drafter: list[bool] = []
     clock, cpu_start = StageClock(target.device), time.process_time()
@@ -115,17 +126,18 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
     drafter.start(prompt, target.start(prompt, fuse_prefill, drafter.needs))
     stats.time_prefill = clock.lap()
     stats.cpu_prefill = time.process_time() - cpu_start
-    confidence = {"min_confidence": rule.min_confidence} if rule.min_confidence > 0 else {}
+    policy.start()
     while len(out) < max_new_tokens:
         clock.lap()  # bookkeeping of the previous iteration is in no stage
-        room = min(gamma, max_new_tokens - len(out) - 1)
-        proposal = drafter.propose(room, sampling, generator, **confidence) if room > 0 else Proposal.empty()
+        room = min(policy.budget(), max_new_tokens - len(out) - 1)
+        proposal = draft(drafter, policy, room, sampling, generator)
         stats.time_draft += clock.lap()
         scored = target.score(proposal, drafter.needs)  # logits [k + 1, vocab]
         verdict = rule(scored.logits, proposal, sampling, generator)
         target.commit(verdict)
         stats.time_verify += clock.lap()
         drafter.commit(verdict, scored)
+        policy.observe(verdict)
         stats.time_draft += clock.lap()
         new = verdict.tokens.tolist()
         stats.record(proposal.depth(), verdict.n_accepted, verdict.bonus and len(proposal) > 0, allowed=room,

@@ -1,9 +1,11 @@
 """The values that cross the decoder's seams, as vLLM's proposer -> scorer -> rejection sampler:
 
-    drafter.propose(...)                 -> Proposal(tokens, q | None, parents | None)
+    policy.budget(slot)                  -> k_max (`specdec.reference.core.policy`)
+    drafter.propose(k_max, ..., keep_going=policy.keep_going)
+                                         -> Proposal(tokens, q | None, parents | None)
     scorer.score(proposal, drafter.needs) -> Scored(logits, hidden | None, layers | None)
     rule(scored.logits, proposal, ...)   -> Verdict(n_accepted, tokens, bonus, path | None)
-    scorer.commit(verdict); drafter.commit(verdict, scored)
+    scorer.commit(verdict); drafter.commit(verdict, scored); policy.observe(verdict, slot)
 
 Names follow Leviathan et al.: p is the target's distribution, q the draft's. Nothing else
 passes between drafter, scorer and verifier (no hooks, no shared counters): a drafter that

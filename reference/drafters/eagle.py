@@ -21,6 +21,7 @@ from typing import Sequence
 
 import torch
 
+from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig, sample
 from specdec.reference.core.seams import Proposal, Scored, Verdict
 from specdec.reference.drafters.protocol import DrafterBase
@@ -73,7 +74,7 @@ class EagleDrafter(DrafterBase):
 
     @torch.inference_mode()
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
+                keep_going: KeepGoing | None = None) -> Proposal:
         if self.last is None or gamma <= 0:
             return Proposal.empty()
         if self.tree:
@@ -83,7 +84,7 @@ class EagleDrafter(DrafterBase):
         keys, values, out = self.keys, self.values, self.last
         for j in range(gamma):
             restricted = self.draft.logits(out)
-            if min_confidence > 0 and float(restricted.softmax(-1).max()) < min_confidence:
+            if keep_going is not None and not keep_going(j, restricted.softmax(-1)):
                 break
             if sampling.greedy:
                 token = int(self.draft.vocab[restricted.argmax()])

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import torch
 
+from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig, sample
 from specdec.reference.core.seams import Needs, Proposal, Scored, Verdict
 from specdec.reference.drafters.protocol import DrafterBase
@@ -44,17 +45,17 @@ class HeadsDrafter(DrafterBase):
 
     @torch.inference_mode()
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
+                keep_going: KeepGoing | None = None) -> Proposal:
         """Each head's argmax at temperature 0; at T > 0 a draw from each head's adjusted q_i.
-        Stops before the first head whose unadjusted top probability is below min_confidence."""
+        Stops before the first head whose unadjusted q_i keep_going turns down."""
         k = min(gamma, self.heads.n_heads)
         if self.hidden is None or k <= 0:
             return Proposal.empty()
         token = torch.tensor([self.token], dtype=torch.long, device=self.hidden.device)
         restricted = self.heads(self.hidden[None], token, k)[0]  # [k, V']
-        if min_confidence > 0:
-            confident = restricted.softmax(-1).max(-1).values >= min_confidence
-            k = int(confident.long().cumprod(0).sum())
+        if keep_going is not None:
+            q_raw = restricted.softmax(-1)  # [k, V'] unadjusted
+            k = next((i for i in range(k) if not keep_going(i, q_raw[i])), k)
             restricted = restricted[:k]
         if sampling.greedy:
             tokens, q = self.heads.vocab[restricted.argmax(-1)], None

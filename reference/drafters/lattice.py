@@ -14,6 +14,7 @@ import torch
 
 from specdec.errors import SpecdecError
 from specdec.ngram.rescore import CachedScorer, Lattice, kbest_paths, local_rescore
+from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal, Scored, Verdict
 from specdec.reference.core.tree import trie
@@ -26,7 +27,7 @@ class LatticeDrafter(HeadsDrafter):
 
     tree = True
     deterministic = True  # the k best paths: no sampling, whatever the temperature
-    fallback = False  # it drafts whole lattices: min_confidence does not stop it
+    fallback = False  # it drafts whole lattices: keep_going is not asked
 
     def __init__(self, heads, vocab_size: int, k: int = 4, p: int = 4, rescorer=None, weight: float = 0.0,
                  local: bool = False) -> None:
@@ -44,7 +45,7 @@ class LatticeDrafter(HeadsDrafter):
 
     @torch.inference_mode()
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
+                keep_going: KeepGoing | None = None) -> Proposal:
         depth = min(gamma, self.heads.n_heads)
         if self.hidden is None or depth <= 0:
             return Proposal.empty()

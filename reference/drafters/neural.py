@@ -8,6 +8,7 @@ from transformers import PreTrainedModel
 
 from specdec.reference.core.kv_session import KVSession
 from specdec.reference.core.models import flops_per_token
+from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig, sample
 from specdec.reference.core.seams import Proposal, Scored, Verdict
 from specdec.reference.drafters.protocol import DrafterBase
@@ -47,17 +48,17 @@ class NeuralDrafter(DrafterBase):
         self._committed = len(prompt)
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
-        """Draft up to gamma tokens; stop before one whose unadjusted max probability is
-        below min_confidence (see specdec.reference.drafters.protocol.Drafter.propose)."""
+                keep_going: KeepGoing | None = None) -> Proposal:
+        """Draft up to gamma tokens, until keep_going says stop (see
+        specdec.reference.drafters.protocol.Drafter.propose)."""
         tokens: list[int] = []
         qs: list[torch.Tensor] = []
-        for _ in range(gamma):
+        for i in range(gamma):
             logits = fit_vocab(self.session.extend(tokens[-1:], n_logits=1).logits[0], self.vocab_size)  # [vocab]
             if generator is not None:  # q is drawn, and verified, where the target's logits are
                 logits = logits.to(generator.device)
-            if min_confidence > 0 and float(logits.float().softmax(-1).max()) < min_confidence:
-                break  # unsure: hand over to the target (this position's token is not drafted)
+            if keep_going is not None and not keep_going(i, logits.float().softmax(-1)):
+                break  # hand over to the target (this position's token is not drafted)
             q = sampling.probs(logits)  # [vocab]
             x = int(q.argmax()) if sampling.greedy else int(sample(q, generator))
             tokens.append(x)

@@ -6,7 +6,6 @@ and greedy drafting: docs/ngram.md.
 """
 from __future__ import annotations
 
-import math
 import os
 from typing import TYPE_CHECKING, Sequence
 
@@ -14,6 +13,7 @@ import numpy as np
 import torch
 
 from specdec.ngram.model import NgramModel
+from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig, sample
 from specdec.reference.core.seams import Proposal, Scored, Verdict
 from specdec.reference.drafters.protocol import DrafterBase
@@ -51,21 +51,17 @@ class NgramDrafter(DrafterBase):
         self._state = self.model.state_for(_ints(prompt), self.bos)
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
-        """Draft up to gamma tokens. q: float32 [k, V] adjusted draft rows, None when greedy.
-
-        min_confidence: stop before the first position whose unadjusted q has a top
-            probability below it (BiLD's fallback; see specdec.reference.drafters.protocol.Drafter.propose).
-        """
+                keep_going: KeepGoing | None = None) -> Proposal:
+        """Draft up to gamma tokens, until keep_going (asked with the unadjusted q) says stop.
+        q: float32 [k, V] adjusted draft rows, None when greedy."""
         model, state = self.model, self._state
         eos = model.eos_id if self.stop_at_eos else None
-        log_min = math.log(min_confidence) if min_confidence > 0 else -math.inf
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
-        for _ in range(gamma):
+        for i in range(gamma):
             log_q = model.log_q(state)                                    # [V] natural log
-            if log_min > -math.inf and float(log_q.max()) < log_min:
-                break  # unsure: hand over to the target (this position is not drafted)
+            if keep_going is not None and not keep_going(i, torch.from_numpy(log_q).exp()):
+                break  # hand over to the target (this position is not drafted)
             if sampling.greedy:
                 token = int(np.argmax(log_q))
             else:

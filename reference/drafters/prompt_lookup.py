@@ -18,6 +18,7 @@ from typing import Sequence
 import torch
 
 from specdec.errors import SpecdecError
+from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal, Scored, Verdict
 from specdec.reference.core.seq2seq import source_ids
@@ -61,9 +62,9 @@ class PromptLookupDrafter(DrafterBase):
             self.tokens.append(int(t))
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
-        """Copy up to gamma tokens. Deterministic (q one-hot, confidence 1): min_confidence
-        never stops it early."""
+                keep_going: KeepGoing | None = None) -> Proposal:
+        """Copy up to gamma tokens. Deterministic (q one-hot, confidence 1): keep_going is not
+        asked."""
         for n in range(self.max_ngram, self.min_ngram - 1, -1):
             if len(self.tokens) < n:
                 continue

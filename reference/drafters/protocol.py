@@ -4,8 +4,9 @@ Names follow Leviathan et al.: p is the target's distribution, q the draft's, ga
 number of drafted tokens per iteration.
 
 A drafter follows the committed sequence (prompt + every token the decoder has emitted).
-`propose` drafts up to gamma tokens after it; it may keep speculative state (e.g. KV
-entries of drafted tokens), which `commit` discards beyond what was accepted. What a
+`propose` drafts up to gamma tokens after it, asking the loop's draft-length policy
+(`keep_going`) before each position; it may keep speculative state (e.g. KV entries of
+drafted tokens), which `commit` discards beyond what was accepted. What a
 drafter can do it states itself (`needs`, `deterministic`, `tree`, `fallback`, `max_draft`, `c_hat`,
 `teacher_forced_scorer`): the loop, the estimator, the cost timing and BiLD ask it, never
 its type. Drafters are built from plain values (a path, an order), never from a global
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 import torch
 
+from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import NOTHING, Needs, Proposal, Scored, Verdict
 
@@ -32,7 +34,7 @@ class Drafter(Protocol):
     needs: Needs  # what the drafter reads from the target's passes (received in start/commit)
     deterministic: bool  # its proposals never carry q (one-hot at its tokens at every temperature)
     tree: bool  # it may propose several drafts as one token tree (at T > 0 only deterministic trees are verified)
-    fallback: bool  # `min_confidence` can stop its drafts early (BiLD's fallback)
+    fallback: bool  # it asks keep_going before each position, so a policy can stop it early (BiLD's fallback)
     max_draft: int | None  # most tokens it can ever propose at once (heads: H), None: no limit
 
     def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
@@ -41,15 +43,14 @@ class Drafter(Protocol):
         prompt's encoding is fused into the first verification."""
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
+                keep_going: KeepGoing | None = None) -> Proposal:
         """Draft up to gamma tokens continuing the committed sequence.
 
-        min_confidence: stop before the first position whose draft distribution's top
-            probability is below min_confidence; that token is not proposed (BiLD's fallback,
-            Kim et al. 2023, Sec. 3.3). The confidence is the drafter's own unadjusted
-            distribution (before temperature, top-k, top-p), so a threshold means the same
-            under greedy decoding, where the adjusted q is one-hot. 0 (default) never stops
-            early. A deterministic drafter (prompt lookup) counts as fully confident.
+        keep_going(position, q_row): the loop's draft-length policy, asked before drafting each
+            position with the drafter's own unadjusted distribution there (before temperature,
+            top-k, top-p); at the first False the draft ends and that token is not proposed.
+            None (default): draft all gamma. A deterministic drafter (prompt lookup) has no
+            distribution to show and is never stopped.
         """
 
     def commit(self, verdict: Verdict, scored: Scored) -> None:
@@ -117,7 +118,7 @@ class NoDrafter(DrafterBase):
         pass
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
+                keep_going: KeepGoing | None = None) -> Proposal:
         return Proposal.empty()
 
     def commit(self, verdict: Verdict, scored: Scored) -> None:

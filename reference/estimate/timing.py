@@ -15,6 +15,7 @@ import torch
 
 from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.loop import speculative_decode
+from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import FixedLogitsScorer
 from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
@@ -246,7 +247,7 @@ class FixedDrafter(DrafterBase):
         pass
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
-                min_confidence: float = 0.0) -> Proposal:
+                keep_going: KeepGoing | None = None) -> Proposal:
         return Proposal(self.tokens[:gamma], None if self.q is None else self.q[:gamma])
 
     def commit(self, verdict: Verdict, scored: Scored) -> None:

@@ -12,6 +12,7 @@ import torch
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.loop import AcceptanceRule, DecodeResult, SpeculativeSampling, decode
+from specdec.reference.core.policy import DraftPolicy
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seeds import derive_seed
 from specdec.reference.core.seq2seq import extended
@@ -32,14 +33,15 @@ class Method(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class Decoding:
-    """A method of the one decode loop: a drafter, its draft length gamma and an acceptance rule
-    (gamma 0 with the NoDrafter is the autoregressive baseline). sampling: this method's own
+    """A method of the one decode loop: a drafter, its draft length gamma (or a draft-length
+    policy, `specdec.reference.core.policy`) and an acceptance rule (gamma 0 with the NoDrafter
+    is the autoregressive baseline). sampling: this method's own
     (BiLD's greedy reference next to sampled methods); None takes the run's. scorer: this
     method's own target (e.g. the same model on another backend); None takes the run's."""
 
     name: str
     drafter: Drafter = field(default_factory=NoDrafter)
-    gamma: int = 0
+    gamma: int | DraftPolicy = 0
     rule: AcceptanceRule = SpeculativeSampling()
     sampling: SamplingConfig | None = None
     scorer: Scorer | None = None
