@@ -24,6 +24,11 @@ from specdec.strict_json import to_json
 @drafter_option
 @click.option("--gamma", type=Number(int, 0, MAX_DECODE_GAMMA), default=4, show_default=True,
               help=f"Draft tokens per iteration, 0 .. {MAX_DECODE_GAMMA} (0 = no drafting).")
+@click.option("--draft-policy", default="fixed", show_default=True, metavar="RULE[:KEY=VALUE,...]",
+              help="Draft length per iteration: fixed (--gamma); confidence:tau=0.4,n_min=0,keep_last=0 (stop "
+                   "before a position past n_min whose draft top probability is below tau, at most --gamma; "
+                   "keep_last=1: after it); heuristic:n_max=64,persist=0 (transformers' schedule from --gamma: +2 "
+                   "after a fully accepted draft, -1 otherwise).")
 @sampling_options
 @click.option("--lenience", type=UNIT_OPEN_LOW, default=1.0, show_default=True,
               help="App. A.5 lenience l in (0, 1]; l < 1 is NOT exact (output no longer follows p).")
@@ -34,11 +39,21 @@ from specdec.strict_json import to_json
                    "per token, prefill excluded and shown beside it).")
 @seed_option
 @json_option
-def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft_device_map, backend, drafter, gamma, temperature, top_k, top_p, lenience,
-           new_tokens, ignore_eos, baseline, seed, as_json):
+def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft_device_map, backend, drafter, gamma,
+           draft_policy, temperature, top_k, top_p, lenience, new_tokens, ignore_eos, baseline, seed, as_json):
     """Decode a prompt with the target and a drafter; print the text and the statistics."""
+    from specdec.errors import SpecdecError
+    from specdec.reference.core.policy import parse_policy  # torch-free: checked before anything loads
+
+    try:
+        policy = parse_policy(draft_policy, gamma)
+    except SpecdecError as err:
+        raise click.BadParameter(str(err), param_hint="--draft-policy") from None
+    if policy.k_max > MAX_DECODE_GAMMA:
+        raise click.BadParameter(f"drafts up to {policy.k_max} tokens, more than {MAX_DECODE_GAMMA}",
+                                 param_hint="--draft-policy")
     path, limit = preflight_target(target_path)
-    check_context(limit, 1 + new_tokens + gamma, "--new-tokens with --gamma", NEW_TOKENS_HINT)
+    check_context(limit, 1 + new_tokens + policy.k_max, "--new-tokens with --gamma", NEW_TOKENS_HINT)
     check_drafter_kinds(path, (drafter,))
     from specdec.reference.core.seq2seq import folder_is_encoder_decoder
 
@@ -51,7 +66,7 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
                                  param_hint="--encoder-inputs")
     ids = None if prompt is None else prompt_ids(path, prompt)
     if ids is not None and not folder_is_encoder_decoder(path):  # an encoder-decoder's decoder starts empty
-        check_context(limit, len(ids) + new_tokens + gamma, f"a {len(ids)}-token prompt with --new-tokens "
+        check_context(limit, len(ids) + new_tokens + policy.k_max, f"a {len(ids)}-token prompt with --new-tokens "
                       f"{new_tokens} and --gamma {gamma}", "--prompt")
 
     from specdec.reference.core.loop import SpeculativeSampling
@@ -75,8 +90,8 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
         ids = load_target_prompts(target, 1, PromptSource(encoder_inputs=Path(encoder_inputs))).ids[0]
     eos = None if ignore_eos else target.tokenizer.eos_token_id
     scorer = TargetScorer(target.model)
-    method = Decoding(drafter, draft, gamma, SpeculativeSampling(lenience))
-    report = {"drafter": drafter, "gamma": gamma, "temperature": temperature, "top_k": top_k,
+    method = Decoding(drafter, draft, policy, SpeculativeSampling(lenience))
+    report = {"drafter": drafter, "gamma": gamma, "draft_policy": draft_policy, "temperature": temperature, "top_k": top_k,
               "top_p": top_p, "lenience": lenience, "seed": seed, "note": note}
     if baseline:  # the one comparison harness: interleaved, separate prefill excluded from the speedup
         with draft:
@@ -103,7 +118,8 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
         click.echo(f"note: {note}", err=True)
     click.echo(report["text"])
     click.echo("")
-    click.echo(f"drafter {drafter}  gamma {gamma}  temperature {temperature}  new tokens {s.new_tokens}")
+    rule = "" if draft_policy == "fixed" else f"  draft policy {draft_policy}"
+    click.echo(f"drafter {drafter}  gamma {gamma}{rule}  temperature {temperature}  new tokens {s.new_tokens}")
     prefill = "the prompt encoded by a pass of its own" if baseline else "the prompt's encoding fused into the first"
     click.echo(f"iterations {s.iterations} (target passes {s.target_passes}; {prefill})  "
                f"tokens/iteration {s.tokens_per_iteration():.3f}  "
