@@ -11,7 +11,8 @@ test: setup
 test-fast: setup
 	.venv/bin/python -m pytest -q -m "not slow"
 
-demo: setup
+# the main job runs the set-up itself, as its first stage (without llama.cpp's build, which it does not use)
+demo:
 	bash scripts/main_job.sh
 
 figures: setup

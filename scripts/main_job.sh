@@ -3,7 +3,8 @@
 # default target (SmolLM2-135M-Instruct, CPU) end to end, at temperatures 0 and 1 (greedy
 # decoding and exact speculative sampling, Algorithm 1):
 #
-#   1. bash scripts/setup.sh                  (idempotent: venv, KenLM tools, model, corpora)
+#   1. bash scripts/setup.sh                  (idempotent: venv, KenLM tools, model, corpora; not
+#                                              llama.cpp's server, which the main job does not run)
 #   2. specdec ngram build, if absent          a KenLM 4-gram over the target's token ids on
 #                                              Shakespeare + Austen (~30 s)
 #   3. specdec eagle train, if absent          the learned drafter: a feature draft (EAGLE: one layer
@@ -76,7 +77,9 @@ LAST=$START
 staged() { local now; now=$(date +%s); STAGES="$STAGES${STAGES:+, }$1 $(( now - LAST )) s"; LAST=$now; }
 
 stamp "1/6 set-up (scripts/setup.sh)"
-bash scripts/setup.sh
+# llama.cpp's server is built by the set-up for the engine's tests (5-6 min on 2 cores); the main job
+# runs no engine yet, so it skips that build unless SPECDEC_LLAMACPP=1 asks for it.
+SPECDEC_LLAMACPP="${SPECDEC_LLAMACPP:-0}" bash scripts/setup.sh
 staged set-up
 SPECDEC="$ROOT/.venv/bin/specdec"
 
