@@ -81,4 +81,9 @@ def test_the_cache_goes_by_the_name_the_model_takes() -> None:
         def forward(self, input_ids, past_key_values=None, use_cache=None):
             pass
 
+    class Wrapper:  # forwards **kwargs to a transformers model (tests/fakes.py's MaskedLM, adapters)
+        def forward(self, **kwargs):
+            pass
+
     assert "past_key_values" in with_cache(OldStyle(), "CACHE")
+    assert name in with_cache(Wrapper(), "CACHE")

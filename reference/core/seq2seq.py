@@ -168,14 +168,19 @@ def new_cache(model: torch.nn.Module):
 def with_cache(model: torch.nn.Module, cache) -> dict[str, Any]:
     """The keyword arguments that make `model`'s forward read and extend `cache`: transformers
     renamed the argument `past_key_values` to `cache` (5.24 warns that the old name goes in
-    5.40); the name is read from the model's own forward, so either release works silently."""
+    5.40); the name is read from the model's own forward (a wrapper whose forward takes only
+    **kwargs gets the installed transformers' name), so either release works silently."""
     return {_cache_keyword(type(model)): cache, "use_cache": True}
 
 
 @functools.cache
 def _cache_keyword(cls: type) -> str:
     parameters = inspect.signature(cls.forward).parameters  # follows the deprecation wrapper's __wrapped__
-    return "cache" if "cache" in parameters else "past_key_values"
+    if "cache" in parameters or "past_key_values" in parameters:
+        return "cache" if "cache" in parameters else "past_key_values"
+    from transformers import LlamaForCausalLM  # a **kwargs wrapper: what the library's own models take
+
+    return _cache_keyword(LlamaForCausalLM)
 
 
 def self_attention(cache):
