@@ -1,5 +1,7 @@
 """llama.cpp: its speculative-decoding output in (`metrics`), its draft-length flags out
-(`config`). An engine of the registry (`specdec.engines.registry`)."""
+(`config`), and — the engine specdec runs itself — llama-server as a child process (`server`)
+with a client for its requests and timings (`client`). An engine of the registry
+(`specdec.engines.registry`); the build: scripts/llamacpp.sh."""
 from specdec.engines.llamacpp.config import config_lines, configure
 from specdec.engines.llamacpp.metrics import parse_json, parse_text
 
