@@ -155,6 +155,7 @@ def run(binary: Path, model: Path, types: list[str], args) -> dict:
             for t in types:
                 config = ServerConfig(model, spec_type=None if t == "none" else t, threads=args.threads)
                 clients[t] = Client(stack.enter_context(LlamaServer(config, binary)).url)
+                clients[t].complete("Hello", 8)  # warm-up, untimed: a fresh server's first request ran 10-100x slower
             for p, (endpoint, prompt) in PROMPTS.items():
                 for t in types[r % len(types):] + types[:r % len(types)]:
                     before = counters(clients[t].metrics())
