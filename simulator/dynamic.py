@@ -2,9 +2,11 @@
 fixed gamma, from the joint law of the draft's confidence and acceptance per draft position.
 
 - `threshold_prediction`: stop drafting when the draft's top probability falls below tau, after
-  at least n_min and at most n_max tokens (llama.cpp's --spec-draft-p-min / -n-min / -n-max and
-  BiLD's fallback drop the token that fell below; transformers' assistant_confidence_threshold
-  keeps it: `keep_last`).
+  at least n_min and at most n_max tokens (llama.cpp's --spec-draft-p-min / -n-max and BiLD's
+  fallback drop the token that fell below; transformers' assistant_confidence_threshold keeps it:
+  `keep_last`). n_min here always drafts the first n_min positions (the decoder's
+  `ConfidenceThreshold`); llama.cpp's --spec-draft-n-min instead discards drafts shorter than it,
+  which this model with n_min = 0 does not price.
 - `heuristic_schedule`: transformers' "heuristic" num_assistant_tokens schedule (+2 after a fully
   accepted draft, -1 otherwise, at least 1) as a Markov chain over the draft length: its
   stationary law and long-run speedup, with or without a confidence threshold.
