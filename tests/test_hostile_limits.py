@@ -110,3 +110,22 @@ def test_over_long_prompt_is_cut_before_tokenizing(capsys) -> None:
     assert cut and len(ids) <= 32 and ids[-20:] == full[-20:]
     with pytest.raises(SpecdecError, match="characters, more than --max-prompt-tokens 32"):
         encode_prompt(tokenizer, prompt, "none", 32, "refuse")
+
+
+def test_engine_advice_is_shell_safe(capsys, tmp_path) -> None:
+    """A --method outside vLLM's names is refused (one line, exit 2); a printed flag line
+    round-trips through shlex.split to the JSON it was built from (issue 53)."""
+    import json
+    import shlex
+
+    counts = tmp_path / "m.txt"
+    counts.write_text("vllm:spec_decode_num_drafts 100\nvllm:spec_decode_num_draft_tokens 300\n"
+                      "vllm:spec_decode_num_accepted_tokens 150\n")
+    code, out, err = run_main(capsys, ["plan", "--from", str(counts), "--c", "0", "--method",
+                                       "x' ; touch F ; echo '"])
+    assert code == 2 and "--method" in err and len(err.strip().splitlines()) == 1 and "vLLM" in err
+    assert not (tmp_path / "F").exists()
+    code, out, err = run_main(capsys, ["plan", "--from", str(counts), "--c", "0", "--method", "eagle3"])
+    line = next(x for x in out.splitlines() if x.startswith("vLLM: "))[len("vLLM: "):]
+    flag, value = shlex.split(line)
+    assert flag == "--speculative-config" and json.loads(value)["method"] == "eagle3"

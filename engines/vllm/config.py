@@ -8,14 +8,23 @@ placeholder to fill in.
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any, Mapping
 
 from specdec.engines.configs import DRAFT_PLACEHOLDER, NEEDS_DRAFT_WEIGHTS, longest_draft
+from specdec.errors import SpecdecError
 from specdec.simulator.engine_plan import EnginePlan
 
 
+# vLLM's method names (vllm/config/speculative.py's SpeculativeMethod), the only ones printed
+METHODS = ("ngram", "draft_model", "eagle", "eagle3", "mtp", "deepseek_mtp", "medusa", "mlp_speculator", "suffix")
+
+
 def configure(engine_plan: EnginePlan, method: str) -> dict[str, Any]:
-    """The `--speculative-config` flag for the plan's draft length (per batch-size range when planned)."""
+    """The `--speculative-config` flag for the plan's draft length (per batch-size range when planned),
+    quoted for a POSIX shell (`shlex.quote`: the line round-trips through `shlex.split`)."""
+    if method not in METHODS:
+        raise SpecdecError(f"method {method!r} is not one of vLLM's: {', '.join(METHODS)}")
     ranges = engine_plan.gamma_ranges
     spec: dict[str, Any] = {"method": method, "num_speculative_tokens": longest_draft(engine_plan)}
     if method in NEEDS_DRAFT_WEIGHTS:
@@ -23,7 +32,7 @@ def configure(engine_plan: EnginePlan, method: str) -> dict[str, Any]:
     if ranges:
         spec["num_speculative_tokens_per_batch_size"] = [[int(a), int(b), int(k)] for a, b, k in ranges]
     return {"engine": "vllm", "speculate": True, "speculative_config": spec,
-            "flag": "--speculative-config '" + json.dumps(spec, separators=(", ", ": ")) + "'",
+            "flag": "--speculative-config " + shlex.quote(json.dumps(spec, separators=(", ", ": "))),
             "note": "num_speculative_tokens_per_batch_size needs a vLLM with dynamic speculative decoding "
                     "(not with data parallelism > 1); ranges beyond the largest timed batch size are not planned"
                     if ranges else None}
