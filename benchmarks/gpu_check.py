@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+from specdec.reference.core.static_decoder import mean_seconds
+
 HERE = Path(__file__).resolve().parent
 SHAPES = HERE / "data" / "shapes"
 sys.path.insert(0, str(HERE))
@@ -60,19 +62,17 @@ def environment(device: str) -> dict:
 def ceilings(device: str, dtype: torch.dtype) -> dict:
     """Device-to-device copy bandwidth (bytes read + written / s) and the dtype's matrix-product
     rate (FLOP/s), best of 5 after warm-up: the measured ceilings t(1, 1) is held against."""
-    from specdec.reference.core.static_decoder import _clock
-
     cuda = device == "cuda"
     n = (1 << 30) if cuda else (1 << 24)  # bytes per buffer
     src = torch.empty(n // 2, dtype=torch.bfloat16, device=device).normal_()
     dst = torch.empty_like(src)
-    _clock(lambda: dst.copy_(src), 3, cuda)
-    copy = min(_clock(lambda: dst.copy_(src), 5, cuda) for _ in range(3))
+    mean_seconds(lambda: dst.copy_(src), 3, cuda)
+    copy = min(mean_seconds(lambda: dst.copy_(src), 5, cuda) for _ in range(3))
     m = 8192 if cuda else 512
     a = torch.randn(m, m, device=device, dtype=dtype)
     b = torch.randn(m, m, device=device, dtype=dtype)
-    _clock(lambda: a @ b, 3, cuda)
-    mm = min(_clock(lambda: a @ b, 5, cuda) for _ in range(3))
+    mean_seconds(lambda: a @ b, 3, cuda)
+    mm = min(mean_seconds(lambda: a @ b, 5, cuda) for _ in range(3))
     del src, dst, a, b
     return {"copy_bytes_per_s": 2 * n / copy, "matmul_flops": 2 * m ** 3 / mm, "matmul_size": m,
             "kernel_floor_s": kernel_floor(device)}
@@ -81,8 +81,6 @@ def ceilings(device: str, dtype: torch.dtype) -> dict:
 def kernel_floor(device: str, kernels: int = 1000) -> float:
     """Seconds per kernel of a captured graph of `kernels` tiny dependent kernels (an in-place add
     on 1024 elements), replayed: the floor a captured pass pays per kernel (eager on the CPU)."""
-    from specdec.reference.core.static_decoder import _clock
-
     x = torch.zeros(1024, device=device)
 
     def chain() -> None:
@@ -90,7 +88,7 @@ def kernel_floor(device: str, kernels: int = 1000) -> float:
             x.add_(1.0)
 
     if device != "cuda":
-        return _clock(chain, 3, False) / kernels
+        return mean_seconds(chain, 3, False) / kernels
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -99,8 +97,8 @@ def kernel_floor(device: str, kernels: int = 1000) -> float:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         chain()
-    _clock(graph.replay, 3, True)
-    return min(_clock(graph.replay, 5, True) for _ in range(3)) / kernels
+    mean_seconds(graph.replay, 3, True)
+    return min(mean_seconds(graph.replay, 5, True) for _ in range(3)) / kernels
 
 
 def kernel_profile(model, context: int, device: str) -> dict:
@@ -215,11 +213,9 @@ def measure_shape(name: str, config: dict, args: argparse.Namespace, dtype: torc
         # eager beside captured: what launching every operation from Python costs at B = 1
         mask = model.mask(1, context)
         tokens = torch.zeros(1, 1, dtype=torch.long, device=args.device)
-        from specdec.reference.core.static_decoder import _clock
-
-        _clock(lambda: model.step(tokens, context, mask), 2, args.device == "cuda")
+        mean_seconds(lambda: model.step(tokens, context, mask), 2, args.device == "cuda")
         result["eager"].append({"B": 1, "k": 1, "L": context,
-                                "seconds": min(_clock(lambda: model.step(tokens, context, mask), 5,
+                                "seconds": min(mean_seconds(lambda: model.step(tokens, context, mask), 5,
                                                       args.device == "cuda") for _ in range(3))})
     result["complete"] = True
     result["seconds_taken"] = time.perf_counter() - started

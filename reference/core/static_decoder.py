@@ -331,15 +331,15 @@ def time_step(model: StaticDecoder, batch: int, k: int, context: int, trials: in
     else:
         def run() -> None:
             model.step(tokens, context, mask)
-    once = _clock(run, 1, cuda)  # warm, and the size of a trial
-    once = _clock(run, 1, cuda)
+    once = mean_seconds(run, 1, cuda)  # warm, and the size of a trial
+    once = mean_seconds(run, 1, cuda)
     replays = max(1, min(1000, round(target_seconds / max(once, 1e-7))))
-    times = sorted(_clock(run, replays, cuda) for _ in range(trials))
+    times = sorted(mean_seconds(run, replays, cuda) for _ in range(trials))
     median = times[len(times) // 2]
     return StepTiming(batch, k, context, median, (times[-1] - times[0]) / median, cuda)
 
 
-def _clock(run: Callable[[], Any], n: int, cuda: bool) -> float:
+def mean_seconds(run: Callable[[], Any], n: int, cuda: bool) -> float:
     """Mean seconds of `run` over n calls (CUDA events on the GPU's queue; a wall clock elsewhere)."""
     if cuda:
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
