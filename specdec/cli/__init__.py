@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "bild": "specdec.cli.bild:bild",
     "heads": "specdec.cli.heads:heads",
     "eagle": "specdec.cli.eagle:eagle",
+    "draft": "specdec.cli.draft:draft",
     "serve-bench": "specdec.cli.serve:serve_bench",
     "costs": "specdec.cli.costs:costs",
 }
