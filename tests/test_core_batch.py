@@ -6,6 +6,9 @@
 - Sampling: requests decoded in a batch of 4 follow the target: the joint of their first 3
   tokens against the exact joint (enumerated), Pearson chi-square per prompt, 1500 requests
   each, significance 1e-3, fixed seed.
+- Per-request generators: every request of a batch of 8 (mixed prompt lengths, temperature 1,
+  a neural draft and prompt lookup) yields exactly the tokens it yields decoded alone with its
+  own generator (`prompt_generators(seed, [j])`), and at temperature 0 the target's own greedy tokens.
 - Continuous batching: with a token budget every pass has every slot busy; the counts add up.
 """
 import numpy as np
@@ -15,8 +18,9 @@ import torch
 from specdec.errors import SpecdecError
 from specdec.reference.core.batch_loop import decode_batch
 from specdec.reference.core.batch_scorer import BatchScorer
-from specdec.reference.core.loop import autoregressive_decode
+from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.seeds import prompt_generators
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
@@ -65,7 +69,7 @@ def test_sampled_rows_follow_the_target_distribution() -> None:
     sampling = SamplingConfig(1.0)
     prompts = [[1, 4, 2], [3, 0, 5, 5, 2, 1]]  # different lengths, decoded side by side
     run = decode_batch(BatchScorer(target, 4, 16), NeuralDrafter(draft, vocab), prompts * per_prompt, n_tokens, 2,
-                       sampling, torch.Generator().manual_seed(123))
+                       sampling, 123)
     assert run.stats.kept() > 0.3 * len(run.outputs)  # drafts were accepted often: the test bites
     for which, prompt in enumerate(prompts):
         exact = exact_joint(target, prompt, n_tokens, lambda logits: sampling.probs(logits).double())
@@ -75,6 +79,23 @@ def test_sampled_rows_follow_the_target_distribution() -> None:
                 counts[tuple(tokens)] += 1
         assert counts.sum() == per_prompt
         assert chi_square_pvalue(counts, exact.numpy()) > 1e-3, prompt
+
+
+def test_a_request_decodes_alike_alone_and_among_eight() -> None:
+    target, draft = tiny_llama(vocab_size=64, seed=0, sharpness=3.0), tiny_llama(vocab_size=64, seed=1, sharpness=3.0)
+    prompts = _prompts(64)
+    sampled, seed = SamplingConfig(1.0), 11
+    for drafter in (NeuralDrafter(draft, 64), PromptLookupDrafter(2)):
+        run = decode_batch(BatchScorer(target, 8, 48), drafter, prompts, 20, 3, sampled, seed)
+        if isinstance(drafter, NeuralDrafter):  # drafts accepted and rejected: the test bites
+            assert run.stats.kept() > 20 and run.stats.rejections() > 20
+        for j, tokens in run.outputs:
+            alone = speculative_decode(TargetScorer(target), drafter.fork(), prompts[j], 20, 3, sampled,
+                                       prompt_generators(seed, [j])[0])
+            assert tokens == alone.tokens, (type(drafter).__name__, j)
+        greedy = decode_batch(BatchScorer(target, 8, 48), drafter, prompts, 20, 3, GREEDY, seed)
+        for j, tokens in greedy.outputs:
+            assert tokens == autoregressive_decode(TargetScorer(target), prompts[j], 20, GREEDY, None).tokens
 
 
 def test_token_budget_keeps_every_slot_busy_and_counts_add_up() -> None:

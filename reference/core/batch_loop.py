@@ -32,6 +32,7 @@ from specdec.reference.core.loop import AcceptanceRule, DecodeResult, Speculativ
 from specdec.reference.core.policy import DraftPolicy, as_policy
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal
+from specdec.reference.core.seeds import prompt_generators
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.drafters.protocol import Drafter
 
@@ -81,12 +82,15 @@ class BatchResult(DecodeResult):
 
 
 def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-                 gamma: int | DraftPolicy, sampling: SamplingConfig, generator: torch.Generator | None,
+                 gamma: int | DraftPolicy, sampling: SamplingConfig, seed: int | None,
                  rule: AcceptanceRule = SpeculativeSampling(), eos_id: int | None = None,
                  token_budget: int | None = None, start_at: int = 0) -> BatchResult:
     """Decode the queue `prompts` (from position start_at, cycling when token_budget is set)
     with scorer.rows slots; every request gets up to max_new_tokens tokens. gamma: a fixed draft
-    length or a draft-length policy (`specdec.reference.core.policy`), asked per slot."""
+    length or a draft-length policy (`specdec.reference.core.policy`), asked per slot. seed: the i-th
+    request taken from the queue (i counted from start_at) draws from its own generator seeded
+    `derive_seed(seed, i)` (`specdec.reference.core.seeds`), for its drafts and its verdicts, so its
+    output never depends on its batch-mates (None: the global generator, for greedy runs)."""
     if max_new_tokens < 1 or not prompts:
         raise SpecdecError(f"need max_new_tokens >= 1 and prompts, got {max_new_tokens}, {len(prompts)} prompts")
     policy = as_policy(gamma)
@@ -100,15 +104,18 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
     result = BatchResult([], [], stats, batch=b, joint=np.zeros((policy.k_max + 1,) * 2, dtype=np.int64))
     queue = iter(_queue(len(prompts), start_at, cycle=token_budget is not None))
     request = [-1] * b  # queue position each slot decodes, -1 idle
+    generators: list[torch.Generator | None] = [None] * b  # the request's own, in each slot
     out: list[list[int]] = [[] for _ in range(b)]
     spent = [0.0] * b
     clock, passes_before = StageClock(scorer.output_device), scorer.forward_passes
     cpu_start = time.process_time()
 
     def refill(slot: int) -> None:
-        nxt = next(queue, None)
+        number, nxt = next(queue, (None, None))
         request[slot] = -1 if nxt is None else nxt
         if nxt is not None:
+            if seed is not None:
+                generators[slot] = prompt_generators(seed, [number], scorer.output_device)[0]
             before, cpu = clock.now(), time.process_time()
             prompt = list(prompts[nxt])
             drafters[slot].start(prompt, scorer.start(slot, prompt, drafter.needs))
@@ -125,7 +132,7 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
         rooms = [min(policy.budget(slot), max_new_tokens - len(out[slot]) - 1) for slot in range(b)]
         for slot, room in enumerate(rooms):
             busy = request[slot] >= 0
-            proposals.append(draft(drafters[slot], policy, room, sampling, generator) if busy else None)
+            proposals.append(draft(drafters[slot], policy, room, sampling, generators[slot]) if busy else None)
         seconds = clock.lap()
         stats.time_draft += seconds
         scored = scorer.score(proposals, drafter.needs)
@@ -140,7 +147,7 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
             if proposal is None:
                 verdicts.append(None)
                 continue
-            verdict = rule(s.logits, proposal, sampling, generator)
+            verdict = rule(s.logits, proposal, sampling, generators[slot])
             scorer.commit(slot, verdict)
             verdicts.append(verdict)
         lap = clock.lap()
@@ -186,8 +193,8 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
 
 
 def _queue(n: int, start: int, cycle: bool):
-    """Queue positions start, start + 1, ... (mod n): once round, or forever."""
+    """(request number, queue position): start + i and (start + i) mod n, once round or forever."""
     i = 0
     while cycle or i < n:
-        yield (start + i) % n
+        yield start + i, (start + i) % n
         i += 1

@@ -65,7 +65,8 @@ class Batched:
     gamma: int = 0
 
     def decode(self, scorer, prompt, new_tokens, sampling, generator, eos_id, fuse_prefill) -> BatchResult:
-        return decode_batch(self.scorer, self.drafter, self.queue, new_tokens, self.gamma, sampling, generator,
+        seed = None if generator is None else generator.initial_seed()
+        return decode_batch(self.scorer, self.drafter, self.queue, new_tokens, self.gamma, sampling, seed,
                             eos_id=eos_id, token_budget=self.budget, start_at=int(prompt[0]) % len(self.queue))
 
 
