@@ -73,27 +73,28 @@ def ratios(cube: np.ndarray) -> np.ndarray:
 
 
 def fit_device(raw: dict, base: Device, shapes: list[dict]) -> tuple[Device, dict]:
-    """The preset's two fitted terms, the floor per kernel and the share of the bandwidth the
-    cache reads reach (`specdec.simulator.hardware`: GPU_LAUNCH_S, GPU_KV_SHARE), fitted again
-    (least squares in relative error, over log-parameters) on the cells of `shapes`; everything else
-    kept."""
+    """The preset's three fitted terms (`specdec.simulator.hardware`: GPU_LAUNCH_S, the floor per
+    kernel; GH100_KV_BYTES_PER_S, the cache reads' rate; GPU_VERIFY_LAYER_S, what a layer adds at
+    k > 1) fitted again (least squares in relative error, over log-parameters) on the cells of
+    `shapes`; everything else kept."""
     from scipy.optimize import least_squares
 
     dtype = raw["dtype"]
     meas = [measured_cube(s) for s in shapes]
 
     def device(x: np.ndarray) -> Device:
-        return replace(base, launch_s=float(np.exp(x[0])), kv_share=float(np.exp(x[1])))
+        launch, kv, verify = np.exp(x)
+        return replace(base, launch_s=float(launch), kv_bandwidth=float(kv), verify_layer_s=float(verify))
 
     def residual(x: np.ndarray) -> np.ndarray:
         d = device(x)
         return np.concatenate([errors(roofline_cube(s, d, dtype), m)[np.isfinite(m)] for s, m in zip(shapes, meas)])
 
-    fit = least_squares(residual, np.log([base.launch_s, base.kv_share]), method="trf")
-    d = device(fit.x)
+    start = [base.launch_s, base.kv_bandwidth or base.bandwidth, base.verify_layer_s or 1e-5]
+    d = device(least_squares(residual, np.log(start), method="trf").x)
     return d, {"fitted_on": [s["name"] for s in shapes], "bandwidth_bytes_per_s": d.bandwidth,
-               "peak_flops": d.flops_for(DTYPES[dtype]), "launch_s": d.launch_s, "kv_share": d.kv_share,
-               "kernels_per_layer": d.kernels_per_layer, "overlap": d.overlap}
+               "peak_flops": d.flops_for(DTYPES[dtype]), "launch_s": d.launch_s, "kv_bytes_per_s": d.kv_bandwidth,
+               "verify_layer_s": d.verify_layer_s, "kernels_per_layer": d.kernels_per_layer, "overlap": d.overlap}
 
 
 def gamma_table(target: np.ndarray, batch_sizes: list[int], c: np.ndarray, alpha: float) -> list[int]:
@@ -215,7 +216,8 @@ def markdown(rep: dict) -> str:
     if rep.get("fit"):
         f = rep["fit"]
         lines += [f"Refitted on {', '.join(f['fitted_on'])} only: {1e6 * f['launch_s']:.2f} µs x "
-                  f"{f['kernels_per_layer']} kernels per layer, KV share {f['kv_share']:.3f} (preset: bandwidth "
+                  f"{f['kernels_per_layer']} kernels per layer, cache reads at {f['kv_bytes_per_s'] / 1e12:.2f} TB/s, "
+                  f"{1e6 * f['verify_layer_s']:.1f} µs a layer at k > 1 (preset: bandwidth "
                   f"{f['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s, {f['peak_flops'] / TERA:.0f} TFLOP/s, overlap "
                   f"{f['overlap']}).", ""]
     lines += ["| shape | cells | t(1,1) ms (L0) | uncaptured t(1,1) ms | weights/copy ms | preset median/worst % | "

@@ -21,13 +21,19 @@ TERA = 1e12
 #   TB/s; an H100 of the same workplace 3.0 of 3.35: 0.90) and an 8192^3 bf16 matrix product runs
 #   at 0.80 of the dense peak (785-800 of 989 TFLOP/s; the H100: 798); assumed alike for every preset.
 # - fitted on the captured passes of two shapes (llama-3.2-1b, qwen2.5-14b; llama-3.1-8b and
-#   qwen2.5-32b held out): the floor per kernel and the share of the bandwidth attention's cache
-#   reads reach, with 12 kernels per layer (assumed: a CUDA-graph engine with fused norms).
+#   qwen2.5-32b, and the H100's every shape, held out; H200 run 4): the floor per kernel, with 12
+#   kernels per layer (assumed: a CUDA-graph engine with fused norms); the rate the cache reads
+#   reach on a GH100 die (H100 and H200 alike: the same 132 SMs, which cap FlashAttention's
+#   split-KV reads near 3 TB/s — the H100 copies at 3.0, the H200 at 4.2); and the time a layer
+#   adds when a pass verifies k > 1 tokens a row (the multi-token attention path: in the captured
+#   decoder a FlashAttention pass over the cache, one over the new keys and their merge). Other
+#   GPUs' cache reads: assumed at the copy bandwidth.
 GPU_BANDWIDTH_SHARE = 0.885
 GPU_FLOPS_SHARE = 0.80
-GPU_LAUNCH_S = 5.5e-6
+GPU_LAUNCH_S = 3.6e-6
 GPU_KERNELS_PER_LAYER = 12
-GPU_KV_SHARE = 0.69
+GH100_KV_BYTES_PER_S = 2.98e12
+GPU_VERIFY_LAYER_S = 23e-6
 NVLINK_LATENCY_S = 8e-6  # one all-reduce's fixed cost over NVLink / NVSwitch (assumption)
 PCIE_LATENCY_S = 15e-6  # ... over PCIe (assumption)
 # The `measured` device runs specdec's own decoder: one scored pass through transformers' eager
@@ -69,7 +75,8 @@ class Device:
     kernels_per_layer: int  # kernels one decoder layer launches
     link_bandwidth: float | None  # per-direction bytes/s to each peer for all-reduce; None: no link
     link_latency_s: float  # fixed cost of one all-reduce, seconds
-    kv_share: float = 1.0  # share of `bandwidth` attention's KV-cache reads reach
+    kv_bandwidth: float | None = None  # bytes/s attention's KV-cache reads reach at most (None: `bandwidth`)
+    verify_layer_s: float = 0.0  # seconds a layer adds when a pass verifies k > 1 tokens a row
     overlap: bool = True  # True: a group's time is max(bytes / bandwidth, FLOPs / peak); False: their sum
 
     def flops_for(self, dtype: Dtype) -> float:
@@ -81,20 +88,23 @@ class Device:
         raise SpecdecError(f"{self.name} states no peak FLOP rate for {dtype.name}")
 
 
-def _gpu(name: str, tb_s: float, gb: float, link_gb_s: float, latency_s: float, **tflops: float) -> Device:
+def _gpu(name: str, tb_s: float, gb: float, link_gb_s: float, latency_s: float, kv_bytes_s: float | None = None,
+         **tflops: float) -> Device:
     """A preset from its datasheet (dense peaks): bandwidth and peaks scaled by the shares reached
-    here, the fitted floor and KV share, memory and compute not overlapping within a group (the
-    H200's passes between 16 and 512 tokens add the two; docs/roofline.md)."""
+    here, the fitted floor and verify term, `kv_bytes_s` the cache reads' cap (None: the copy
+    bandwidth), memory and compute not overlapping within a group (the H200's passes between 16
+    and 512 tokens add the two; docs/roofline.md)."""
     return Device(name, tb_s * TERA * GPU_BANDWIDTH_SHARE, {k: v * TERA * GPU_FLOPS_SHARE for k, v in tflops.items()},
-                  gb * GB, GPU_LAUNCH_S, GPU_KERNELS_PER_LAYER, link_gb_s * GB, latency_s, GPU_KV_SHARE, False)
+                  gb * GB, GPU_LAUNCH_S, GPU_KERNELS_PER_LAYER, link_gb_s * GB, latency_s, kv_bytes_s,
+                  GPU_VERIFY_LAYER_S, False)
 
 
 # Datasheet numbers (`_gpu` scales them). Link bandwidths are per direction (NVLink's quoted totals
 # are both directions: 900 GB/s -> 450).
 PRESETS: dict[str, Device] = {
-    "h100-sxm": _gpu("H100 SXM 80GB", 3.35, 80, 450, NVLINK_LATENCY_S, fp32=67, bf16=989, fp8=1979, int8=1979),
-    "h100-pcie": _gpu("H100 PCIe 80GB", 2.0, 80, 64, PCIE_LATENCY_S, fp32=51, bf16=756, fp8=1513, int8=1513),
-    "h200": _gpu("H200 SXM 141GB", 4.8, 141, 450, NVLINK_LATENCY_S, fp32=67, bf16=989, fp8=1979, int8=1979),
+    "h100-sxm": _gpu("H100 SXM 80GB", 3.35, 80, 450, NVLINK_LATENCY_S, GH100_KV_BYTES_PER_S, fp32=67, bf16=989, fp8=1979, int8=1979),
+    "h100-pcie": _gpu("H100 PCIe 80GB", 2.0, 80, 64, PCIE_LATENCY_S, GH100_KV_BYTES_PER_S, fp32=51, bf16=756, fp8=1513, int8=1513),
+    "h200": _gpu("H200 SXM 141GB", 4.8, 141, 450, NVLINK_LATENCY_S, GH100_KV_BYTES_PER_S, fp32=67, bf16=989, fp8=1979, int8=1979),
     "a100-80gb": _gpu("A100 80GB SXM", 2.039, 80, 300, NVLINK_LATENCY_S, fp32=19.5, bf16=312, int8=624),
     "a100-40gb": _gpu("A100 40GB SXM", 1.555, 40, 300, NVLINK_LATENCY_S, fp32=19.5, bf16=312, int8=624),
     "l40s": _gpu("L40S 48GB", 0.864, 48, 32, PCIE_LATENCY_S, fp32=91.6, bf16=362, fp8=733, int8=733),

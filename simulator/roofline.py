@@ -141,16 +141,19 @@ class PassTerms:
     allreduce_bytes: FloatArray  # one all-reduce's payload (B k hidden activations)
     gather_bytes: FloatArray  # the logits' all-gather (vocabulary split tp ways)
     tp: int
+    tokens_per_row: FloatArray  # k, the tokens each sequence's pass verifies
 
     def seconds(self, device: Device, peak_flops: float, per_group: bool = True) -> FloatArray:
         """t = roofline + kernels x launch floor + communication, seconds. per_group: each group
         (dense matrices, experts, attention) is max(bytes / bandwidth, FLOPs / peak) on its own, or
         bytes / bandwidth + FLOPs / peak where the device does not overlap the two
         (`Device.overlap`), and the groups add (a memory-bound attention does not hide
-        compute-bound matrices); the cache reads at `Device.kv_share` of the bandwidth. False: one
-        max over the whole pass (a lower bound of the former)."""
+        compute-bound matrices); the cache reads at most at `Device.kv_bandwidth`; a pass verifying
+        k > 1 tokens a row adds `Device.verify_layer_s` a layer. False: one max over the whole pass
+        (a lower bound of the former)."""
+        kv_rate = min(device.bandwidth, device.kv_bandwidth or device.bandwidth)
         groups = [(self.weight_bytes + self.logits_bytes, self.dense_flops), (self.expert_bytes, self.expert_flops),
-                  (self.kv_bytes / device.kv_share, self.attention_flops)]
+                  (self.kv_bytes * device.bandwidth / kv_rate, self.attention_flops)]
         if per_group and not device.overlap:
             roof = sum(b / device.bandwidth + f / peak_flops for b, f in groups)
         elif per_group:
@@ -158,7 +161,8 @@ class PassTerms:
         else:
             roof = np.maximum(sum(b for b, _ in groups) / device.bandwidth, sum(f for _, f in groups) / peak_flops)
         kernels = self.layers * device.kernels_per_layer + KERNELS_OUTSIDE_LAYERS
-        return roof + kernels * device.launch_s + self.communication_seconds(device)
+        verify = self.layers * device.verify_layer_s * (self.tokens_per_row > 1)
+        return roof + kernels * device.launch_s + verify + self.communication_seconds(device)
 
     def communication_seconds(self, device: Device) -> FloatArray:
         """tp > 1: 2 ring all-reduces per layer, 2 (tp - 1) / tp x bytes / link + latency each, and
@@ -212,7 +216,8 @@ def pass_terms(model: ModelShape, dtype: Dtype, tp: int, batch: npt.ArrayLike, k
         expert_flops=2 * n * model.moe_layers * model.experts_per_token * expert,
         kv_bytes=model.layers * b_ * attended * 2 * g * d * act,
         attention_flops=model.layers * 4 * n * attended * a * d,
-        layers=model.layers, allreduce_bytes=n * h * act, gather_bytes=n * model.vocab * act, tp=tp)
+        layers=model.layers, allreduce_bytes=n * h * act, gather_bytes=n * model.vocab * act, tp=tp,
+        tokens_per_row=k_)
 
 
 def pass_seconds(model: ModelShape, dtype: Dtype, device: Device, tp: int, batch: npt.ArrayLike, k: npt.ArrayLike,

@@ -133,7 +133,7 @@ def test_moe_reads_only_the_touched_experts() -> None:
 def test_per_group_maximum_versus_whole_pass() -> None:
     """Memory-bound attention beside compute-bound matrices: the per-group sum of maxima exceeds the
     whole pass's maximum; with every group memory-bound the two agree."""
-    model, device = model_shape(SMOLLM2), replace(H100, launch_s=0.0, overlap=True, kv_share=1.0)
+    model, device = model_shape(SMOLLM2), replace(H100, launch_s=0.0, overlap=True, kv_bandwidth=None, verify_layer_s=0.0)
     grouped = pass_seconds(model, BF16, device, 1, 256, 16, 512)  # matrices 1.1 ms of FLOPs, KV 0.9 ms of reads
     whole = pass_seconds(model, BF16, device, 1, 256, 16, 512, per_group=False)
     assert grouped > 1.5 * whole
@@ -235,16 +235,31 @@ def test_bad_configs_name_the_option(capsys, tmp_path, content, match) -> None:
         assert code == 2 and option in err and match in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_no_overlap_adds_memory_and_compute_and_kv_share_slows_the_cache_reads() -> None:
+def test_no_overlap_adds_memory_and_compute_and_the_kv_cap_slows_the_cache_reads() -> None:
     """A device that does not overlap (the GPU presets) prices each group at bytes / bandwidth +
-    FLOPs / peak; the cache reads at kv_share of the bandwidth. Hand-computed on TINY's terms."""
+    FLOPs / peak; the cache reads at min(bandwidth, kv_bandwidth). Hand-computed on TINY's terms."""
     t = pass_terms(model_shape(TINY), BF16, 1, 3, 2, 5)
-    device = replace(UNIT, overlap=False, kv_share=0.5, launch_s=0.0)
+    device = replace(UNIT, overlap=False, kv_bandwidth=UNIT.bandwidth / 2, launch_s=0.0)
     peak = device.flops_for(BF16)
     groups = [(t.weight_bytes + t.logits_bytes, t.dense_flops), (t.expert_bytes, t.expert_flops),
-              (t.kv_bytes / 0.5, t.attention_flops)]
+              (t.kv_bytes * 2, t.attention_flops)]
     assert t.seconds(device, peak) == pytest.approx(sum(b / device.bandwidth + f / peak for b, f in groups))
-    assert t.seconds(device, peak) > t.seconds(replace(device, overlap=True, kv_share=1.0), peak)
+    assert t.seconds(device, peak) > t.seconds(replace(device, overlap=True, kv_bandwidth=None), peak)
+    # a cap above the bandwidth changes nothing
+    assert t.seconds(replace(device, kv_bandwidth=10 * UNIT.bandwidth), peak) == pytest.approx(
+        t.seconds(replace(device, kv_bandwidth=None), peak))
+
+
+def test_the_verify_term_prices_k_above_one_only() -> None:
+    """`Device.verify_layer_s` adds layers x that much to every pass verifying k > 1 tokens a row,
+    nothing at k = 1 (a decode step), whatever B."""
+    device = replace(UNIT, verify_layer_s=1e-3, launch_s=0.0)
+    plain = replace(device, verify_layer_s=0.0)
+    layers = model_shape(TINY).layers
+    for b in (1, 4):
+        t = pass_terms(model_shape(TINY), BF16, 1, b, [1, 2, 5], 7)
+        extra = t.seconds(device, device.flops_for(BF16)) - t.seconds(plain, plain.flops_for(BF16))
+        assert extra == pytest.approx([0.0, layers * 1e-3, layers * 1e-3])
 
 
 def test_gpu_presets_are_the_datasheet_times_the_shares_reached() -> None:
@@ -253,4 +268,5 @@ def test_gpu_presets_are_the_datasheet_times_the_shares_reached() -> None:
     h200 = PRESETS["h200"]
     assert h200.bandwidth == pytest.approx(4.8e12 * GPU_BANDWIDTH_SHARE)
     assert h200.flops_for(BF16) == pytest.approx(989e12 * GPU_FLOPS_SHARE)
-    assert not h200.overlap and 0 < h200.kv_share <= 1
+    assert not h200.overlap and h200.kv_bandwidth == PRESETS["h100-sxm"].kv_bandwidth < h200.bandwidth
+    assert h200.verify_layer_s > 0 and PRESETS["l4"].kv_bandwidth is None

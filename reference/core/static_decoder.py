@@ -251,7 +251,8 @@ class StaticDecoder:
                 mask: torch.Tensor | None) -> torch.Tensor:
         """Attention of q [B, a, k, d] at positions L = start.. over keys, values [B, g, L + k, d]:
         [B, a, k, d]. Each KV head's query heads are folded onto it (no repeated keys) except in
-        "flash", whose kernel reads a KV head once per query head when k > 1."""
+        "flash", whose kernel reads a KV head once per query head when k > 1. "split" at k = 1 is
+        one unmasked pass over the whole cache."""
         b, a, k, d = q.shape
         g = keys.shape[1]
         if mode == "flash":
@@ -260,6 +261,8 @@ class StaticDecoder:
         if mode == "masked":
             return F.scaled_dot_product_attention(folded, keys, values, attn_mask=mask).view(b, a, k, d)
         cached = _cached_flash if self.device.type == "cuda" else _cached_math
+        if k == 1:  # one new token sees every key: the whole cache in one pass, nothing to merge
+            return cached(folded, keys, values)[0].view(b, a, k, d)
         out, lse = cached(folded, keys[:, :, :start], values[:, :, :start])
         return self.ops.merge_new(folded, keys[:, :, start:], values[:, :, start:], mask, out, lse).view(b, a, k, d)
 

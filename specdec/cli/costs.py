@@ -216,7 +216,8 @@ def _device_dict(device: Device) -> dict[str, Any]:
     return {"name": device.name, "bandwidth_bytes_per_s": device.bandwidth, "peak_flops": dict(device.peak_flops),
             "memory_bytes": device.memory_bytes, "launch_s": device.launch_s,
             "kernels_per_layer": device.kernels_per_layer, "link_bytes_per_s": device.link_bandwidth,
-            "link_latency_s": device.link_latency_s}
+            "link_latency_s": device.link_latency_s, "kv_bytes_per_s": device.kv_bandwidth,
+            "verify_layer_s": device.verify_layer_s, "overlap": device.overlap}
 
 
 def _text(report: dict[str, Any], out: Path | None) -> str:
@@ -226,7 +227,9 @@ def _text(report: dict[str, Any], out: Path | None) -> str:
     lines = [f"roofline t(B, k) in ms: {r['config']} ({r['parameters'] / 1e9:.2f} B parameters), {r['dtype']}, "
              f"{dev['name']} x {r['tp']} ({dev['bandwidth_bytes_per_s'] / GB:.0f} GB/s, "
              f"{r['peak_flops'] / TERA:.1f} TFLOP/s, "
-             f"{1e6 * dev['launch_s']:.1f} µs x {dev['kernels_per_layer']} kernels per layer)"]
+             f"{1e6 * dev['launch_s']:.1f} µs x {dev['kernels_per_layer']} kernels per layer"
+             + (f", cache reads ≤ {dev['kv_bytes_per_s'] / GB:.0f} GB/s" if dev["kv_bytes_per_s"] else "")
+             + (f", +{1e6 * dev['verify_layer_s']:.0f} µs a layer at k > 1" if dev["verify_layer_s"] else "") + ")"]
     timings = report["batch_timing"] if isinstance(report["batch_timing"], list) else [report["batch_timing"]]
     memory = report["memory"]
     for i, timing in enumerate(timings):
