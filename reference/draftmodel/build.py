@@ -36,10 +36,12 @@ def checkpoint_path(fingerprint: str, data_config: DataConfig, train_config: Dra
 def workload_alpha(target_dir: Path, draft_dir: Path, source: PromptSource, tokens: int, new_tokens: int,
                    seed: int) -> dict[str, Any]:
     """alpha at T = 0 per workload of `source` for the draft folder (the estimator, no timing)."""
+    from specdec.reference.core.sampling import SamplingConfig
     from specdec.reference.estimate.run import EstimateConfig, run_estimate
 
-    config = EstimateConfig(target=target_dir, drafter=f"model:{draft_dir}", tokens=tokens, new_tokens=new_tokens,
-                            source=source, timing=False, seed=seed, bootstrap=500)
+    config = EstimateConfig(target=target_dir, drafter=f"model:{draft_dir}", sampling=SamplingConfig(0.0),
+                            tokens=tokens, new_tokens=new_tokens, source=source, timing=False, seed=seed,
+                            bootstrap=500)
     report = run_estimate(config)
     per = report.get("categories") or {report["category"]: report}
     return {"temperature": 0.0, "tokens_per_workload": tokens, "new_tokens": new_tokens,

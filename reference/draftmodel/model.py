@@ -38,13 +38,12 @@ class DraftShape:
 
 
 def default_sources(layers: int, target_layers: int) -> tuple[int, ...]:
-    """The first layer and then evenly spaced ones up to the last: the layer-skipping draft a
-    Llama keeps most of its next-token quality with (0 for one layer; 0 and L - 1 for two)."""
+    """The target's first `layers` layers. Measured on SmolLM2-135M (held-out top-1 of the
+    untrained draft): layer 0 alone 0.081, layers 0-1 0.054, 0 and 29 0.000 (a late layer fed
+    early features breaks the output), so early layers are the better start (docs/draft-model.md)."""
     if layers < 1 or layers > target_layers:
         raise SpecdecError(f"a draft of {layers} layers from a target of {target_layers}")
-    if layers == 1:
-        return (0,)
-    return tuple(round(i * (target_layers - 1) / (layers - 1)) for i in range(layers))
+    return tuple(range(layers))
 
 
 def check_llama(target: PreTrainedModel) -> None:

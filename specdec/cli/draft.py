@@ -51,8 +51,8 @@ def source_layers_option(text: str, layers: int) -> tuple[int, ...]:
 @click.option("--layers", type=Number(int, 1, MAX_LAYERS), default=1, show_default=True,
               help="Decoder layers of the draft (the target's width, heads and embedding).")
 @click.option("--source-layers", default="", metavar="I,J,...",
-              help="The target layers the draft's layers start as, one per draft layer (default: layer 0, then "
-                   "evenly spaced up to the last).")
+              help="The target layers the draft's layers start as, one per draft layer (default: the first --layers "
+                   "layers).")
 @click.option("--train-temperature", type=Number(float, 0, 100, low_open=True), default=1.0, show_default=True,
               help="T of the distillation loss KL(p_T || q_T) (p: the target's stored top-16, renormalised).")
 @click.option("--epochs", type=Number(int, 1, 1000), default=2, show_default=True, help="Passes over the windows.")
