@@ -5,6 +5,7 @@ hold. Every problem is one SpecdecError line naming the file (torch-free)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,29 @@ def read_input(path: str | Path, cap: int = MAX_INPUT_BYTES) -> str:
             data = f.read(cap + 1)
     except OSError as exc:
         raise SpecdecError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return _text(data, cap, str(path), "is larger than {mib} MiB: not a file of this kind")
+
+
+def _text(data: bytes, cap: int, name: str, too_long: str) -> str:
+    """`data` (at most cap + 1 bytes read) as UTF-8 text, or one line: too long or not UTF-8."""
     if len(data) > cap:
-        raise SpecdecError(f"{path} is larger than {cap >> 20} MiB: not a file of this kind")
+        raise SpecdecError(f"{name} {too_long.format(mib=cap >> 20)}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecdecError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+        raise SpecdecError(f"{name} is not UTF-8 text (byte {exc.start})") from None
+
+
+def read_stdin(cap: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text on standard input, at most `cap` bytes; closed or unreadable: one line."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise SpecdecError("standard input is closed: pipe the text in or name a file")
+    try:
+        data = stream.read(cap + 1)
+    except (OSError, ValueError) as exc:  # ValueError: a closed file object
+        raise SpecdecError(f"cannot read standard input: {getattr(exc, 'strerror', None) or exc}") from None
+    return _text(data, cap, "standard input", "holds more than {mib} MiB: give the metrics lines only")
 
 
 def read_json(path: str | Path, cap: int = MAX_INPUT_BYTES) -> Any:

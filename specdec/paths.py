@@ -33,6 +33,22 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "specdec"
 
 
+def cache_problem() -> str | None:
+    """What is wrong with `$SPECDEC_CACHE` as the cache folder, or None: it must be a folder, or
+    creatable in the nearest folder above it that exists (a read-only cache that exists is fine)."""
+    value = os.environ.get(CACHE_ENV)
+    if not value:
+        return None
+    path = Path(value).absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        where = "it" if existing == path else str(existing)
+        return f"{CACHE_ENV}={value} cannot be the cache: {where} is not a folder"
+    if existing != path and not os.access(existing, os.W_OK | os.X_OK):
+        return f"{CACHE_ENV}={value} cannot be the cache: it does not exist and {existing} is not writable"
+    return None
+
+
 def models_dir() -> Path:
     """Converted models: the default target and every GGUF file given as a model."""
     return cache_dir() / "models"

@@ -249,3 +249,27 @@ def test_bad_prompt_is_refused_before_the_weights_load(capsys, tmp_path, prompt,
     capsys.readouterr()  # the save's own progress bar
     line = expect_usage_error(capsys, ["decode", "--prompt", prompt, "--target", str(folder)], "--prompt")
     assert words in line
+
+
+@pytest.mark.parametrize("category", ["", " ", "code,,chat"])
+def test_an_empty_category_name_is_refused(capsys, target, category) -> None:
+    """`--category ''` used to mean "every category" and run the whole estimate."""
+    expect_usage_error(capsys, ["estimate", "--target", str(target), "--drafter", "lookup",
+                                "--category", category], "--category")
+
+
+def test_plan_from_a_closed_standard_input_is_one_line(capsys, monkeypatch) -> None:
+    """`plan --from -` with standard input closed (`<&-`) used to end in an AttributeError."""
+    monkeypatch.setattr("sys.stdin", None)
+    expect_usage_error(capsys, ["plan", "--from", "-", "--c", "0"], "--from")
+
+
+@pytest.mark.parametrize("cache", ["/dev/null", "/dev/null/below", "{file}", "{file}/below"])
+def test_a_cache_that_cannot_be_a_folder_is_refused_first(capsys, monkeypatch, tmp_path, target, cache) -> None:
+    """SPECDEC_CACHE naming a file or a path below one: one line naming it, status 2, before any
+    command runs (it used to be "[Errno 20] Not a directory" with status 1 after loading)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("SPECDEC_CACHE", cache.format(file=blocker))
+    code, out, err = run(capsys, ["decode", "--target", str(target), "--prompt", PROMPT, "--new-tokens", "2"])
+    assert code == 2 and out == "" and err.strip().count("\n") == 0 and "SPECDEC_CACHE" in err, err

@@ -61,7 +61,10 @@ def test_plain_lines_and_prompt_objects(tmp_path) -> None:
 
 @pytest.mark.parametrize("line, message", [
     ('{"turns": [1, 2]}', "turns"), ('{"category": "x"}', "needs"), ("[1, 2]", "JSON object"),
-    ('{"prompt": "   "}', "empty"), ('{"prompt": "w1", "category": ""}', "category"), ("{oops", "not JSON")])
+    ('{"prompt": "   "}', "empty"), ('{"prompt": "w1", "category": ""}', "category"), ("{oops", "not JSON"),
+    ('{"prompt": "a \\ud800 b"}', "lone surrogate"), ('{"turns": ["\\udfff"], "category": "x"}', "lone surrogate"),
+    ('{"prompt": "w1", "category": "\\ud83d"}', "lone surrogate"),
+    ('{"prompt": "w1", "id": 1' + "0" * 5000 + "}", "Python can hold")])
 def test_bad_json_lines_name_the_line(tmp_path, line: str, message: str) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"prompt": "w1"}\n' + line + "\n", encoding="utf-8")

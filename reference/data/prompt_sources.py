@@ -77,6 +77,8 @@ def _json_prompt(path: Path, number: int, line: str) -> Prompt:
         row = loads(line)
     except json.JSONDecodeError as exc:
         raise SpecdecError(f"{where}: not JSON ({exc.msg})") from None
+    except ValueError as exc:  # a number of more digits than Python converts
+        raise SpecdecError(f"{where}: not JSON Python can hold ({exc})") from None
     if not isinstance(row, dict):
         raise SpecdecError(f"{where}: a JSON object is needed, got {type(row).__name__}")
     category = row.get("category", FILE_CATEGORY)
@@ -93,6 +95,11 @@ def _json_prompt(path: Path, number: int, line: str) -> Prompt:
             raise SpecdecError(f"{where}: \"prompt\" must be a string and \"turn\" true or false")
     else:
         raise SpecdecError(f"{where}: needs \"turns\" (MT-bench / Spec-Bench) or \"prompt\"")
+    for value in (category, text):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # JSON's "\ud800" escapes decode to a lone surrogate
+            raise SpecdecError(f"{where}: holds a lone surrogate {value[exc.start]!r}, not text") from None
     if not text.strip():
         raise SpecdecError(f"{where}: the prompt is empty")
     name = row.get("question_id", row.get("id", number))

@@ -87,6 +87,11 @@ def main(argv: list[str] | None = None) -> None:
     if os.environ.get("SPECDEC_LAUNCHER"):  # a rank of `estimate --processes`: it dies with its launcher
         from specdec.reference.distributed.launch import die_with_launcher
         die_with_launcher()
+    from specdec.paths import cache_problem
+
+    if problem := cache_problem():  # before any command reads or converts a model into it
+        click.echo(f"Error: {problem}", err=True)
+        sys.exit(2)
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         cli.main(args=argv, prog_name="specdec", standalone_mode=False)

@@ -223,7 +223,12 @@ def prompt_source(prompts_file, workloads, categories, chat_template, max_prompt
     if encoder_inputs is not None and (prompts_file is not None or workloads or categories):
         raise click.BadParameter("encoder inputs are the prompts: give them without --prompts-file, --workload or "
                                  "--category", param_hint="--encoder-inputs")
-    names = tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None
+    names = None
+    if categories is not None:
+        names = tuple(c.strip() for c in categories.split(","))
+        if not all(names):
+            raise click.BadParameter(f"needs category names separated by commas, got {categories!r}",
+                                     param_hint="--category")
     if prompts_file is not None and truncate == "refuse":
         _refuse_certainly_long(prompts_file, max_prompt_tokens)
     return PromptSource(file=Path(prompts_file) if prompts_file else None, workloads=workloads or (),

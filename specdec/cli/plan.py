@@ -12,7 +12,6 @@ only for `--figure`, so `specdec plan` starts fast.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -261,7 +260,8 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
     """`plan --from`: the engine's counts -> alpha_i -> the plan -> the engine's configuration."""
     from specdec.engines.acceptance import acceptance_from_counts
     from specdec.engines.configs import engine_config
-    from specdec.engines.metrics import read_counts, read_source
+    from specdec.engines.metrics import MAX_SOURCE_BYTES, read_counts, read_source
+    from specdec.inputs import read_stdin
     from specdec.simulator.engine_plan import engine_plan
 
     if figure is not None:
@@ -270,7 +270,7 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
     batch_times = _batch_at(tables, context, batch_cost_file)
     if figure is not None and batch_times is None:
         raise click.UsageError("--figure draws the batch plan: give --batch-cost-file")
-    text = _read(read_source, source, "--from", sys.stdin.read() if source == "-" else None)
+    text = _read(read_source, source, "--from", _read(read_stdin, MAX_SOURCE_BYTES, "--from") if source == "-" else None)
     try:
         counts = read_counts(text)
         result = engine_plan(acceptance_from_counts(counts, draft_length), c, counts.source, max_gamma, extrapolate,
