@@ -2,13 +2,16 @@
 
 Statistical test: Pearson chi-square at significance 1e-3 with fixed seeds (so the test is
 deterministic; a correct verifier fails it with probability 1e-3 per check over seeds).
+Several requests verified in one call (ragged k = 0..3, sampled and deterministic drafts side
+by side): every request's emitted tokens follow its own p (chi-square per request and position,
+20,000 calls), and each verdict equals the one-request verifier's with the same generator.
 """
 import numpy as np
 import pytest
 import torch
 
 from specdec.reference.core.sampling import sample
-from specdec.reference.core.verifier import verify
+from specdec.reference.core.verifier import greedy_rows, verify, verify_rows
 from tests.stats_helpers import chi_square_pvalue
 
 VOCAB, K, N = 6, 2, 40_000
@@ -81,3 +84,59 @@ def test_inverse_cdf_sampler_is_exact() -> None:
         counts = np.bincount(draws[:, row].numpy(), minlength=6)
         assert counts[probs[row].numpy() == 0].sum() == 0
         assert chi_square_pvalue(counts, probs[row].numpy()) > 1e-3
+
+
+def _requests(gen: torch.Generator, ks=(0, 1, 2, 3), deterministic=(False, False, True, False)):
+    """Per request: p [k + 1, V], q [k, V] or None (deterministic: fixed guesses)."""
+    return [(random_dists(k + 1, gen), None if det or not k else random_dists(k, gen))
+            for k, det in zip(ks, deterministic)]
+
+
+def _drafts(requests, gen: torch.Generator) -> list[torch.Tensor]:
+    return [torch.arange(p.shape[0] - 1) % VOCAB if q is None else torch.multinomial(q, 1, generator=gen)[:, 0]
+            for p, q in requests]
+
+
+def test_requests_verified_together_each_follow_their_p() -> None:
+    gen = torch.Generator().manual_seed(5)
+    requests = _requests(gen)
+    p_all = torch.cat([p for p, _ in requests])
+    generators = [torch.Generator().manual_seed(10 + b) for b in range(len(requests))]
+    counts = [np.zeros((p.shape[0], VOCAB)) for p, _ in requests]
+    for _ in range(20_000):
+        verdicts = verify_rows(p_all, [q for _, q in requests], _drafts(requests, gen), generators)
+        for b, verdict in enumerate(verdicts):
+            for j, tok in enumerate(verdict.tokens.tolist()):
+                counts[b][j, tok] += 1
+    for b, (p, _) in enumerate(requests):
+        for j in range(p.shape[0]):
+            assert chi_square_pvalue(counts[b][j], p[j].numpy()) > 1e-3, (b, j)
+
+
+def test_requests_verified_together_equal_each_verified_alone() -> None:
+    gen = torch.Generator().manual_seed(6)
+    for trial in range(200):
+        requests = _requests(gen, ks=torch.randint(0, 4, (5,), generator=gen).tolist(),
+                             deterministic=(torch.rand(5, generator=gen) < 0.3).tolist())
+        drafts = _drafts(requests, gen)
+        lenience = 0.5 if trial % 4 == 0 else 1.0
+        together = verify_rows(torch.cat([p for p, _ in requests]), [q for _, q in requests], drafts,
+                               [torch.Generator().manual_seed(trial * 10 + b) for b in range(5)], lenience)
+        for b, ((p, q), draft) in enumerate(zip(requests, drafts)):
+            alone = verify(p, q, draft, torch.Generator().manual_seed(trial * 10 + b), lenience)
+            assert (together[b].n_accepted, together[b].tokens.tolist(), together[b].bonus) == (
+                alone.n_accepted, alone.tokens.tolist(), alone.bonus)
+
+
+def test_greedy_rows_are_the_verifier_on_one_hot_p() -> None:
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(200):
+        ks = torch.randint(0, 4, (4,), generator=gen).tolist()
+        logits = torch.randn(sum(ks) + len(ks), VOCAB, generator=gen)
+        drafts = [torch.randint(0, 2, (k,), generator=gen) for k in ks]  # tokens 0, 1: matches happen
+        logits[:, :2] += 3.0
+        one_hot = torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+        expect = verify_rows(one_hot, [None] * len(ks), drafts, [None] * len(ks))
+        got = greedy_rows(logits.argmax(-1), drafts)
+        assert [(v.n_accepted, v.tokens.tolist(), v.bonus) for v in got] == [
+            (v.n_accepted, v.tokens.tolist(), v.bonus) for v in expect]

@@ -114,8 +114,13 @@ class BildRollback:
 
     policy: BildPolicy
 
-    def __call__(self, logits: torch.Tensor, proposal: Proposal, sampling: SamplingConfig,
-                 generator: torch.Generator | None) -> Verdict:
+    def __call__(self, logits: Sequence[torch.Tensor], proposals: Sequence[Proposal], sampling: SamplingConfig,
+                 generators: Sequence[torch.Generator | None]) -> list[Verdict]:
+        return [self.verdict(*row, sampling) for row in zip(logits, proposals, generators)]
+
+    def verdict(self, logits: torch.Tensor, proposal: Proposal, generator: torch.Generator | None,
+                sampling: SamplingConfig) -> Verdict:
+        """One request's verdict. logits: [k + 1, vocab]."""
         draft = proposal.tokens.to(logits.device)  # [k]
         m = first_rollback(logits, draft, self.policy.rollback, self.policy.keep_argmax)
         token = torch.tensor([large_token(logits[m], sampling, generator)], device=draft.device)

@@ -1,21 +1,23 @@
-"""The decode loop for a ragged batch with continuous batching.
+"""The decode loop for a ragged batch with continuous batching: a driver of the one decode step.
 
-B slots decode B requests at once: each iteration every busy slot's drafter proposes (up to
-the draft-length policy's budget for that slot, its own count), one target pass scores every slot's pending token and drafts
-(`BatchScorer.score`), and each slot's acceptance rule, commit and drafter commit run on its
-own verdict (the policy observes it per slot), so slots accept different counts. A slot whose request is done (its token
-budget or eos) takes the next prompt from the queue at once: with `token_budget` the queue
-cycles through the prompts and the run stops at the first iteration that reaches the budget,
-so every iteration has all B slots busy (steady state, no tail of idle rows). Without it each
-prompt is decoded once and the run ends when the queue and the slots are empty.
+B slots decode B requests at once: each iteration is one call of the decode step
+(`specdec.reference.core.step`): every busy slot's drafter proposes (up to the draft-length
+policy's budget for that slot), one target pass scores every slot's pending token and drafts
+(`BatchScorer.score`), one call of the acceptance rule gives every slot its verdict, so slots
+accept different counts. A slot whose request is done (its token budget or eos) takes the next
+prompt from the queue at once: with `token_budget` the queue cycles through the prompts and the
+run stops at the first iteration that reaches the budget, so every iteration has all B slots
+busy (steady state, no tail of idle rows). Without it each prompt is decoded once and the run
+ends when the queue and the slots are empty. Every request draws from its own generator, so its
+output does not depend on its batch-mates.
 
 The clock excludes the prompts' encodings (a slot's prefill is timed apart, as the batch-1
 loop's `time_prefill`): the decode throughput of a serving engine whose prefills run
 elsewhere. The per-iteration seconds and each slot's emitted count are kept, so per-token
 latency (an iteration's seconds / the tokens a slot emitted in it) and each request's time
-per output token come from the same run. Each slot decodes with its own `drafter.fork()`
-(the same model, its own per-sequence state); every slot's drafter drafts in turn, so a
-neural draft model's cost grows with B here (an engine batches the draft passes too).
+per output token come from the same run. The drafter serves the slots through its
+`Drafter.slots` (a neural draft model drafts every slot in one pass per position; other
+drafters fork one per slot).
 """
 from __future__ import annotations
 
@@ -24,16 +26,16 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.batch_scorer import BatchScorer
-from specdec.reference.core.loop import AcceptanceRule, DecodeResult, SpeculativeSampling, StageClock, draft
+from specdec.reference.core.loop import DecodeResult
 from specdec.reference.core.policy import DraftPolicy, as_policy
+from specdec.reference.core.rules import AcceptanceRule, SpeculativeSampling
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.seams import Proposal
 from specdec.reference.core.seeds import prompt_generators
 from specdec.reference.core.stats import DecodeStats
+from specdec.reference.core.step import Request, StageClock, Step
 from specdec.reference.drafters.protocol import Drafter
 
 
@@ -99,96 +101,45 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
     if token_budget is not None and token_budget < 1:
         raise SpecdecError(f"token_budget must be >= 1, got {token_budget}")
     b = scorer.rows
-    drafters = [drafter.fork() for _ in range(b)]
     stats = DecodeStats(policy.k_max)
     result = BatchResult([], [], stats, batch=b, joint=np.zeros((policy.k_max + 1,) * 2, dtype=np.int64))
+    step = Step(scorer, drafter.slots(b, scorer.cache.capacity), policy, sampling, rule, stats,
+                StageClock(scorer.output_device), eos_id)
     queue = iter(_queue(len(prompts), start_at, cycle=token_budget is not None))
-    request = [-1] * b  # queue position each slot decodes, -1 idle
-    generators: list[torch.Generator | None] = [None] * b  # the request's own, in each slot
-    out: list[list[int]] = [[] for _ in range(b)]
-    spent = [0.0] * b
-    clock, passes_before = StageClock(scorer.output_device), scorer.forward_passes
-    cpu_start = time.process_time()
+    requests: list[Request | None] = [None] * b  # what each slot decodes, None: idle
+    spent = [0.0] * b  # decode seconds of each slot's request so far
+    passes_before, cpu_start = scorer.forward_passes, time.process_time()
 
     def refill(slot: int) -> None:
         number, nxt = next(queue, (None, None))
-        request[slot] = -1 if nxt is None else nxt
+        requests[slot], spent[slot] = None, 0.0
         if nxt is not None:
-            if seed is not None:
-                generators[slot] = prompt_generators(seed, [number], scorer.output_device)[0]
-            before, cpu = clock.now(), time.process_time()
-            prompt = list(prompts[nxt])
-            drafters[slot].start(prompt, scorer.start(slot, prompt, drafter.needs))
-            policy.start(slot)
-            stats.time_prefill += clock.now() - before
-            stats.cpu_prefill += time.process_time() - cpu
-            out[slot], spent[slot] = [], 0.0
+            generator = None if seed is None else prompt_generators(seed, [number], scorer.output_device)[0]
+            requests[slot] = Request(nxt, max_new_tokens, generator)
+            step.start(slot, list(prompts[nxt]))
 
     for slot in range(b):
         refill(slot)
-    while any(r >= 0 for r in request) and (token_budget is None or stats.new_tokens < token_budget):
-        clock.lap()
-        proposals: list[Proposal | None] = []  # None: an idle slot
-        rooms = [min(policy.budget(slot), max_new_tokens - len(out[slot]) - 1) for slot in range(b)]
-        for slot, room in enumerate(rooms):
-            busy = request[slot] >= 0
-            proposals.append(draft(drafters[slot], policy, room, sampling, generators[slot]) if busy else None)
-        seconds = clock.lap()
-        stats.time_draft += seconds
-        scored = scorer.score(proposals, drafter.needs)
-        lap = clock.lap()
-        result.pass_seconds.append(lap)
-        stats.time_verify += lap
-        seconds += lap
-        emitted = [0] * b
-        done = []
-        verdicts = []
-        for slot, (proposal, s) in enumerate(zip(proposals, scored)):
-            if proposal is None:
-                verdicts.append(None)
+    while any(r is not None for r in requests) and (token_budget is None or stats.new_tokens < token_budget):
+        done = step(requests)
+        result.iteration_seconds.append(done.seconds)
+        result.pass_seconds.append(done.pass_seconds)
+        result.emitted.append(done.emitted)
+        for _, k, n in done.outcomes:
+            result.joint[k, n] += 1
+        for slot, request in enumerate(requests):
+            if request is None:
                 continue
-            verdict = rule(s.logits, proposal, sampling, generators[slot])
-            scorer.commit(slot, verdict)
-            verdicts.append(verdict)
-        lap = clock.lap()
-        stats.time_verify += lap
-        seconds += lap
-        for slot, (proposal, verdict) in enumerate(zip(proposals, verdicts)):
-            if verdict is None:
-                continue
-            drafters[slot].commit(verdict, scored[slot])
-            policy.observe(verdict, slot)
-            new = verdict.tokens.tolist()
-            k = len(proposal)
-            stats.record(k, verdict.n_accepted, verdict.bonus and k > 0, allowed=rooms[slot], verified=k)
-            result.joint[k, verdict.n_accepted] += 1
-            before = len(out[slot])
-            out[slot].extend(new)
-            finished = len(out[slot]) >= max_new_tokens
-            if eos_id is not None and eos_id in new:
-                del out[slot][before + new.index(eos_id) + 1:]
-                finished = True
-            del out[slot][max_new_tokens:]
-            emitted[slot] = len(out[slot]) - before
-            if finished:
-                done.append(slot)
-        lap = clock.lap()
-        stats.time_draft += lap
-        seconds += lap
-        result.iteration_seconds.append(seconds)
-        result.emitted.append(emitted)
-        stats.new_tokens += sum(emitted)
-        for slot in range(b):
-            spent[slot] += seconds if request[slot] >= 0 else 0.0
-        for slot in done:
-            result.outputs.append((request[slot], out[slot]))
-            result.tokens.extend(out[slot])
-            result.request_seconds.append(spent[slot])
-            refill(slot)
+            spent[slot] += done.seconds
+            if request.done:
+                result.outputs.append((request.number, request.tokens))
+                result.tokens.extend(request.tokens)
+                result.from_drafter.extend(request.from_drafter)
+                result.request_seconds.append(spent[slot])
+                refill(slot)
     stats.time_total = stats.time_prefill + sum(result.iteration_seconds)
     stats.cpu_total = time.process_time() - cpu_start
     stats.target_passes = scorer.forward_passes - passes_before
-    result.from_drafter = [False] * len(result.tokens)  # not tracked per token in a batch
     return result
 
 

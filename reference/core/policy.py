@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
     from specdec.reference.core.seams import Verdict
 
-# keep_going(position, q_row): position 0-based in this draft; q_row: the drafter's own unadjusted
-# distribution over the next token there ([V], or [V'] over a restricted vocabulary: probabilities
+# keep_going(position, q_row): what a drafter calls (the step binds the slot to the policy's
+# keep_going); position 0-based in this draft; q_row: the drafter's own unadjusted distribution
+# over the next token there ([V], or [V'] over a restricted vocabulary: probabilities
 # before temperature, top-k and top-p, so a threshold means the same when greedy). False: stop
 # before this position (its token is not drafted).
 KeepGoing = Callable[[int, "torch.Tensor"], bool]
@@ -41,8 +42,9 @@ class DraftPolicy(Protocol):
     def budget(self, slot: int = 0) -> int:
         """Most draft tokens this step (the loop caps it by the tokens left)."""
 
-    def keep_going(self, position: int, q: "torch.Tensor") -> bool:
-        """Draft position `position` (0-based) from q, the unadjusted draft distribution there?"""
+    def keep_going(self, position: int, q: "torch.Tensor", slot: int = 0) -> bool:
+        """Draft position `position` (0-based) of slot `slot` from q, the unadjusted draft
+        distribution there?"""
 
     def observe(self, verdict: "Verdict", slot: int = 0) -> None:
         """The step's outcome in `slot` (verdict.bonus: every draft was accepted)."""
@@ -58,7 +60,7 @@ class PolicyBase:
     def start(self, slot: int = 0) -> None:
         pass
 
-    def keep_going(self, position: int, q: "torch.Tensor") -> bool:
+    def keep_going(self, position: int, q: "torch.Tensor", slot: int = 0) -> bool:
         return True
 
     def observe(self, verdict: "Verdict", slot: int = 0) -> None:
@@ -101,7 +103,7 @@ class ConfidenceThreshold(PolicyBase):
     n_min: int = 0
     n_max: int = 10
     keep_last: bool = False
-    stopped: bool = field(default=False, init=False, repr=False, compare=False)  # this draft has ended
+    stopped: set[int] = field(default_factory=set, init=False, repr=False, compare=False)  # slots whose draft ended
     from_gamma: ClassVar[str] = "n_max"
 
     def __post_init__(self) -> None:
@@ -119,14 +121,15 @@ class ConfidenceThreshold(PolicyBase):
     def budget(self, slot: int = 0) -> int:
         return self.n_max
 
-    def keep_going(self, position: int, q: "torch.Tensor") -> bool:
+    def keep_going(self, position: int, q: "torch.Tensor", slot: int = 0) -> bool:
         if position == 0:
-            self.stopped = False  # a new draft
-        if self.stopped:
+            self.stopped.discard(slot)  # a new draft
+        if slot in self.stopped:
             return False  # keep_last: the token below tau was the draft's last
         if position < self.n_min or float(q.max()) >= self.tau:
             return True
-        self.stopped = self.keep_last
+        if self.keep_last:
+            self.stopped.add(slot)
         return self.keep_last
 
 

@@ -90,6 +90,32 @@ class TargetScorer:
         self._committed += len(tokens)
 
 
+class OneRow:
+    """A `Scorer` seen by the decode step as a batch of one slot (`specdec.reference.core.step`)."""
+
+    rows = 1
+
+    def __init__(self, target: Scorer, fuse_prefill: bool = False) -> None:
+        self.target, self.fuse_prefill = target, fuse_prefill
+
+    @property
+    def output_device(self) -> torch.device:
+        return self.target.device
+
+    @property
+    def forward_passes(self) -> int:
+        return self.target.forward_passes
+
+    def start(self, slot: int, prompt: Sequence[int], needs: Needs = NOTHING) -> Scored | None:
+        return self.target.start(prompt, self.fuse_prefill, needs)
+
+    def score(self, proposals: Sequence[Proposal | None], needs: Needs = NOTHING) -> list[Scored | None]:
+        return [self.target.score(proposals[0], needs)]
+
+    def commit(self, slot: int, verdict: Verdict) -> None:
+        self.target.commit(verdict)
+
+
 class FixedLogitsScorer:
     """A scorer that returns the same real logits instantly: the decode loop's own cost
     (sampling transform, verifier, bookkeeping) is what remains when it is timed."""

@@ -1,4 +1,4 @@
-"""Speculative sampling (Leviathan et al., Algorithm 1): the verifier, a pure function.
+"""Speculative sampling (Leviathan et al., Algorithm 1): the verifier, a pure function of B rows.
 
 p is the target's (adjusted) distribution, q the draft's. For drafted tokens x_1..x_k:
 token x_i is *accepted* while r_i * q_i(x_i) < p_i(x_i) with r_i ~ U[0, 1) (i.e. with
@@ -6,8 +6,15 @@ probability min(1, p/q)); at the first rejection a *recovered* token is drawn fr
 norm(max(0, p_i - q_i)); if all k are accepted a *bonus* token is drawn from p_{k+1}.
 The emitted tokens are distributed exactly as sampling from p (Theorem 3.5 / App. A.1).
 A deterministic drafter passes q=None: q_i is one-hot at x_i.
+
+B requests are verified in one call (vLLM's `rejection_sampler`): their rows flattened, k_b
+drafts each (ragged, 0 included). Request b draws only from generators[b], in the order of
+the one-request verifier (its k_b uniforms, then one for the recovered or bonus token), so a
+request's verdict is the same alone and among others.
 """
 from __future__ import annotations
+
+from typing import Sequence
 
 import torch
 
@@ -17,7 +24,7 @@ from specdec.reference.core.seams import Verdict
 
 def verify(p: torch.Tensor, q: torch.Tensor | None, draft: torch.Tensor,
            generator: torch.Generator | None, lenience: float = 1.0) -> Verdict:
-    """Accept or reject drafted tokens against the target.
+    """Accept or reject one request's drafted tokens against the target.
 
     Args:
         p: float32 [k + 1, vocab] target distributions; row i is p(. | prefix, x_1..x_i).
@@ -28,27 +35,77 @@ def verify(p: torch.Tensor, q: torch.Tensor | None, draft: torch.Tensor,
         lenience: l in (0, 1]; l < 1 compares p with l*q (App. A.5) and recovers from
             norm(max(0, p - l*q)). NOT exact for l < 1: the output no longer follows p.
     """
-    k = int(draft.shape[0])
+    return verify_rows(p, [q], [draft], [generator], lenience)[0]
+
+
+def verify_rows(p: torch.Tensor, q: Sequence[torch.Tensor | None], drafts: Sequence[torch.Tensor],
+                generators: Sequence[torch.Generator | None], lenience: float = 1.0) -> list[Verdict]:
+    """`verify` for B requests at once.
+
+    Args:
+        p: float32 [sum_b (k_b + 1), vocab]: request b's k_b + 1 rows, requests in order.
+        q: per request [k_b, vocab] or None (deterministic drafts).
+        drafts: per request LongTensor [k_b].
+        generators: per request its generator (None: the global one).
+    """
     p = p.float()
-    if k == 0:  # nothing to verify: no uniform draws
-        return Verdict(0, sample(p[0], generator).reshape(1), bonus=True)
-    rows = torch.arange(k, device=p.device)
-    p_x = p[rows, draft]  # [k]
-    q_x = torch.ones_like(p_x) if q is None else q.float()[rows, draft]  # [k]
-    r = uniform((k,), generator, p.device)
-    rejected = (r * lenience * q_x >= p_x).nonzero()
-    if rejected.numel() == 0:
-        bonus = sample(p[k], generator).reshape(1)
-        return Verdict(k, torch.cat([draft, bonus]), bonus=True)
-    n = int(rejected[0, 0])
-    if q is None:
-        q_n = torch.zeros_like(p[n])
-        q_n[draft[n]] = 1.0
-    else:
-        q_n = q[n].float()
-    residual = (p[n] - lenience * q_n).clamp_min(0.0)
-    mass = residual.sum()
-    # mass == 0 only if p <= l*q everywhere, where rejection has probability 0 for l = 1;
-    # fall back to p for floating-point corner cases.
-    recovered = sample(residual / mass if mass > 0 else p[n], generator).reshape(1)
-    return Verdict(n, torch.cat([draft[:n], recovered]), bonus=False)
+    device, vocab = p.device, p.shape[-1]
+    ks = [int(d.shape[0]) for d in drafts]
+    firsts, starts = [0] * len(ks), [0] * len(ks)  # request b's first row of p, its first draft
+    for b in range(1, len(ks)):
+        firsts[b], starts[b] = firsts[b - 1] + ks[b - 1] + 1, starts[b - 1] + ks[b - 1]
+    n = torch.zeros(len(ks), dtype=torch.long, device=device)  # [B] accepted drafts
+    x, q_flat = None, None
+    if sum(ks):
+        who = [b for b, k in enumerate(ks) for _ in range(k)]  # [D] every draft's request
+        pos = [i for k in ks for i in range(k)]  # [D] its position in the request's draft
+        x = torch.cat([d.to(device) for d in drafts])  # [D] every draft, requests in order
+        p_x = p[torch.tensor([firsts[b] + i for b, i in zip(who, pos)], device=device), x]  # [D]
+        if any(qb is not None for qb in q):
+            q_flat = torch.cat([_one_hot(d.to(device), vocab) if qb is None else qb.float().to(device)
+                                for qb, d in zip(q, drafts)])  # [D, vocab]
+            q_x = q_flat[torch.arange(x.shape[0], device=device), x]
+        else:
+            q_x = torch.ones_like(p_x)
+        r = torch.cat([uniform((k,), g, device) for k, g in zip(ks, generators) if k])  # [D]
+        rejected = torch.ones(len(ks), max(ks) + 1, dtype=torch.bool, device=device)  # past k_b: stop
+        rejected[who, pos] = r * lenience * q_x >= p_x
+        n = rejected.int().argmax(1)  # [B] the first rejection (first maximum), k_b if none
+    k_t = torch.tensor(ks, device=device)
+    dist = p[torch.tensor(firsts, device=device) + n]  # [B, vocab] the rows the last tokens come from
+    recover = n < k_t  # [B]
+    if x is not None and bool(recover.any()):
+        at = (torch.tensor(starts, device=device) + n).clamp_max(x.shape[0] - 1)  # [B] the rejected draft in x
+        q_n = _one_hot(x[at], vocab) if q_flat is None else q_flat[at]
+        residual = (dist - lenience * q_n).clamp_min(0.0)
+        mass = residual.sum(-1, keepdim=True)
+        # mass == 0 only if p <= l*q everywhere, where rejection has probability 0 for l = 1;
+        # fall back to p for floating-point corner cases.
+        dist = torch.where(recover[:, None] & (mass > 0), residual / mass, dist)
+    last = sample(dist, list(generators))  # [B]
+    out = []
+    for i, (d, k, m) in enumerate(zip(drafts, ks, n.tolist())):
+        out.append(Verdict(m, torch.cat([d[:m].to(device), last[i:i + 1]]), bonus=m == k))
+    return out
+
+
+def greedy_rows(target_tokens: torch.Tensor, drafts: Sequence[torch.Tensor]) -> list[Verdict]:
+    """`verify_rows` at temperature 0 (p one-hot at the target's argmax), drawing nothing:
+    request b keeps its drafts while they equal the target's tokens, then emits the target's.
+
+    target_tokens: LongTensor [sum_b (k_b + 1)] argmax of every row, requests in order."""
+    tokens = target_tokens.tolist()
+    out, at = [], 0
+    for d in drafts:
+        draft = d.tolist()
+        n = 0
+        while n < len(draft) and draft[n] == tokens[at + n]:
+            n += 1
+        out.append(Verdict(n, torch.tensor(draft[:n] + [tokens[at + n]]), bonus=n == len(draft)))
+        at += len(draft) + 1
+    return out
+
+
+def _one_hot(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
+    """float32 [n, vocab], row i one-hot at tokens[i]."""
+    return torch.zeros(tokens.shape[0], vocab, device=tokens.device).scatter_(1, tokens[:, None], 1.0)

@@ -23,6 +23,7 @@ import torch
 from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import NOTHING, Needs, Proposal, Scored, Verdict
+from specdec.reference.drafters.slots import DraftSlots, Forked
 
 if TYPE_CHECKING:  # the estimator's side of the seam (imported lazily by drafters that have one)
     from specdec.reference.estimate.teacher_forced import DraftScorer
@@ -70,8 +71,11 @@ class Drafter(Protocol):
         """The estimator's scorer of this drafter on the target's own sequences."""
 
     def fork(self) -> "Drafter":
-        """A drafter over the same model(s) with its own per-sequence state: one per slot of a
-        ragged batch (`specdec.reference.core.batch_loop`)."""
+        """A drafter over the same model(s) with its own per-sequence state."""
+
+    def slots(self, rows: int, capacity: int) -> "DraftSlots":
+        """This drafter for the `rows` slots of a ragged batch (`specdec.reference.core.batch_loop`),
+        each holding up to `capacity` tokens (`specdec.reference.drafters.slots`)."""
 
     def close(self) -> None:
         """Release what the drafter holds (nothing for most)."""
@@ -98,6 +102,10 @@ class DrafterBase:
     def fork(self) -> "DrafterBase":
         """A shallow copy: the model is shared, and `start` rebinds every per-sequence attribute."""
         return copy.copy(self)
+
+    def slots(self, rows: int, capacity: int) -> "DraftSlots":
+        """One fork per slot, drafting in turn."""
+        return Forked([self.fork() for _ in range(rows)])
 
     def close(self) -> None:
         pass
