@@ -7,8 +7,10 @@
   tokens against the exact joint (enumerated), Pearson chi-square per prompt, 1500 requests
   each, significance 1e-3, fixed seed.
 - Per-request generators: every request of a batch of 8 (mixed prompt lengths, temperature 1,
-  a neural draft and prompt lookup) yields exactly the tokens it yields decoded alone with its
-  own generator (`prompt_generators(seed, [j])`), and at temperature 0 the target's own greedy tokens.
+  a neural draft and prompt lookup, fixed gamma and a confidence stop) yields exactly the tokens
+  and drafts it yields decoded alone with its own generator (`prompt_generators(seed, [j])`), and
+  at temperature 0 the target's own greedy tokens.
+- One draft pass per position for all slots: a neural draft's passes per step stay at gamma.
 - Continuous batching: with a token budget every pass has every slot busy; the counts add up.
 """
 import numpy as np
@@ -18,9 +20,11 @@ import torch
 from specdec.errors import SpecdecError
 from specdec.reference.core.batch_loop import decode_batch
 from specdec.reference.core.batch_scorer import BatchScorer
-from specdec.reference.core.loop import autoregressive_decode, speculative_decode
+from specdec.reference.core.loop import autoregressive_decode, decode, speculative_decode
+from specdec.reference.core.policy import ConfidenceThreshold
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seeds import prompt_generators
+from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.target import TargetScorer
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
@@ -81,21 +85,40 @@ def test_sampled_rows_follow_the_target_distribution() -> None:
         assert chi_square_pvalue(counts, exact.numpy()) > 1e-3, prompt
 
 
-def test_a_request_decodes_alike_alone_and_among_eight() -> None:
+@pytest.mark.parametrize("policy", [3, ConfidenceThreshold(0.03, 0, 3, keep_last=True)], ids=["fixed", "confidence"])
+def test_a_request_decodes_alike_alone_and_among_eight(policy) -> None:
     target, draft = tiny_llama(vocab_size=64, seed=0, sharpness=3.0), tiny_llama(vocab_size=64, seed=1, sharpness=3.0)
     prompts = _prompts(64)
     sampled, seed = SamplingConfig(1.0), 11
     for drafter in (NeuralDrafter(draft, 64), PromptLookupDrafter(2)):
-        run = decode_batch(BatchScorer(target, 8, 48), drafter, prompts, 20, 3, sampled, seed)
+        run = decode_batch(BatchScorer(target, 8, 48), drafter, prompts, 20, policy, sampled, seed)
         if isinstance(drafter, NeuralDrafter):  # drafts accepted and rejected: the test bites
             assert run.stats.kept() > 20 and run.stats.rejections() > 20
+        alone = {j: speculative_decode(TargetScorer(target), drafter.fork(), prompts[j], 20, 3, sampled,
+                                       prompt_generators(seed, [j])[0]) if policy == 3 else
+                 decode(TargetScorer(target), drafter.fork(), prompts[j], 20, policy, sampled,
+                        prompt_generators(seed, [j])[0]) for j in range(len(prompts))}
         for j, tokens in run.outputs:
-            alone = speculative_decode(TargetScorer(target), drafter.fork(), prompts[j], 20, 3, sampled,
-                                       prompt_generators(seed, [j])[0])
-            assert tokens == alone.tokens, (type(drafter).__name__, j)
-        greedy = decode_batch(BatchScorer(target, 8, 48), drafter, prompts, 20, 3, GREEDY, seed)
+            assert tokens == alone[j].tokens, (type(drafter).__name__, j)
+        # the same drafts, position by position (a policy's stop is the slot's own)
+        assert run.stats.proposed_hist == DecodeStats.total([r.stats for r in alone.values()]).proposed_hist
+        greedy = decode_batch(BatchScorer(target, 8, 48), drafter, prompts, 20, policy, GREEDY, seed)
         for j, tokens in greedy.outputs:
             assert tokens == autoregressive_decode(TargetScorer(target), prompts[j], 20, GREEDY, None).tokens
+
+
+def test_a_neural_draft_runs_one_pass_per_position_for_every_slot() -> None:
+    """B = 4 slots, gamma 3: at most 3 draft passes per target pass (plus one per prompt's
+    prefill), where drafting slot by slot would run up to 4 x 3."""
+    target, draft = tiny_llama(vocab_size=64, seed=0, sharpness=8.0), tiny_llama(vocab_size=64, seed=1, sharpness=8.0)
+    calls = []
+    hook = draft.get_decoder().register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        run = decode_batch(BatchScorer(target, 4, 48), NeuralDrafter(draft, 64), _prompts(64), 20, 3, GREEDY, None)
+    finally:
+        hook.remove()
+    assert run.stats.drafted > 2 * run.passes  # most passes drafted for several slots
+    assert len(calls) <= 3 * run.passes + len(_prompts(64))
 
 
 def test_token_budget_keeps_every_slot_busy_and_counts_add_up() -> None:

@@ -79,17 +79,43 @@ class BatchScorer:
         positions when needs.hidden), None for a slot that sat out."""
         if len(proposals) != self.rows:
             raise ValueError(f"one proposal per slot: got {len(proposals)} for {self.rows}")
-        feeds: list[list[int]] = []
         for slot, proposal in enumerate(proposals):
-            if proposal is None:
-                feeds.append([])
-                continue
-            if proposal.parents is not None:
-                raise SpecdecError("a ragged batch verifies chains of drafts, not token trees")
-            self.tokens[slot].extend(proposal.tokens.tolist())
-            feeds.append(self.tokens[slot][self.cache.lengths[slot]:])
+            if proposal is not None:
+                if proposal.parents is not None:
+                    raise SpecdecError("a ragged batch verifies chains of drafts, not token trees")
+                self.tokens[slot].extend(proposal.tokens.tolist())
+        busy = [slot for slot, proposal in enumerate(proposals) if proposal is not None]
+        logits, fed, counts = self._feed(busy, needs)
+        out: list[Scored | None] = [None] * self.rows
+        at = 0
+        for slot, n in zip(busy, counts):
+            k = len(proposals[slot])
+            out[slot] = Scored(logits[at + n - k - 1:at + n], fed[at:at + n] if needs.hidden else None)
+            at += n
+        return out
+
+    @torch.inference_mode()
+    def next_logits(self, slots: Sequence[int]) -> torch.Tensor:
+        """One pass feeding each of `slots` its tokens not yet in the cache (the others sit out);
+        returns the logits after each one's last token: [len(slots), vocab] (a draft step)."""
+        logits, _, counts = self._feed(slots, NOTHING)
+        last = torch.tensor(counts, device=logits.device).cumsum(0) - 1
+        return logits[last]
+
+    def append(self, slot: int, tokens: Sequence[int]) -> None:
+        """Add tokens to the slot's sequence without a pass (the next pass feeds them)."""
+        self.tokens[slot].extend(tokens)
+
+    def _feed(self, slots: Sequence[int], needs: Needs) -> tuple[torch.Tensor, torch.Tensor | None, list[int]]:
+        """One pass over every slot's tokens not yet in the cache, for `slots` (the rest sit out).
+        Returns the logits of every fed position [sum n, vocab], their final hidden states
+        [sum n, d] (None unless needs.hidden or the output layer runs apart), slot by slot, and
+        each slot's count n."""
+        feeds: list[list[int]] = [[] for _ in range(self.rows)]
+        for slot in slots:
+            feeds[slot] = self.tokens[slot][self.cache.lengths[slot]:]
         plan = self.cache.layout_pass(feeds, self.dtype, self.device)
-        rows = [(r, c + j) for r, c, n in plan.places for j in range(n)]  # every fed position, slot by slot
+        rows = [(plan.places[s][0], plan.places[s][1] + j) for s in slots for j in range(plan.places[s][2])]
         index = torch.tensor(rows, device=self.device)
         kwargs = dict(position_ids=plan.position_ids, attention_mask=plan.mask, **with_cache(self.model, self.cache))
         if split_is_exact(self.model):  # the output layer on the fed positions only (not the padding)
@@ -101,17 +127,10 @@ class BatchScorer:
             logits = logits_all[index[:, 0], index[:, 1]]
             fed = None if hidden_all is None else hidden_all[index[:, 0], index[:, 1]]
         self.forward_passes += 1
-        out: list[Scored | None] = []
-        at = 0
-        for slot, (proposal, (_, _, n)) in enumerate(zip(proposals, plan.places)):
-            if proposal is None:
-                out.append(None)
-                continue
-            k = len(proposal)
-            out.append(Scored(logits[at + n - k - 1:at + n], fed[at:at + n] if needs.hidden else None))
+        counts = [len(feeds[slot]) for slot in slots]
+        for slot, n in zip(slots, counts):
             self.cache.set_length(slot, self.cache.lengths[slot] + n)
-            at += n
-        return out
+        return logits, fed, counts
 
     def rewind(self, slot: int, length: int) -> None:
         """Slot `slot` keeps the first `length` tokens of its sequence, the last one pending (the

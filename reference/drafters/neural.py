@@ -1,4 +1,9 @@
-"""A neural drafter: any Hugging Face causal LM with its own KV cache (q is its distribution)."""
+"""A neural drafter: any Hugging Face causal LM with its own KV cache (q is its distribution).
+
+One sequence: `NeuralDrafter` (a KV session). B slots: `NeuralSlots`, the same model over a
+ragged cache, drafting position by position with one forward pass for every slot still drafting,
+so a step's draft cost is gamma passes whatever B.
+"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
@@ -6,11 +11,12 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 from transformers import PreTrainedModel
 
+from specdec.reference.core.batch_scorer import BatchScorer
 from specdec.reference.core.kv_session import KVSession
 from specdec.reference.core.models import flops_per_token
-from specdec.reference.core.policy import KeepGoing
+from specdec.reference.core.policy import DraftPolicy, KeepGoing
 from specdec.reference.core.sampling import SamplingConfig, sample
-from specdec.reference.core.seams import Proposal, Scored, Verdict
+from specdec.reference.core.seams import NOTHING, Proposal, Scored, Verdict
 from specdec.reference.drafters.protocol import DrafterBase
 
 if TYPE_CHECKING:
@@ -42,6 +48,10 @@ class NeuralDrafter(DrafterBase):
     def fork(self) -> "NeuralDrafter":
         """The same draft model with a KV session of its own."""
         return NeuralDrafter(self.session.model, self.vocab_size)
+
+    def slots(self, rows: int, capacity: int) -> "NeuralSlots":
+        """The draft model for `rows` slots, drafting them all in each pass."""
+        return NeuralSlots(self.session.model, self.vocab_size, rows, capacity)
 
     def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         self.session.start(prompt)
@@ -82,3 +92,51 @@ class NeuralDrafter(DrafterBase):
                               generator: torch.Generator | None) -> "DraftScorer":
         from specdec.reference.estimate.teacher_forced import NeuralScorer
         return NeuralScorer(self.session.model)
+
+
+class NeuralSlots:
+    """The draft model for B slots (`specdec.reference.drafters.slots.DraftSlots`): position i of
+    every slot still drafting comes from one pass; request s samples with its own generator."""
+
+    needs = NOTHING
+
+    def __init__(self, model: PreTrainedModel, vocab_size: int, rows: int, capacity: int) -> None:
+        self.model = BatchScorer(model, rows, capacity)  # its slots' sequences, committed + drafted
+        self.vocab_size = vocab_size
+
+    def start(self, slot: int, prompt: Sequence[int], prefill: Scored | None = None) -> None:
+        self.model.start(slot, prompt)
+
+    def propose(self, rooms: Sequence[int | None], sampling: SamplingConfig,
+                generators: Sequence[torch.Generator | None], policy: DraftPolicy) -> list[Proposal | None]:
+        drafting = [s for s, room in enumerate(rooms) if room]
+        tokens: dict[int, list[int]] = {s: [] for s in drafting}
+        qs: dict[int, list[torch.Tensor]] = {s: [] for s in drafting}
+        device = next((g.device for g in generators if g is not None), None)  # q is drawn where p is
+        for i in range(max((rooms[s] for s in drafting), default=0)):
+            logits = fit_vocab(self.model.next_logits(drafting), self.vocab_size)  # [A, vocab]
+            if device is not None:
+                logits = logits.to(device)
+            if policy.stops_early:  # the policy's keep_going, slot by slot (this position is not drafted)
+                unadjusted = logits.float().softmax(-1)
+                keep = [a for a, s in enumerate(drafting) if policy.keep_going(i, unadjusted[a], s)]
+                drafting, logits = [drafting[a] for a in keep], logits[keep]
+            if not drafting:
+                break
+            q = sampling.probs(logits)  # [A, vocab]
+            x = (q.argmax(-1) if sampling.greedy else sample(q, [generators[s] for s in drafting])).tolist()
+            for a, s in enumerate(drafting):
+                tokens[s].append(x[a])
+                qs[s].append(q[a])
+                self.model.append(s, [x[a]])
+            drafting = [s for s in drafting if len(tokens[s]) < rooms[s]]
+            if not drafting:
+                break
+        out: list[Proposal | None] = [None if room is None else Proposal.empty() for room in rooms]
+        for s, drafted in tokens.items():
+            q_all = None if sampling.greedy or not drafted else torch.stack(qs[s])  # [k, vocab]
+            out[s] = Proposal(torch.tensor(drafted, dtype=torch.long), q_all)
+        return out
+
+    def commit(self, slot: int, verdict: Verdict, scored: Scored) -> None:
+        self.model.commit(slot, verdict)
