@@ -2,12 +2,29 @@
 `--draft-max` / `--draft-min`, which current builds refuse: printed as a note);
 `--spec-draft-p-min` is a draft-confidence cut-off that counts cannot set, so it is left to the
 engine's default and said so.
+
+The n-gram types ignore `--spec-draft-n-max` (vendored 0c1e570: `common_speculative_n_max` takes
+ngram-simple's `size_m`, ngram-mod's `n_max`; the slot's limit is only the tokens left). Their draft
+length has flags of its own, written beside: ngram-simple `--spec-ngram-simple-size-m γ` with a
+lookup `--spec-ngram-simple-size-n` of at most γ (a longer lookup never drafts:
+`common_ngram_simple_draft` returns nothing when copy_max < size_n), ngram-mod
+`--spec-ngram-mod-n-max γ`.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from specdec.simulator.engine_plan import EnginePlan
+
+
+NGRAM_SIZE_N = 3  # ngram-simple's lookup length the flags write (the engine's default, 12, needs drafts >= 12)
+
+
+def ngram_flags(gamma: int) -> dict[str, str]:
+    """The flags that make each n-gram type draft at most gamma tokens."""
+    return {"ngram-simple": f"--spec-type ngram-simple --spec-ngram-simple-size-n {min(NGRAM_SIZE_N, gamma)} "
+                            f"--spec-ngram-simple-size-m {gamma}",
+            "ngram-mod": f"--spec-type ngram-mod --spec-ngram-mod-n-min 1 --spec-ngram-mod-n-max {gamma}"}
 
 
 def configure(engine_plan: EnginePlan, method: str) -> dict[str, Any]:
@@ -20,10 +37,14 @@ def configure(engine_plan: EnginePlan, method: str) -> dict[str, Any]:
     return {"engine": "llamacpp", "speculate": True, "draft_max": gamma, "draft_min": draft_min,
             "flags": f"--spec-draft-n-max {gamma} --spec-draft-n-min {draft_min}",
             "flags_older": f"--draft-max {gamma} --draft-min {draft_min}",
+            "flags_ngram": ngram_flags(gamma) if gamma > 0 else {},
             "note": "--spec-draft-n-min: the shortest draft that still beats plain decoding; --spec-draft-p-min (the "
                     "draft's confidence cut-off) cannot be set from acceptance counts: keep the engine's default; "
                     "builds before 2026 spell the flags --draft-max / --draft-min, which current builds refuse"}
 
 
 def config_lines(config: Mapping[str, Any]) -> list[str]:
-    return [f"llama.cpp: {config['flags']}   (builds before 2026: {config['flags_older']})"]
+    lines = [f"llama.cpp: {config['flags']}   (builds before 2026: {config['flags_older']})"]
+    for spec_type, flags in (config.get("flags_ngram") or {}).items():
+        lines.append(f"llama.cpp {spec_type} (ignores --spec-draft-n-max): {flags}")
+    return lines

@@ -3,7 +3,10 @@ free loopback port, waited for until healthy, stopped. It never outlives specdec
 process group of its own, which is killed when the `LlamaServer` context ends (normally or by
 an exception, KeyboardInterrupt included), at interpreter exit, on SIGTERM (the handler stops
 every live server, then lets the signal do what it did before), and — should specdec itself be
-killed outright — by the kernel (PR_SET_PDEATHSIG, Linux). Requests: `engines/llamacpp/client.py`.
+killed outright — by the kernel (PR_SET_PDEATHSIG, Linux). The kernel sends that signal when the
+*thread* that started the server ends, so start servers from a thread that outlives them (the
+main thread): one started from a worker pool's thread dies with the pool (seen: "connection
+reset" on the first request). Requests: `engines/llamacpp/client.py`.
 """
 from __future__ import annotations
 

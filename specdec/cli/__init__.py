@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "draft": "specdec.cli.draft:draft",
     "serve-bench": "specdec.cli.serve:serve_bench",
     "costs": "specdec.cli.costs:costs",
+    "llamacpp": "specdec.cli.llamacpp:llamacpp",
 }
 
 # Bad input, shown as one line: the project's own error, and the file errors of paths the user named.

@@ -1,0 +1,210 @@
+"""The engine's own step costs, measured inside llama-server: t(B, k), one step of B slots each
+verifying k tokens, at a given context length, and the cost of each accepted token beyond the
+first (`accept_seconds`). Written as a cost file `specdec plan --batch-cost-file` reads
+(kind `specdec.estimate`, one `batch_timing` table per context; method: docs/engines.md).
+
+How a step is made a k-token verify: `--spec-type ngram-simple` with `--spec-ngram-simple-size-m
+k - 1` drafts k - 1 tokens whenever the last size-n tokens occurred before, at least k - 1 tokens
+back (common/ngram-map.cpp, `common_ngram_simple_draft`); `--spec-synth-rates 0,...,0` rejects
+every draft (tools/server/server-context.cpp, `server_sample_and_accept_synth`), so each step
+verifies k tokens and emits one, the target's own. The prompt is a fixed sequence of numbers
+repeated (period ~110 tokens), which the target at T = 0 keeps repeating: every step finds a match.
+The server's own counters show it (drafts per step and tokens per draft are recorded beside each
+time); steps that drafted nothing or drafted fewer tokens are corrected for, not assumed away.
+With rates 1,...,1 instead every draft is accepted: the extra time per accepted token is
+`accept_seconds` (sampling each accepted position and the per-token bookkeeping).
+"""
+from __future__ import annotations
+
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specdec.engines.llamacpp.client import Client
+from specdec.engines.llamacpp.metrics import PROMETHEUS
+from specdec.engines.counts import prometheus_counters
+from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, build_info
+from specdec.errors import SpecdecError
+
+PERIOD = 40  # numbers per period of the cost prompt (~110 tokens: longer than any draft timed)
+TOKENS_PER_NUMBER = 2.85  # SmolLM2's tokenizer: " 17" is three tokens, " 5" two (measured: 341 tokens for 120)
+MAX_K = PERIOD * 2  # a draft cannot be longer than the period it copies from
+
+
+def cost_prompt(tokens: int) -> str:
+    """About `tokens` tokens of a fixed 40-number sequence, repeated."""
+    rng = random.Random(0)
+    period = [str(rng.randrange(0, 100)) for _ in range(PERIOD)]
+    count = max(2 * PERIOD, round(tokens / TOKENS_PER_NUMBER))
+    return " ".join(period[i % PERIOD] for i in range(count))
+
+
+def synth_config(model: Path, k: int, rate: float, parallel: int, ctx: int, threads: int | None) -> ServerConfig:
+    """A server whose every step drafts k - 1 tokens (when the context repeats) and accepts each
+    with probability `rate` (unconditional rates rate**i ... here all equal: 0 or 1)."""
+    if k == 1:
+        return ServerConfig(model, parallel=parallel, ctx_size=ctx, threads=threads)
+    m = k - 1
+    extra = ("--spec-ngram-simple-size-n", str(min(m, 8)), "--spec-ngram-simple-size-m", str(m),
+             "--spec-synth-rates", ",".join([f"{rate:g}"] * m))
+    return ServerConfig(model, spec_type="ngram-simple", parallel=parallel, ctx_size=ctx, threads=threads, extra=extra)
+
+
+def counters(client: Client) -> np.ndarray:
+    """(drafts, draft tokens, accepted tokens) on the server's /metrics page."""
+    totals, _ = prometheus_counters(client.metrics(), PROMETHEUS, PROMETHEUS + "num_accepted_tokens_per_pos")
+    return np.array([totals.get(PROMETHEUS + "num_" + key, 0.0) for key in ("drafts", "draft_tokens",
+                                                                            "accepted_tokens")])
+
+
+@dataclass
+class Sample:
+    """One timed batch: B requests at once, their decode time and the server's counter deltas."""
+
+    ms: float  # sum over the B requests of timings.predicted_ms
+    steps: int  # sum over the B requests of decode steps (predicted_n - 1: the first token comes with the prompt)
+    prompt_tokens: int
+    drafts: int
+    draft_tokens: int
+    accepted: int
+
+
+def timed_batch(client: Client, prompt: str, parallel: int, new_tokens: int) -> Sample:
+    """B identical raw-text requests at once (T = 0), with the counters around them."""
+    before = counters(client)
+    with ThreadPoolExecutor(parallel) as pool:
+        done = list(pool.map(lambda _: client.complete(prompt, new_tokens, temperature=0.0), range(parallel)))
+    delta = (counters(client) - before).astype(int)
+    return Sample(sum(d.decode_ms for d in done), sum(max(d.tokens - 1, 1) for d in done),
+                  int(done[0].timings.get("prompt_n", 0)), *delta.tolist())
+
+
+def step_seconds(sample: Sample, k: int, t_plain: float | None) -> tuple[float, float, float]:
+    """(t(k) seconds, share of steps that drafted, mean draft length) of a rates-0 sample: its
+    steps are D verifies of ~k tokens and (steps - D) plain ones at t_plain."""
+    per_step = sample.ms / 1000 / sample.steps
+    if k == 1:
+        return per_step, 0.0, 0.0
+    share = sample.drafts / sample.steps
+    if share < 0.5 or t_plain is None:
+        raise SpecdecError(f"the cost prompt drafted at {sample.drafts} of {sample.steps} steps for k = {k}: the "
+                           "target did not keep repeating it (another model?); no t(k) measured")
+    return (per_step - (1 - share) * t_plain) / share, share, sample.draft_tokens / max(sample.drafts, 1)
+
+
+def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[int, ...],
+            contexts: tuple[int, ...], repeats: int, new_tokens: int, threads: int | None,
+            log=lambda line: None) -> dict:
+    """t(B, k) at each context and the accepted-token cost: every k's server alive at once per
+    batch size, k in a rotating order each repeat (interleaved), the median kept."""
+    if ks[0] != 1 or max(ks) > MAX_K:
+        raise SpecdecError(f"draft lengths: k must start at 1 and stay at most {MAX_K}")
+    tables, raw = [], []
+    accept: list[float] = []
+    for B in batch_sizes:
+        ctx = B * (max(contexts) + new_tokens + max(ks) + 64)
+        with ExitStack() as stack:
+            clients = {k: Client(stack.enter_context(LlamaServer(synth_config(model, k, 0.0, B, ctx, threads),
+                                                                 binary)).url) for k in ks}
+            if B == batch_sizes[0]:
+                acc_ks = [k for k in (4, 8) if k <= max(ks)]
+                accept_clients = {k: Client(stack.enter_context(LlamaServer(
+                    synth_config(model, k, 1.0, 1, ctx, threads), binary)).url) for k in acc_ks}
+            else:
+                accept_clients = {}
+            for c in [*clients.values(), *accept_clients.values()]:
+                c.complete("Hello", 4)  # warm-up, untimed
+            per: dict[int, dict[int, list]] = {L: {k: [] for k in ks} for L in contexts}
+            for r in range(repeats):
+                for L in contexts:
+                    prompt = cost_prompt(L)
+                    order = list(ks[r % len(ks):] + ks[:r % len(ks)])
+                    for k in order:
+                        per[L][k].append(timed_batch(clients[k], prompt, B, new_tokens))
+                    if accept_clients and L == contexts[0]:
+                        accept += _accept_costs(accept_clients, {k: v[-1] for k, v in per[L].items()}, prompt,
+                                                new_tokens, max(ks))
+                log(f"B={B} repeat {r + 1}/{repeats} done")
+            for L in contexts:
+                t1 = float(np.median([s.ms / 1000 / s.steps for s in per[L][1]]))
+                row, shares, means = [], [], []
+                for k in ks:
+                    values = [step_seconds(s, k, t1) for s in per[L][k]]
+                    row.append(float(np.median([v[0] for v in values])))
+                    shares.append(float(np.mean([v[1] for v in values])))
+                    means.append(float(np.mean([v[2] for v in values])))
+                prompt_tokens = per[L][1][0].prompt_tokens
+                # the k each t was timed at: 1 + the mean draft (drafts near a request's end are cut to the
+                # tokens it has left, n_remaining - 1: server_slot::get_n_draft_max)
+                k_eff = [1.0] + [1.0 + d for d in means[1:]]
+                raw.append({"B": B, "context_tokens": prompt_tokens, "k": list(ks), "k_timed": k_eff, "seconds": row,
+                            "draft_share": shares, "mean_draft": means,
+                            "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}})
+                log(f"B={B} L={prompt_tokens}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
+    return _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
+
+
+def _accept_costs(clients: dict[int, Client], latest: dict[int, Sample], prompt: str, new_tokens: int,
+                  top: int) -> list[float]:
+    """Seconds per accepted token beyond the verify itself: rates-1 requests (every draft accepted)
+    against the rates-0 step times of the same repeat, at the drafts' own mean length."""
+    t1 = latest[1].ms / 1000 / latest[1].steps
+    timed = [(1.0, t1)] + [(1 + s.draft_tokens / s.drafts, step_seconds(s, k, t1)[0])
+                           for k, s in latest.items() if k > 1 and s.drafts]
+    curve = _dense([k for k, _ in timed], [t for _, t in timed], top)
+    out = []
+    for k, client in clients.items():
+        s = timed_batch(client, prompt, 1, new_tokens)
+        if s.drafts and s.accepted:
+            k_mean = 1 + s.draft_tokens / s.drafts
+            plain = s.steps - s.drafts - s.accepted
+            t_verify = float(np.interp(k_mean, np.arange(1, top + 1), curve))
+            out.append((s.ms / 1000 - s.drafts * t_verify - plain * t1) / s.accepted)
+    return out
+
+
+def _dense(k_timed: list[float], seconds: list[float], top: int) -> list[float]:
+    """t(1..top), linear between the k timed (the file's k must be 1, 2, ..., K); past the
+    longest timed k, the line through the last two (t is near-linear in k here: docs/engines.md)."""
+    k, t = np.asarray(k_timed), np.asarray(seconds)
+    order = np.argsort(k)
+    k, t = k[order], t[order]
+    grid = np.arange(1, top + 1, dtype=float)
+    out = np.interp(grid, k, t)
+    slope = (t[-1] - t[-2]) / max(k[-1] - k[-2], 1e-9)
+    out[grid > k[-1]] = t[-1] + slope * (grid[grid > k[-1]] - k[-1])
+    return [float(x) for x in out]
+
+
+def _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads) -> dict:
+    tables = []
+    for L_index in range(len(contexts)):
+        rows = [r for r in raw if r["B"] in batch_sizes]
+        rows = [rows[i * len(contexts) + L_index] for i in range(len(batch_sizes))]
+        tables.append({"batch_sizes": list(batch_sizes), "seconds": [_dense(r["k_timed"], r["seconds"], max(ks)) for r in rows],
+                       "context_tokens": int(np.median([r["context_tokens"] for r in rows])),
+                       "device": "llama-server (CPU)", "timed_k": list(ks)})
+    first = tables[0]["seconds"][0]
+    info = build_info(binary)
+    return {"kind": "specdec.estimate", "source": "llama-server",
+            "verify_cost": [max(1.0, t / first[0]) for t in first],
+            "cost": {"target_step_seconds": first[0]},
+            "batch_timing": tables,
+            "accept_seconds": float(np.median(accept)) if accept else None,
+            "accept_seconds_samples": accept,
+            "engine": {"name": "llama.cpp", "commit": info.get("llama_cpp_commit"), "sdist": info.get("sdist"),
+                       "version": info.get("version"), "build_flags": info.get("flags"), "binary": str(binary),
+                       "model": str(model),
+                       "server_flags": "--spec-type ngram-simple --spec-ngram-simple-size-n min(k-1,8) "
+                                       "--spec-ngram-simple-size-m k-1 --spec-synth-rates 0,...,0 -np B",
+                       "threads": threads},
+            "method": {"repeats": repeats, "new_tokens": new_tokens, "timed_k": list(ks),
+                       "interpolated": "t(k) linear between the k timed (raw[].k_timed: 1 + the mean draft)",
+                       "measured_at": time.strftime(
+                           "%Y-%m-%d %H:%M UTC", time.gmtime())},
+            "raw": raw}

@@ -1,0 +1,341 @@
+"""specdec's predictions checked against llama-server: a grid of speculative configurations run
+on the workload prompts, paired with no speculation, interleaved and repeated; per configuration
+the measured speedup with a bootstrap interval, tokens per step, and prediction (a): the time the
+steps the engine reported should take at the engine's own measured costs (`costs.py`).
+
+Prediction (a), per request: n tokens decoded in n - 1 steps after the prompt (the first comes
+with it), D of them verify steps with G draft tokens and A accepted (the server's /metrics
+counters around the request), U = n - 1 - D - A plain steps:
+
+    time = U t(1, L) + D t(1 + G / D, L) + A c_acc,
+
+t(k, L) the cost file's B = 1 table at the request's context L (linear in k between the timed
+lengths — the drafts' lengths vary and only their mean is reported — and in L between the timed
+contexts), c_acc its cost per accepted token. Predicted speedup = (sum (n - 1) t(1, L)) / (sum time)
+over the cell's requests. Nothing is fitted on the grid: the costs come from their own run.
+"""
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from specdec.engines.counts import prometheus_counters
+from specdec.engines.llamacpp.client import Client, Completion
+from specdec.engines.llamacpp.config import ngram_flags
+from specdec.engines.llamacpp.metrics import PER_POS, PROMETHEUS
+from specdec.engines.llamacpp.server import LlamaServer, ServerConfig
+from specdec.errors import SpecdecError
+
+BOOTSTRAP = 2000  # resamples of the (prompt, repeat) pairs for the speedup's 95% interval
+POSITIONS = 1024  # per-position counters kept (as many as a draft can be long)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One speculative configuration: a label and llama-server's flags for it."""
+
+    label: str
+    spec_type: str | None  # --spec-type; None: no speculation
+    flags: tuple[str, ...] = ()  # the flags that set its draft length (and synthetic acceptance)
+
+    def server(self, model: Path, threads: int | None, ctx: int) -> ServerConfig:
+        return ServerConfig(model, spec_type=self.spec_type, threads=threads, ctx_size=ctx, extra=self.flags)
+
+    def command_line(self) -> str:
+        return " ".join(([] if self.spec_type is None else ["--spec-type", self.spec_type]) + list(self.flags))
+
+
+def from_flags(label: str, flags: str) -> Config:
+    """A configuration from a line of flags (`--spec-type T ...`), as a plan prints it."""
+    words = flags.split()
+    if "--spec-type" not in words:
+        return Config(label, None, tuple(words))
+    at = words.index("--spec-type")
+    return Config(label, words[at + 1], tuple(words[:at] + words[at + 2:]))
+
+
+def ngram(spec_type: str, gamma: int) -> Config:
+    """An n-gram type drafting at most gamma tokens, with the flags `plan --from` prints for it
+    (`specdec.engines.llamacpp.config.ngram_flags`)."""
+    return from_flags(f"{spec_type} g{gamma}", ngram_flags(gamma)[spec_type])
+
+
+def synthetic(gamma: int, p: float) -> Config:
+    """Drafts from ngram-simple with a 1-token lookup (a draft almost every step, up to gamma long),
+    each position accepted with conditional probability p whatever the tokens: unconditional rates
+    p, p^2, ... (--spec-synth-rates; the acceptance is known, so (a) checks the costs alone)."""
+    rates = ",".join(f"{p ** i:.6g}" for i in range(1, gamma + 1))
+    return Config(f"synthetic p{p:g} g{gamma}", "ngram-simple",
+                  ("--spec-ngram-simple-size-n", "1", "--spec-ngram-simple-size-m", str(gamma),
+                   "--spec-synth-rates", rates))
+
+
+def default_grid() -> list[Config]:
+    return [Config("none", None), synthetic(4, 0.8), synthetic(12, 0.8), ngram("ngram-simple", 4),
+            ngram("ngram-simple", 16), ngram("ngram-mod", 8), ngram("ngram-mod", 32)]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to send: a chat turn (through the server's chat template) or raw text."""
+
+    name: str
+    category: str
+    text: str
+    turn: bool
+
+
+@dataclass
+class Record:
+    """One answered request and the server's counter deltas around it."""
+
+    config: str
+    temperature: float
+    prompt: str
+    category: str
+    repeat: int
+    tokens: int
+    decode_ms: float
+    prompt_tokens: int
+    drafts: int
+    draft_tokens: int
+    accepted: int
+    per_pos: list[int] = field(default_factory=list)
+
+
+def _counters(client: Client) -> tuple[np.ndarray, np.ndarray]:
+    """(drafts, draft tokens, accepted tokens), and the per-position counters as wide as the page
+    lists them (the implementation's longest draft: what `plan --from` takes as k)."""
+    totals, per_pos = prometheus_counters(client.metrics(), PROMETHEUS, PER_POS)
+    head = np.array([totals.get(PROMETHEUS + "num_" + k, 0.0) for k in ("drafts", "draft_tokens", "accepted_tokens")])
+    pos = np.zeros(min(len(per_pos), POSITIONS))
+    for i, v in per_pos.items():
+        if i < POSITIONS:
+            pos[i] = v
+    return head, pos
+
+
+def _send(client: Client, request: Request, new_tokens: int, temperature: float, seed: int) -> Completion:
+    if request.turn:
+        return client.chat([{"role": "user", "content": request.text}], new_tokens, temperature=temperature, seed=seed)
+    return client.complete(request.text, new_tokens, temperature=temperature, seed=seed)
+
+
+def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Sequence[Request],
+             temperatures: Sequence[float], repeats: int, new_tokens: int, threads: int | None,
+             log: Callable[[str], None] = lambda line: None, seed: int = 0) -> list[Record]:
+    """Every (config, temperature, prompt), `repeats` times. Each repeat starts fresh servers, all
+    configurations alive at once (ngram-mod learns across requests: a repeat must not draft from
+    the one before); per prompt and temperature the configurations' order rotates."""
+    ctx = 8192
+    records: list[Record] = []
+    for r in range(repeats):
+        with ExitStack() as stack:
+            # started from this thread: PR_SET_PDEATHSIG fires when the thread that forked the server ends
+            servers = [stack.enter_context(LlamaServer(c.server(model, threads, ctx), binary)) for c in configs]
+            clients = [Client(s.url) for s in servers]
+            for c in clients:
+                c.complete("Hello", 4)  # warm-up, untimed: a fresh server's first request is slow
+            turn = 0
+            for request in requests:
+                for temperature in temperatures:
+                    order = list(range(len(configs)))
+                    order = order[turn % len(order):] + order[:turn % len(order)]
+                    turn += 1
+                    for i in order:
+                        before = _counters(clients[i])
+                        done = _send(clients[i], request, new_tokens, temperature, seed=seed + 1000 * r + turn)
+                        after = _counters(clients[i])
+                        head = (after[0] - before[0]).astype(int)
+                        width = max(len(after[1]), len(before[1]))
+                        pos = (np.pad(after[1], (0, width - len(after[1])))
+                               - np.pad(before[1], (0, width - len(before[1])))).astype(int)
+                        records.append(Record(configs[i].label, temperature, request.name, request.category, r,
+                                              done.tokens, done.decode_ms, int(done.timings.get("prompt_n", 0)),
+                                              *head.tolist(), [int(x) for x in pos]))
+        log(f"repeat {r + 1}/{repeats} done")
+    return records
+
+
+# ---- the engine's costs, and prediction (a) -----------------------------------------------
+
+@dataclass(frozen=True)
+class EngineCosts:
+    """The cost file's B = 1 rows: t(k, L) seconds for k = 1..K at the timed contexts."""
+
+    contexts: tuple[int, ...]
+    seconds: tuple[tuple[float, ...], ...]  # [n contexts][K]
+    accept_seconds: float
+
+    @classmethod
+    def from_file(cls, data: dict) -> "EngineCosts":
+        tables = data["batch_timing"] if isinstance(data["batch_timing"], list) else [data["batch_timing"]]
+        tables = sorted(tables, key=lambda t: t.get("context_tokens") or 0)
+        rows = [tuple(t["seconds"][t["batch_sizes"].index(1)]) for t in tables]
+        return cls(tuple(int(t.get("context_tokens") or 0) for t in tables), tuple(rows),
+                   max(0.0, float(data.get("accept_seconds") or 0.0)))
+
+    def t(self, k: float, context: float) -> float:
+        """t(k, L): linear in k (past the longest timed k: the last slope), linear in L (clamped)."""
+        per_context = []
+        for row in self.seconds:
+            ks = np.arange(1, len(row) + 1)
+            if k <= ks[-1]:
+                per_context.append(float(np.interp(k, ks, row)))
+            else:
+                per_context.append(row[-1] + (row[-1] - row[-2]) * (k - ks[-1]))
+        if len(per_context) == 1:
+            return per_context[0]
+        return float(np.interp(context, self.contexts, per_context))
+
+
+def predicted_seconds(record: Record, costs: EngineCosts) -> tuple[float, float]:
+    """(prediction (a)'s time for the request's steps, the same tokens' time without speculation)."""
+    steps = max(record.tokens - 1, 1)
+    context = record.prompt_tokens + record.tokens / 2
+    t1 = costs.t(1, context)
+    plain = steps - record.drafts - record.accepted
+    verify = costs.t(1 + record.draft_tokens / record.drafts, context) if record.drafts else 0.0
+    return plain * t1 + record.drafts * verify + record.accepted * costs.accept_seconds, steps * t1
+
+
+@dataclass
+class Cell:
+    """One (configuration, temperature): measured against no speculation, and predicted."""
+
+    config: str
+    temperature: float
+    measured: float  # no speculation's seconds per step / this configuration's, over every pair
+    interval: tuple[float, float]  # 95% bootstrap over the (prompt, repeat) pairs
+    predicted: float  # (a)
+    tokens_per_step: float  # (tokens - 1) / steps, steps = plain + verify
+    mean_draft: float | None
+    pairs: int
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def cells(records: Sequence[Record], costs: EngineCosts, seed: int = 0) -> list[Cell]:
+    """Every (configuration, temperature) but "none", paired with "none" on (prompt, repeat)."""
+    rng = np.random.default_rng(seed)
+    base = {(r.temperature, r.prompt, r.repeat): r for r in records if r.config == "none"}
+    out = []
+    keys = sorted({(r.config, r.temperature) for r in records if r.config != "none"},
+                  key=lambda x: ([r.config for r in records].index(x[0]), x[1]))
+    for label, temperature in keys:
+        rows = [r for r in records if r.config == label and r.temperature == temperature
+                and (temperature, r.prompt, r.repeat) in base]
+        if not rows:
+            continue
+        pairs = [(base[(temperature, r.prompt, r.repeat)], r) for r in rows]
+        b_ms = np.array([b.decode_ms for b, _ in pairs])
+        b_steps = np.array([max(b.tokens - 1, 1) for b, _ in pairs])
+        c_ms = np.array([c.decode_ms for _, c in pairs])
+        c_steps = np.array([max(c.tokens - 1, 1) for _, c in pairs])
+
+        def ratio(idx: np.ndarray) -> float:
+            return float((b_ms[idx].sum() / b_steps[idx].sum()) / (c_ms[idx].sum() / c_steps[idx].sum()))
+
+        everything = np.arange(len(pairs))
+        boot = [ratio(rng.integers(0, len(pairs), len(pairs))) for _ in range(BOOTSTRAP)]
+        predicted = [predicted_seconds(r, costs) for r in rows]
+        steps = sum(max(r.tokens - 1, 1) - r.accepted for r in rows)
+        drafts = sum(r.drafts for r in rows)
+        out.append(Cell(label, temperature, ratio(everything), (float(np.percentile(boot, 2.5)),
+                                                                float(np.percentile(boot, 97.5))),
+                        sum(p[1] for p in predicted) / sum(p[0] for p in predicted),
+                        sum(max(r.tokens - 1, 1) for r in rows) / steps,
+                        sum(r.draft_tokens for r in rows) / drafts if drafts else None, len(pairs)))
+    return out
+
+
+def metrics_page(records: Sequence[Record]) -> str:
+    """The summed counters of `records` as a llama-server /metrics page (what `plan --from` reads)."""
+    drafts = sum(r.drafts for r in records)
+    lines = [f"{PROMETHEUS}num_drafts_total {drafts}",
+             f"{PROMETHEUS}num_draft_tokens_total {sum(r.draft_tokens for r in records)}",
+             f"{PROMETHEUS}num_accepted_tokens_total {sum(r.accepted for r in records)}"]
+    width = max((len(r.per_pos) for r in records), default=0)
+    for i in range(width):
+        total = sum(r.per_pos[i] for r in records if i < len(r.per_pos))
+        lines.append(f'{PER_POS}_total{{position="{i}"}} {total}')
+    return "\n".join(lines) + "\n"
+
+
+def as_dicts(records: Sequence[Record]) -> list[dict]:
+    return [asdict(r) for r in records]
+
+
+# ---- the advice run ---------------------------------------------------------------------
+
+def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCosts, cost_data: dict,
+           configs: Sequence[Config], source: str, temperature: float, requests: Sequence[Request], repeats: int, new_tokens: int,
+           threads: int | None, log: Callable[[str], None] = lambda line: None, seed: int = 0) -> dict:
+    """`plan --from <source's counts at this temperature> --c 0 --batch-cost-file <costs> --context L`,
+    then its printed flags for the source's n-gram type run against no speculation and the grid's
+    two best configurations at this temperature (interleaved, fresh servers): the regret is the
+    best one's measured speedup over the advice's, minus 1 (0 when the advice is the best)."""
+    from specdec.engines.acceptance import acceptance_from_counts
+    from specdec.engines.configs import engine_config
+    from specdec.engines.metrics import read_counts
+    from specdec.simulator.batch import BatchTimes, batch_times_at
+    from specdec.simulator.engine_plan import engine_plan
+
+    rows = [r for r in records if r.config == source and r.temperature == temperature]
+    page = metrics_page(rows)
+    context = int(np.median([r.prompt_tokens + r.tokens / 2 for r in rows]))
+    tables = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
+    tables = [BatchTimes(tuple(t["batch_sizes"]), tuple(tuple(x) for x in t["seconds"]), t.get("device"),
+                         t.get("context_tokens")) for t in tables]
+    lo, hi = min(t.context_tokens for t in tables), max(t.context_tokens for t in tables)
+    batch = batch_times_at(tables, min(max(context, lo), hi)) if len(tables) > 1 else tables[0]
+    counts = read_counts(page)
+    plan = engine_plan(acceptance_from_counts(counts), 0.0, counts.source, batch_times=batch)
+    config = engine_config(plan, "llamacpp", "ngram")
+    spec_type = next(c.spec_type for c in configs if c.label == source)
+    gamma = plan.plan.optimal_gamma
+    flags = (config.get("flags_ngram") or {}).get(spec_type) if gamma > 0 else None
+    if gamma > 0 and flags is None:
+        raise SpecdecError(f"{source}: the plan writes draft-length flags for the n-gram types only, not {spec_type}")
+    advised = from_flags("advice", flags) if flags else Config("advice", None)
+    grid = [c for c in cells(records, costs, seed) if c.temperature == temperature]
+    best = sorted(grid, key=lambda c: -c.measured)[:2]
+    labels = {c.label: c for c in configs}
+    rivals = [labels[c.config] for c in best if c.config in labels]
+    log(f"T={temperature:g}: plan from {source} (context {context}): gamma {gamma} -> "
+        f"{advised.command_line() or 'no speculation'}; against {', '.join(c.label for c in rivals)}")
+    second = run_grid(binary, model, [Config("none", None), advised, *rivals], requests, [temperature], repeats,
+                      new_tokens, threads, log, seed + 7)
+    measured = {c.config: c for c in cells(second, costs, seed)}
+    advice_speedup = measured["advice"].measured if gamma > 0 else 1.0
+    top = max([advice_speedup] + [measured[c.label].measured for c in rivals if c.label in measured])
+    return {"temperature": temperature, "source": source, "context": context, "gamma": gamma,
+            "predicted": float(plan.plan.walltime_improvement[gamma]), "flags": advised.command_line(),
+            "plan_command": f"specdec plan --from METRICS --c 0 --batch-cost-file COSTS --context "
+                            f"{min(max(context, lo), hi)} --engine llamacpp",
+            "engine_config": config, "metrics_page": page,
+            "measured": {k: asdict(c) for k, c in measured.items()}, "advice_measured": advice_speedup,
+            "regret": top / advice_speedup - 1, "records": as_dicts(second)}
+
+
+def render(result: dict) -> str:
+    """The cells and the advice as text."""
+    lines = [f"{'configuration':<22}{'T':>4}{'measured':>10}{'95% interval':>16}{'pred (a)':>10}{'error':>8}"
+             f"{'tok/step':>9}{'draft':>7}"]
+    for c in result["cells"]:
+        draft = "-" if c["mean_draft"] is None else f"{c['mean_draft']:.1f}"
+        lines.append(f"{c['config']:<22}{c['temperature']:>4g}{c['measured']:>9.3f}x  [{c['interval'][0]:.3f}, "
+                     f"{c['interval'][1]:.3f}]{c['predicted']:>9.3f}x{100 * (c['predicted'] / c['measured'] - 1):>7.1f}%"
+                     f"{c['tokens_per_step']:>9.2f}{draft:>7}")
+    for a in result.get("advice", []):
+        rivals = ", ".join(f"{k} {v['measured']:.3f}x" for k, v in a["measured"].items() if k != "advice")
+        lines.append(f"advice T={a['temperature']:g}: gamma {a['gamma']} ({a['flags'] or 'no speculation'}), "
+                     f"predicted {a['predicted']:.3f}x, measured {a['advice_measured']:.3f}x; {rivals}; "
+                     f"regret {100 * a['regret']:.1f}%")
+    return "\n".join(lines)

@@ -1,0 +1,227 @@
+"""`specdec llamacpp`: llama.cpp in the loop. `costs` measures the engine's own t(B, k) inside
+llama-server and writes a cost file `plan --batch-cost-file` reads; `validate` runs a grid of
+speculative configurations (and the flags a plan printed) on the workload prompts, measured
+against no speculation, beside the prediction from the engine's counts and its costs.
+
+Thin: parse and check everything (options, files, the binary, the model) before any server
+starts; the work is in `specdec.engines.llamacpp` (costs, validation); output through a temporary
+name. Method and commands: docs/engines.md.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from specdec.cli.outputs import check_creatable
+from specdec.cli.types import Number, NumberList, PromptsFile, Workloads
+
+THREADS_HELP = ("llama-server's -t. Default 1: on a shared 2-core machine two threads spin-wait on each other "
+                "whenever another process takes a core (a step 9 ms quiet, 260 ms contended, measured).")
+
+
+def _binary(path: str | None) -> Path:
+    from specdec.engines.llamacpp.server import find_binary
+    from specdec.errors import SpecdecError
+
+    try:
+        return find_binary(path)
+    except SpecdecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--llama-server") from None
+
+
+def _model(path: str | None) -> Path:
+    from specdec.engines.llamacpp.server import default_model
+    from specdec.errors import SpecdecError
+
+    if path is None:
+        try:
+            path = default_model()
+        except SpecdecError as exc:
+            raise click.BadParameter(str(exc), param_hint="--model") from None
+    model = Path(path)
+    try:
+        with open(model, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint="--model") from None
+    if magic != b"GGUF":
+        raise click.BadParameter(f"{path} is not a GGUF file (llama-server loads GGUF only)", param_hint="--model")
+    return model
+
+
+def _write(out: Path, data: dict) -> None:
+    """The JSON file, through a temporary name beside it (never half written)."""
+    from specdec.strict_json import to_json
+
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(to_json(data, indent=1))
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+server_options = [
+    click.option("--llama-server", "llama_server", default=None, metavar="PATH",
+                 help="A llama-server binary [default: $SPECDEC_LLAMA_SERVER, else scripts/llamacpp.sh's build]."),
+    click.option("--model", default=None, metavar="GGUF",
+                 help="The target's GGUF [default: the default target's Q4_1, SmolLM2-135M-Instruct]."),
+    click.option("--threads", type=Number(int, 1, 256), default=1, show_default=True, help=THREADS_HELP),
+]
+
+
+def _server_options(f):
+    for option in reversed(server_options):
+        f = option(f)
+    return f
+
+
+@click.group("llamacpp")
+def llamacpp() -> None:
+    """llama.cpp in the loop: its own costs, and specdec's predictions checked against it."""
+
+
+@llamacpp.command("costs")
+@_server_options
+@click.option("--k", "ks", default="1,2,3,4,6,8,12,16,24,32", show_default=True,
+              type=NumberList(int, 1, 80, increasing=True, what="verify lengths"),
+              help="Verify lengths k timed (k - 1 drafts; must start at 1); t is linear in between.")
+@click.option("--batch-sizes", default="1,2,4", show_default=True,
+              type=NumberList(int, 1, 64, increasing=True, what="batch sizes"),
+              help="Slots (-np B) decoding at once, B concurrent requests.")
+@click.option("--contexts", default="128,512", show_default=True,
+              type=NumberList(int, 64, 8192, increasing=True, what="context lengths"),
+              help="Prompt lengths in tokens (about: the file records the real ones).")
+@click.option("--repeats", type=Number(int, 1, 100), default=3, show_default=True,
+              help="Interleaved repeats (the median is kept).")
+@click.option("--new-tokens", type=Number(int, 8, 4096), default=64, show_default=True,
+              help="Tokens each timed request decodes.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The cost file to write (`specdec plan --batch-cost-file`).")
+def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_tokens, out) -> None:
+    """Time t(B, k) inside llama-server: every step a k-token verify (synthetic acceptance 0 on
+    n-gram drafts of k - 1 tokens), B slots at once, at each context; and the cost of an accepted
+    token. Writes a `specdec.estimate` cost file with the engine's version and flags."""
+    from specdec.engines.llamacpp.costs import measure
+
+    if ks[0] != 1 or len(ks) < 2:
+        raise click.BadParameter("the verify lengths must start at 1 (the plain step) and hold one more",
+                                 param_hint="--k")
+    check_creatable(out, "--out")
+    binary, gguf = _binary(llama_server), _model(model)
+    data = measure(binary, gguf, ks, batch_sizes, contexts, repeats, new_tokens, threads,
+                   log=lambda line: click.echo(line, err=True))
+    _write(out, data)
+    first = data["batch_timing"][0]
+    click.echo(f"wrote {out}: t(1) {1e3 * first['seconds'][0][0]:.2f} ms at {first['context_tokens']} tokens, "
+               f"v(k) " + " ".join(f"{k}:{data['verify_cost'][k - 1]:.2f}" for k in ks)
+               + (f", accepted token {1e3 * data['accept_seconds']:.3f} ms" if data["accept_seconds"] is not None
+                  else ""))
+
+
+@llamacpp.command("validate")
+@_server_options
+@click.option("--costs", "costs_path", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="The engine's cost file (`specdec llamacpp costs --out`).")
+@click.option("--workloads", default="code,summarize,rag,edit,chat", show_default=True, type=Workloads(),
+              help="Embedded workloads (`all` or names), their held-out prompts through the chat template.")
+@click.option("--prompts", "per_workload", type=Number(int, 0, 100), default=1, show_default=True,
+              help="Prompts per workload.")
+@click.option("--prompts-file", type=PromptsFile(), default=None,
+              help="More prompts (one a line, or JSON lines: docs/workloads.md); user turns go through the chat "
+                   "template, plain lines to /completion.")
+@click.option("--temperatures", default="0,1", show_default=True,
+              type=NumberList(float, 0, 2, distinct=True, what="temperatures"), help="Sampling temperatures.")
+@click.option("--repeats", type=Number(int, 1, 100), default=2, show_default=True,
+              help="Repeats of the whole grid (fresh servers each), interleaved.")
+@click.option("--new-tokens", type=Number(int, 8, 4096), default=128, show_default=True,
+              help="Tokens each request decodes.")
+@click.option("--grid", "grid_spec", default=None, metavar="LABEL=FLAGS;...",
+              help="Instead of the default grid: configurations as LABEL=--spec-type T ... separated by ';' "
+                   "(`none` is always run).")
+@click.option("--advise/--no-advise", default=True, show_default=True,
+              help="Then plan from the engine's counts of --advise-from (`plan --from ... --batch-cost-file "
+                   "COSTS`), run the printed ngram flags and report the regret against the grid's best.")
+@click.option("--advise-from", default="ngram-simple g16", show_default=True,
+              help="The grid configuration whose counts the plan reads.")
+@click.option("--seed", type=Number(int, 0, 2**31 - 1), default=0, show_default=True,
+              help="Seeds the requests' sampling and the bootstrap.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The result (JSON): every request, every cell, the advice.")
+def validate(llama_server, model, threads, costs_path, workloads, per_workload, prompts_file, temperatures, repeats,
+             new_tokens, grid_spec, advise, advise_from, seed, out) -> None:
+    """Run a grid of speculative configurations in llama-server on the workload prompts, paired with
+    no speculation, and print per configuration and temperature: the measured speedup (95%
+    bootstrap interval over prompt x repeat pairs), tokens per step and prediction (a) from the
+    engine's reported counts and its measured costs. With --advise, the plan's pick run too."""
+    from specdec.engines.llamacpp import validation as v
+    from specdec.errors import SpecdecError
+
+    check_creatable(out, "--out")
+    try:
+        from specdec.strict_json import loads
+        cost_data = loads(costs_path.read_text())
+        costs = v.EngineCosts.from_file(cost_data)
+    except (SpecdecError, ValueError, KeyError, TypeError, IndexError, OSError) as exc:
+        raise click.BadParameter(f"{costs_path} is not a llama.cpp cost file ({str(exc)[:120]})",
+                                 param_hint="--costs") from None
+    configs = v.default_grid() if grid_spec is None else _grid(grid_spec)
+    if advise and advise_from not in [c.label for c in configs]:
+        raise click.BadParameter(f"{advise_from!r} is not a configuration of the grid", param_hint="--advise-from")
+    requests = _requests(workloads, per_workload, prompts_file)
+    binary, gguf = _binary(llama_server), _model(model)
+    log = lambda line: click.echo(line, err=True)  # noqa: E731
+    records = v.run_grid(binary, gguf, configs, requests, temperatures, repeats, new_tokens, threads, log, seed)
+    result = {"kind": "specdec.llamacpp-validation", "costs": str(costs_path), "engine": cost_data.get("engine"),
+              "grid": [{"label": c.label, "flags": c.command_line()} for c in configs],
+              "temperatures": list(temperatures), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
+              "prompts": [r.name for r in requests], "records": v.as_dicts(records),
+              "cells": [v.asdict(c) for c in v.cells(records, costs, seed)]}
+    if advise:
+        result["advice"] = [v.advise(binary, gguf, records, costs, cost_data, configs, advise_from, t, requests, repeats,
+                                     new_tokens, threads, log, seed) for t in temperatures]
+    for a in result.get("advice", []):  # the counts the plan read, as the page `plan --from` takes
+        page = out.with_name(f"{out.stem}.T{a['temperature']:g}.metrics.txt")
+        page.write_text(a["metrics_page"])
+        a["plan_command"] = a["plan_command"].replace("METRICS", str(page)).replace("COSTS", str(costs_path))
+    _write(out, result)
+    click.echo(v.render(result))
+
+
+def _grid(spec: str):
+    from specdec.engines.llamacpp.validation import Config, from_flags
+
+    configs = [Config("none", None)]
+    for part in (p.strip() for p in spec.split(";") if p.strip()):
+        label, eq, flags = part.partition("=")
+        if not eq or not label.strip() or "--spec-type" not in flags.split():
+            raise click.BadParameter(f"{part[:60]!r}: write LABEL=--spec-type T [flags]", param_hint="--grid")
+        if label.strip() == "none" or label.strip() in [c.label for c in configs]:
+            raise click.BadParameter(f"{label.strip()!r}: labels must be distinct and not 'none'", param_hint="--grid")
+        configs.append(from_flags(label.strip(), flags))
+    if len(configs) < 2:
+        raise click.BadParameter("no configuration besides none", param_hint="--grid")
+    return configs
+
+
+def _requests(workloads, per_workload: int, prompts_file):
+    from specdec.engines.llamacpp.validation import Request
+    from specdec.errors import SpecdecError
+    from specdec.reference.data.prompt_sources import read_prompts_file
+    from specdec.reference.data.workloads import workload_prompts
+
+    prompts = []
+    if per_workload:
+        for name in workloads:
+            try:
+                prompts += workload_prompts(name, per_workload)
+            except (SpecdecError, FileNotFoundError) as exc:
+                raise click.BadParameter(str(exc), param_hint="--workloads") from None
+    if prompts_file is not None:
+        prompts += read_prompts_file(prompts_file)
+    if not prompts:
+        raise click.BadParameter("no prompt: give --prompts 1 or more, or --prompts-file", param_hint="--prompts")
+    return [Request(p.name, p.category, p.text, p.turn) for p in prompts]

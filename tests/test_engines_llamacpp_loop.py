@@ -1,0 +1,155 @@
+"""llama.cpp in the loop (`specdec llamacpp costs|validate`, engines/llamacpp/costs.py,
+validation.py): bad input is one line and exit 2 before any server starts; a real llama-server
+times t(k) with every step a k-token verify (its own counters say so) into a cost file `plan
+--batch-cost-file` reads; a real validation run pairs each configuration with no speculation; a
+server that dies mid-run is one line and leaves no process behind. Prediction (a)'s arithmetic
+and the advice's flags are checked on hand-made values. Real-server tests are skipped only when
+llama-server is not built (scripts/llamacpp.sh).
+"""
+from __future__ import annotations
+
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from specdec.costfiles import read_batch_times
+from specdec.engines.llamacpp.config import config_lines, ngram_flags
+from specdec.engines.llamacpp.server import default_model, find_binary
+from specdec.engines.llamacpp.validation import (EngineCosts, Record, from_flags, metrics_page, ngram,
+                                                 predicted_seconds, synthetic)
+from specdec.engines.metrics import read_counts
+from specdec.errors import SpecdecError
+from tests.cli_helpers import run_main, strict_json
+
+
+def _binary() -> Path:
+    try:
+        return find_binary()
+    except SpecdecError as exc:
+        pytest.skip(f"llama-server not built: {exc}")
+
+
+def _servers() -> set[int]:
+    """Process ids of the llama-server processes running now (a zombie is not running)."""
+    out = subprocess.run(["ps", "-eo", "pid,stat,comm"], capture_output=True, text=True).stdout.splitlines()[1:]
+    return {int(p) for p, st, comm in (line.split(None, 2) for line in out)
+            if comm.strip().startswith("llama-server") and not st.startswith("Z")}
+
+
+@pytest.fixture(autouse=True)
+def no_new_servers():
+    """Every test leaves no llama-server it started behind."""
+    before = _servers()
+    yield
+    deadline = time.monotonic() + 10
+    while _servers() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _servers() - before
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["costs", "--k", "2,3", "--out", "x.json"], "--k"),
+    (["costs", "--llama-server", "/nonexistent/llama-server", "--out", "x.json"], "--llama-server"),
+    (["costs", "--model", "/etc/hostname", "--out", "x.json"], "--model"),
+    (["costs", "--batch-sizes", "2,1", "--out", "x.json"], "--batch-sizes"),
+    (["validate", "--costs", "/nonexistent.json", "--out", "x.json"], "--costs"),
+    (["validate", "--costs", "BADCOST", "--out", "x.json"], "--costs"),
+    (["validate", "--costs", "COSTS", "--grid", "a=--spec-draft-n-max 3", "--out", "x.json"], "--grid"),
+    (["validate", "--costs", "COSTS", "--advise-from", "nope", "--out", "x.json"], "--advise-from"),
+    (["validate", "--costs", "COSTS", "--temperatures", "-1", "--out", "x.json"], "--temperatures"),
+    (["validate", "--costs", "COSTS", "--workloads", "nosuch", "--out", "x.json"], "--workloads"),
+])
+def test_bad_input_is_one_line_before_any_server(capsys, tmp_path, argv, option) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "specdec.estimate"}')
+    good = tmp_path / "costs.json"
+    good.write_text('{"batch_timing": [{"batch_sizes": [1], "seconds": [[0.01, 0.02]], "context_tokens": 128}]}')
+    argv = [{"BADCOST": str(bad), "COSTS": str(good), "x.json": str(tmp_path / "x.json")}.get(a, a) for a in argv]
+    start = time.monotonic()
+    code, out, err = run_main(capsys, ["llamacpp", *argv])
+    assert code == 2 and option in err and len(err.strip().splitlines()) == 1, err
+    assert time.monotonic() - start < 5 and not (tmp_path / "x.json").exists()
+
+
+def test_prediction_a_counts_the_steps_the_engine_reported() -> None:
+    costs = EngineCosts((100, 300), ((0.010, 0.016, 0.020, 0.024), (0.012, 0.018, 0.022, 0.026)), 0.001)
+    assert costs.t(2.5, 100) == pytest.approx(0.018) and costs.t(1, 200) == pytest.approx(0.011)
+    assert costs.t(6, 100) == pytest.approx(0.032)  # past the longest timed k: the last slope
+    # 33 tokens in 32 steps: 4 verify steps of 3 drafts (k = 4), 6 accepted, 22 plain steps
+    r = Record("x", 0.0, "p", "c", 0, 33, 500.0, 84, drafts=4, draft_tokens=12, accepted=6)
+    predicted, plain = predicted_seconds(r, costs)
+    t1, t4 = costs.t(1, 100.5), costs.t(4, 100.5)
+    assert predicted == pytest.approx(22 * t1 + 4 * t4 + 6 * 0.001) and plain == pytest.approx(32 * t1)
+
+
+def test_metrics_page_is_what_plan_reads() -> None:
+    rows = [Record("x", 0.0, "p", "c", 0, 40, 1.0, 10, 3, 12, 5, [3, 2, 0, 0]),  # as wide as the page lists
+            Record("x", 0.0, "q", "c", 0, 40, 1.0, 10, 1, 4, 0, [0, 0, 0, 0])]
+    counts = read_counts(metrics_page(rows))
+    assert (counts.drafts, counts.draft_tokens, counts.accepted_tokens) == (4, 16, 5)
+    assert counts.k == 4 and counts.reached[:2] == [4, 3] and counts.accepted[:2] == [3, 2]
+
+
+def test_ngram_flags_set_the_draft_length_llama_cpp_reads() -> None:
+    flags = ngram_flags(2)
+    assert flags["ngram-simple"] == "--spec-type ngram-simple --spec-ngram-simple-size-n 2 --spec-ngram-simple-size-m 2"
+    assert flags["ngram-mod"].endswith("--spec-ngram-mod-n-max 2")
+    c = ngram("ngram-simple", 16)
+    assert c.spec_type == "ngram-simple" and c.command_line() == ngram_flags(16)["ngram-simple"]
+    assert from_flags("a", c.command_line()) == Config_like(c)
+    s = synthetic(3, 0.5)
+    assert s.flags[-1] == "0.5,0.25,0.125"
+    lines = config_lines({"flags": "--spec-draft-n-max 4", "flags_older": "--draft-max 4",
+                          "flags_ngram": ngram_flags(4)})
+    assert any("ngram-simple" in line and "--spec-ngram-simple-size-m 4" in line for line in lines)
+
+
+def Config_like(c):
+    return type(c)("a", c.spec_type, c.flags)
+
+
+def test_costs_and_validation_on_a_real_server(capsys, tmp_path) -> None:
+    _binary()
+    out = tmp_path / "costs.json"
+    code, stdout, err = run_main(capsys, ["llamacpp", "costs", "--k", "1,3", "--batch-sizes", "1", "--contexts",
+                                          "128", "--repeats", "1", "--new-tokens", "24", "--out", str(out)])
+    assert code == 0, err
+    data = strict_json(out.read_text())
+    raw = data["raw"][0]
+    assert raw["draft_share"][1] > 0.8 and raw["mean_draft"][1] > 1.5  # the engine's counters: k-token verifies
+    assert data["engine"]["commit"] and "--spec-synth-rates" in data["engine"]["server_flags"]
+    (table,) = read_batch_times(out)
+    assert table.batch_sizes == (1,) and len(table.seconds[0]) == 3 and table.seconds[0][2] > table.seconds[0][0]
+    code, stdout, err = run_main(capsys, ["plan", "--from", str(Path(__file__).parent / "fixtures" / "llamacpp" /
+                                                                "metrics_ngram_simple.txt"),
+                                          "--c", "0", "--batch-cost-file", str(out), "--json"])
+    assert code == 0, err
+    result = tmp_path / "val.json"
+    code, stdout, err = run_main(capsys, [
+        "llamacpp", "validate", "--costs", str(out), "--workloads", "chat", "--prompts", "1", "--temperatures", "0",
+        "--repeats", "1", "--new-tokens", "16", "--grid", "s=--spec-type ngram-simple --spec-ngram-simple-size-n 1 "
+        "--spec-ngram-simple-size-m 2 --spec-synth-rates 0.5,0.25", "--no-advise", "--out", str(result)])
+    assert code == 0, err
+    v = strict_json(result.read_text())
+    (cell,) = v["cells"]
+    assert cell["config"] == "s" and cell["pairs"] == 1 and 0 < cell["predicted"] < 5 and "s" in stdout
+    (rec,) = [r for r in v["records"] if r["config"] == "s"]
+    assert rec["drafts"] > 0 and rec["accepted"] <= rec["draft_tokens"] <= 2 * rec["drafts"]
+
+
+def test_a_server_that_dies_mid_run_is_one_line_and_no_orphan(capsys, tmp_path) -> None:
+    real = _binary()
+    costs = tmp_path / "costs.json"
+    costs.write_text('{"batch_timing": [{"batch_sizes": [1], "seconds": [[0.01, 0.02]], "context_tokens": 128}]}')
+    dying = tmp_path / "llama-server"  # the real server, killed 4 s after it starts
+    dying.write_text(f"#!/bin/sh\nexec timeout -s KILL 4 {real} \"$@\"\n")
+    dying.chmod(dying.stat().st_mode | stat.S_IEXEC)
+    result = tmp_path / "val.json"
+    code, _, err = run_main(capsys, [
+        "llamacpp", "validate", "--llama-server", str(dying), "--costs", str(costs), "--workloads", "chat,edit",
+        "--prompts", "1", "--repeats", "3", "--new-tokens", "64", "--no-advise", "--out", str(result)])
+    assert code == 1 and "did the server die?" in err and len(err.strip().splitlines()) == 1, err
+    assert not result.exists() and not _servers()
