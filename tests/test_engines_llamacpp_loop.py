@@ -153,3 +153,27 @@ def test_a_server_that_dies_mid_run_is_one_line_and_no_orphan(capsys, tmp_path) 
         "--prompts", "1", "--repeats", "3", "--new-tokens", "64", "--no-advise", "--out", str(result)])
     assert code == 1 and "did the server die?" in err and len(err.strip().splitlines()) == 1, err
     assert not result.exists() and not _servers()
+
+
+def test_the_captured_cost_file_plans_and_prices() -> None:
+    """tests/fixtures/llamacpp/costs-cpu-t1.json: `specdec llamacpp costs --batch-sizes 1,2 --repeats 2
+    --contexts 128,512` on the 2-core EPYC (2026-11-26, -t 1), as written."""
+    from specdec.strict_json import loads
+
+    path = Path(__file__).parent / "fixtures" / "llamacpp" / "costs-cpu-t1.json"
+    data = loads(path.read_text())
+    costs = EngineCosts.from_file(data)
+    assert costs.contexts == (235, 530) and 1.9 < costs.t(2, 235) / costs.t(1, 235) < 2.1
+    assert [t.batch_sizes for t in read_batch_times(path)] == [(1, 2), (1, 2)]
+    assert data["engine"]["commit"].startswith("0c1e570") and data["engine"]["threads"] == 1
+
+
+def test_plan_prints_the_ngram_draft_length_flags(capsys) -> None:
+    fixtures = Path(__file__).parent / "fixtures" / "llamacpp"
+    code, out, err = run_main(capsys, ["plan", "--from", str(fixtures / "metrics_ngram_simple.txt"), "--c", "0",
+                                       "--batch-cost-file", str(fixtures / "costs-cpu-t1.json"), "--context", "300",
+                                       "--json"])
+    assert code == 0, err
+    config = strict_json(out)["engine_config"]
+    gamma = config["draft_max"]
+    assert config["flags_ngram"] == ngram_flags(gamma) and gamma >= 1

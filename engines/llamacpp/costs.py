@@ -146,7 +146,30 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                             "draft_share": shares, "mean_draft": means,
                             "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}})
                 log(f"B={B} L={prompt_tokens}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
-    return _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
+    data = _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
+    depth = data["batch_timing"][0]["context_tokens"]
+    data["llama_bench"] = {"depth": depth, "seconds": bench_seconds(binary, model, ks, depth, threads),
+                           "what": "llama-bench -p K -n 0 -d DEPTH: one pass over k tokens, last logits only"}
+    return data
+
+
+def bench_seconds(binary: Path, model: Path, ks: tuple[int, ...], depth: int, threads: int | None,
+                  repeats: int = 3) -> dict[int, float] | None:
+    """llama-bench's time of one pass over k tokens at `depth` (its pp test: the last position's
+    logits only, no sampling), best of `repeats`; None when there is no llama-bench beside the server."""
+    import json
+    import subprocess
+
+    bench = binary.parent / "llama-bench"
+    if not bench.is_file():
+        return None
+    argv = [str(bench), "-m", str(model), "-p", ",".join(map(str, ks)), "-n", "0", "-d", str(depth), "-r",
+            str(repeats), "-o", "json"] + ([] if threads is None else ["-t", str(threads)])
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=900).stdout
+        return {int(row["n_prompt"]): min(row["samples_ns"]) / 1e9 for row in json.loads(out)}
+    except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
+        raise SpecdecError(f"llama-bench failed: {str(exc)[:200]}") from None
 
 
 def _accept_costs(clients: dict[int, Client], latest: dict[int, Sample], prompt: str, new_tokens: int,

@@ -255,6 +255,19 @@ def cells(records: Sequence[Record], costs: EngineCosts, seed: int = 0) -> list[
     return out
 
 
+def baselines(records: Sequence[Record], costs: EngineCosts) -> list[dict]:
+    """Per temperature: no speculation's measured ms per step beside the cost file's t(1, L) for
+    the same requests (the cost side's own check, before any speculation)."""
+    out = []
+    for temperature in sorted({r.temperature for r in records}):
+        rows = [r for r in records if r.config == "none" and r.temperature == temperature]
+        steps = sum(max(r.tokens - 1, 1) for r in rows)
+        predicted = sum(predicted_seconds(r, costs)[1] for r in rows)
+        out.append({"temperature": temperature, "measured_ms": sum(r.decode_ms for r in rows) / steps,
+                    "cost_file_ms": 1000 * predicted / steps, "requests": len(rows)})
+    return out
+
+
 def metrics_page(records: Sequence[Record]) -> str:
     """The summed counters of `records` as a llama-server /metrics page (what `plan --from` reads)."""
     drafts = sum(r.drafts for r in records)
@@ -333,6 +346,9 @@ def render(result: dict) -> str:
         lines.append(f"{c['config']:<22}{c['temperature']:>4g}{c['measured']:>9.3f}x  [{c['interval'][0]:.3f}, "
                      f"{c['interval'][1]:.3f}]{c['predicted']:>9.3f}x{100 * (c['predicted'] / c['measured'] - 1):>7.1f}%"
                      f"{c['tokens_per_step']:>9.2f}{draft:>7}")
+    for b in result.get("baselines", []):
+        lines.append(f"no speculation T={b['temperature']:g}: {b['measured_ms']:.2f} ms a step measured, "
+                     f"{b['cost_file_ms']:.2f} ms from the cost file's t(1, L)")
     for a in result.get("advice", []):
         rivals = ", ".join(f"{k} {v['measured']:.3f}x" for k, v in a["measured"].items() if k != "advice")
         lines.append(f"advice T={a['temperature']:g}: gamma {a['gamma']} ({a['flags'] or 'no speculation'}), "

@@ -179,7 +179,8 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
               "grid": [{"label": c.label, "flags": c.command_line()} for c in configs],
               "temperatures": list(temperatures), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
               "prompts": [r.name for r in requests], "records": v.as_dicts(records),
-              "cells": [v.asdict(c) for c in v.cells(records, costs, seed)]}
+              "cells": [v.asdict(c) for c in v.cells(records, costs, seed)],
+              "baselines": v.baselines(records, costs)}
     if advise:
         result["advice"] = [v.advise(binary, gguf, records, costs, cost_data, configs, advise_from, t, requests, repeats,
                                      new_tokens, threads, log, seed) for t in temperatures]
