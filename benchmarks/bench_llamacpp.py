@@ -11,7 +11,10 @@ the server's /metrics counters around each request (drafts, draft tokens, accept
 accepted per position), summed.
 
 Predicted, from those counts and the engine's own verify cost v(k) (llama-bench: one pass over
-k tokens at the prompts' context depth, over one token):
+k tokens at the prompts' context depth, over one token; or, with --costs, the server's own t(k)
+from `specdec llamacpp costs`. llama-bench's one-token pass is its prompt path, not the server's
+decode step: at -t 1, depth 235, 17.0 ms against the server's 13.7 ms, so its v(k) comes out ~20 %
+low and the "steps" prediction high — why the first runs below over-predicted):
 - "steps": the steps that ran — n tokens came from D verify steps (D + A tokens: A accepted
   drafts plus one each) and U = n - D - A plain steps, so time = t(1) (U + D v(G / D + 1)) for
   G draft tokens (the mean draft length; v interpolated) and speedup = n / (U + D v(G / D + 1)).
@@ -66,6 +69,19 @@ def verify_cost(binary: Path, model: Path, depth: int, threads: int,
     return {k: max(1.0, seconds[k] / seconds[1]) for k in sorted(seconds)}, seconds[1]  # v >= 1, as plans take it
 
 
+def server_cost(path: Path, depth: int) -> tuple[dict[int, float], float]:
+    """v(k) = t(k) / t(1) at `depth` from the server's own timings (`specdec llamacpp costs`)."""
+    from specdec.engines.llamacpp.validation import EngineCosts
+    from specdec.strict_json import loads
+
+    try:
+        costs = EngineCosts.from_file(loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise SpecdecError(f"--costs {path}: not a llama.cpp cost file ({str(exc)[:100]})") from None
+    t1 = costs.t(1, depth)
+    return {k: max(1.0, costs.t(k, depth) / t1) for k in range(1, len(costs.seconds[0]) + 1)}, t1
+
+
 def request(client: Client, endpoint: str, prompt: str, new_tokens: int, seed: int):
     if endpoint == "chat":
         return client.chat([{"role": "user", "content": prompt}], new_tokens, temperature=0.0, seed=seed)
@@ -111,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--depth", type=int, default=128, help="context depth of llama-bench's v(k)")
     ap.add_argument("--llama-server", default=None, help="a llama-server binary (default: scripts/llamacpp.sh's)")
+    ap.add_argument("--costs", type=Path, default=None,
+                    help="the engine's cost file (`specdec llamacpp costs`): v(k) from the server's own steps")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     for option in ("repeats", "new_tokens", "threads", "depth"):
@@ -120,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         binary, model = find_binary(args.llama_server), default_model()
         types = ["none"] + [t for t in args.types.split(",") if t]
-        v, t1 = verify_cost(binary, model, args.depth, args.threads, 5)
+        v, t1 = server_cost(args.costs, args.depth) if args.costs else verify_cost(binary, model, args.depth,
+                                                                                   args.threads, 5)
         rows = run(binary, model, types, args)
     except SpecdecError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -134,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     info = build_info(binary)
     print(f"llama.cpp {info.get('llama_cpp_commit', '?')[:12]} ({info.get('sdist', '?')}), {model.name}, "
           f"{args.threads} threads, T = 0, {args.new_tokens} new tokens, {args.repeats} interleaved repeats")
-    print(f"llama-bench at depth {args.depth}: t(1) {1e3 * t1:.2f} ms, v(k) "
+    print(f"{'cost file' if args.costs else 'llama-bench'} at depth {args.depth}: t(1) {1e3 * t1:.2f} ms, v(k) "
           + " ".join(f"{k}:{x:.2f}" for k, x in v.items()))
     table(rows, types, v)
     if args.json is not None:
