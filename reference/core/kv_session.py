@@ -17,7 +17,7 @@ from transformers import PreTrainedModel
 from specdec.errors import SpecdecError
 from specdec.reference.core.forward import forward
 from specdec.reference.core.placement import input_device, output_device
-from specdec.reference.core.seams import NOTHING, Needs, Scored
+from specdec.reference.core.seams import NOTHING, Needs, Scored, Verdict
 from specdec.reference.core.seq2seq import EncoderState, encoder_state, new_cache, self_attention, with_cache
 from specdec.reference.core.tree import tree_inputs
 
@@ -30,6 +30,7 @@ class KVSession:
         self.device = input_device(model)  # where input ids go
         self.output_device = output_device(model)  # where the logits come out (differs in a split model)
         self.tokens: list[int] = []
+        self.committed = 0  # tokens of the sequence the decoder has emitted (prompt included); the rest are drafts
         self.n_cached = 0
         self.cache = None  # a transformers Cache (new_cache)
         self.encoder: EncoderState | None = None  # an encoder-decoder's encoder outputs for this sequence
@@ -46,6 +47,7 @@ class KVSession:
         if len(prompt) == 0:
             raise SpecdecError("the prompt must contain at least one token")
         self.tokens = [int(t) for t in prompt]
+        self.committed = len(self.tokens)
         self.n_cached = 0
         self.tree_nodes = 0
         self.cache = new_cache(self.model)
@@ -110,6 +112,23 @@ class KVSession:
         self.tokens.extend(int(t) for t in tokens)
         self.n_cached = len(self.tokens)
         self.tree_nodes = 0
+
+    def commit(self, verdict: Verdict) -> None:
+        """The decoder emitted verdict.tokens: keep the committed sequence and the accepted drafts
+        the session holds (a tree pass: the verdict's path), drop the other drafts, append the rest
+        of the verdict (pending)."""
+        tokens = verdict.tokens.tolist()
+        n = verdict.n_accepted
+        if self.tree_nodes:  # the pass was a tree: keep the accepted path's entries
+            if verdict.path is None:
+                raise ValueError("a tree pass needs a verdict naming its accepted path")
+            self.keep_tree_path(verdict.path, tokens[:n])
+            keep = self.committed + n
+        else:
+            keep = min(self.committed + n, len(self.tokens))  # a drafter may not have fed its last draft
+            self.truncate(keep)
+        self.append(tokens[keep - self.committed:])
+        self.committed += len(tokens)
 
     def truncate(self, length: int) -> None:
         """Keep the first `length` tokens of the sequence; crop the KV cache to match."""

@@ -40,7 +40,6 @@ class TargetScorer:
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.session = KVSession(model)
-        self._committed = 0
 
     @property
     def device(self) -> torch.device:
@@ -57,14 +56,13 @@ class TargetScorer:
 
     @property
     def committed(self) -> list[int]:
-        return self.session.tokens[: self._committed]
+        return self.session.tokens[: self.session.committed]
 
     def start(self, prompt: Sequence[int], fuse_prefill: bool = False, needs: Needs = NOTHING) -> Scored | None:
         """Begin a sequence. fuse_prefill=True defers the prompt's encoding to the first
         `score`, so the prefill and the first verification are one forward pass (as in HF's
         assisted generation); otherwise the prompt (but its last token) is encoded now and
         that pass is returned."""
-        self._committed = len(prompt)
         return self.session.start(prompt, encode=not fuse_prefill, needs=needs)
 
     def score(self, proposal: Proposal, needs: Needs = NOTHING) -> Scored:
@@ -78,16 +76,7 @@ class TargetScorer:
     def commit(self, verdict: Verdict) -> None:
         """Keep the first n_accepted drafts (for a tree: the path the verdict names), then
         append the verdict's last token (pending)."""
-        tokens = verdict.tokens.tolist()
-        n = verdict.n_accepted
-        if self.session.tree_nodes:  # the pass was a tree: keep the accepted path's entries
-            if verdict.path is None:
-                raise ValueError("a tree pass needs a verdict naming its accepted path")
-            self.session.keep_tree_path(verdict.path, tokens[:n])
-        else:
-            self.session.truncate(self._committed + n)
-        self.session.append(tokens[n:])
-        self._committed += len(tokens)
+        self.session.commit(verdict)
 
 
 class OneRow:

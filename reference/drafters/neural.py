@@ -43,7 +43,6 @@ class NeuralDrafter(DrafterBase):
     def __init__(self, model: PreTrainedModel, vocab_size: int) -> None:
         self.session = KVSession(model)
         self.vocab_size = vocab_size
-        self._committed = 0
 
     def fork(self) -> "NeuralDrafter":
         """The same draft model with a KV session of its own."""
@@ -55,7 +54,6 @@ class NeuralDrafter(DrafterBase):
 
     def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
         self.session.start(prompt)
-        self._committed = len(prompt)
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
                 keep_going: KeepGoing | None = None) -> Proposal:
@@ -79,11 +77,7 @@ class NeuralDrafter(DrafterBase):
         return Proposal(torch.tensor(tokens, dtype=torch.long), q_all)
 
     def commit(self, verdict: Verdict, scored: Scored) -> None:
-        tokens = verdict.tokens.tolist()
-        keep = min(self._committed + verdict.n_accepted, len(self.session.tokens))
-        self.session.truncate(keep)
-        self.session.append(tokens[keep - self._committed:])
-        self._committed += len(tokens)
+        self.session.commit(verdict)
 
     def c_hat(self, target_flops: float) -> float:
         return flops_per_token(self.session.model) / target_flops
@@ -101,11 +95,11 @@ class NeuralSlots:
     needs = NOTHING
 
     def __init__(self, model: PreTrainedModel, vocab_size: int, rows: int, capacity: int) -> None:
-        self.model = BatchScorer(model, rows, capacity)  # its slots' sequences, committed + drafted
+        self.draft = BatchScorer(model, rows, capacity)  # the slots' sequences, committed + drafted
         self.vocab_size = vocab_size
 
     def start(self, slot: int, prompt: Sequence[int], prefill: Scored | None = None) -> None:
-        self.model.start(slot, prompt)
+        self.draft.start(slot, prompt)
 
     def propose(self, rooms: Sequence[int | None], sampling: SamplingConfig,
                 generators: Sequence[torch.Generator | None], policy: DraftPolicy) -> list[Proposal | None]:
@@ -114,10 +108,10 @@ class NeuralSlots:
         qs: dict[int, list[torch.Tensor]] = {s: [] for s in drafting}
         device = next((g.device for g in generators if g is not None), None)  # q is drawn where p is
         for i in range(max((rooms[s] for s in drafting), default=0)):
-            logits = fit_vocab(self.model.next_logits(drafting), self.vocab_size)  # [A, vocab]
+            logits = fit_vocab(self.draft.next_logits(drafting), self.vocab_size)  # [A, vocab]
             if device is not None:
                 logits = logits.to(device)
-            if policy.stops_early:  # the policy's keep_going, slot by slot (this position is not drafted)
+            if policy.stops_early:  # the policy's keep_going per slot: a slot told to stop drafts no more
                 unadjusted = logits.float().softmax(-1)
                 keep = [a for a, s in enumerate(drafting) if policy.keep_going(i, unadjusted[a], s)]
                 drafting, logits = [drafting[a] for a in keep], logits[keep]
@@ -128,7 +122,7 @@ class NeuralSlots:
             for a, s in enumerate(drafting):
                 tokens[s].append(x[a])
                 qs[s].append(q[a])
-                self.model.append(s, [x[a]])
+                self.draft.append(s, [x[a]])
             drafting = [s for s in drafting if len(tokens[s]) < rooms[s]]
             if not drafting:
                 break
@@ -139,4 +133,4 @@ class NeuralSlots:
         return out
 
     def commit(self, slot: int, verdict: Verdict, scored: Scored) -> None:
-        self.model.commit(slot, verdict)
+        self.draft.commit(slot, verdict)
