@@ -335,23 +335,3 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
             "engine_config": config, "metrics_page": page,
             "measured": {k: asdict(c) for k, c in measured.items()}, "advice_measured": advice_speedup,
             "regret": top / advice_speedup - 1, "records": as_dicts(second)}
-
-
-def render(result: dict) -> str:
-    """The cells and the advice as text."""
-    lines = [f"{'configuration':<22}{'T':>4}{'measured':>10}{'95% interval':>16}{'pred (a)':>10}{'error':>8}"
-             f"{'tok/step':>9}{'draft':>7}"]
-    for c in result["cells"]:
-        draft = "-" if c["mean_draft"] is None else f"{c['mean_draft']:.1f}"
-        lines.append(f"{c['config']:<22}{c['temperature']:>4g}{c['measured']:>9.3f}x  [{c['interval'][0]:.3f}, "
-                     f"{c['interval'][1]:.3f}]{c['predicted']:>9.3f}x{100 * (c['predicted'] / c['measured'] - 1):>7.1f}%"
-                     f"{c['tokens_per_step']:>9.2f}{draft:>7}")
-    for b in result.get("baselines", []):
-        lines.append(f"no speculation T={b['temperature']:g}: {b['measured_ms']:.2f} ms a step measured, "
-                     f"{b['cost_file_ms']:.2f} ms from the cost file's t(1, L)")
-    for a in result.get("advice", []):
-        rivals = ", ".join(f"{k} {v['measured']:.3f}x" for k, v in a["measured"].items() if k != "advice")
-        lines.append(f"advice T={a['temperature']:g}: gamma {a['gamma']} ({a['flags'] or 'no speculation'}), "
-                     f"predicted {a['predicted']:.3f}x, measured {a['advice_measured']:.3f}x; {rivals}; "
-                     f"regret {100 * a['regret']:.1f}%")
-    return "\n".join(lines)
