@@ -100,16 +100,25 @@ def prometheus_samples(text: str, prefix: str) -> list[tuple[str, dict[str, str]
     `_created` series dropped. Lines that are not samples are skipped, so a page saved with log
     lines around it still reads (prometheus_client's parser gives the same counts on every
     fixture, but refuses such pages and took 8x as long on a 30,000-line page: 0.86 s against
-    0.11 s, measured when this was chosen)."""
-    samples = []
+    0.11 s, measured when this was chosen). A line of the engine's that is not a sample, or a
+    series given twice, is a SpecdecError."""
+    samples, seen = [], set()
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped.startswith(prefix):
             continue
         m = PROM_LINE.match(stripped)
-        if m is None or m.group("name").endswith("_created"):
+        if m is None:  # one of this engine's series, cut or garbled: its count would be lost silently
+            raise SpecdecError(f"a malformed sample line (cut short?): {stripped[:120]}")
+        if m.group("name").endswith("_created"):
             continue
-        samples.append((m.group("name"), dict(LABEL.findall(m.group("labels") or "")), m.group("value")))
+        labels = dict(LABEL.findall(m.group("labels") or ""))
+        series = (m.group("name").removesuffix("_total"), tuple(sorted(labels.items())))
+        if series in seen:
+            raise SpecdecError(f"the page holds the series {m.group('name')}{{{m.group('labels') or ''}}} twice: "
+                               "two pages in one input? give one page")
+        seen.add(series)
+        samples.append((m.group("name"), labels, m.group("value")))
     return samples
 
 
@@ -132,6 +141,23 @@ def prometheus_counters(text: str, prefix: str, per_pos: str) -> tuple[dict[str,
     if positions and sorted(positions) != list(range(max(positions) + 1)):
         raise SpecdecError(f"per-position counters skip a position: got positions {sorted(positions)}")
     return totals, positions
+
+
+SCRAPE_SLACK = 0.01  # counters read one by one while the engine runs may disagree by this share (and 2)
+
+
+def check_totals(c: EngineCounts) -> EngineCounts:
+    """`c` if its counts can come from one engine's run, else a SpecdecError saying which disagree:
+    accepted tokens <= draft tokens, and the per-position accepted counts add up to
+    the accepted tokens (within SCRAPE_SLACK: a /metrics page is not one atomic snapshot)."""
+    if c.accepted_tokens is not None and c.draft_tokens is not None and c.accepted_tokens > c.draft_tokens:
+        raise SpecdecError(f"{c.accepted_tokens} accepted tokens of {c.draft_tokens} drafted: the totals disagree")
+    if c.reached and c.accepted_tokens is not None:
+        total = sum(c.accepted)
+        if abs(total - c.accepted_tokens) > max(2, SCRAPE_SLACK * c.accepted_tokens):
+            raise SpecdecError(f"the per-position counts accept {total} tokens, the total says {c.accepted_tokens}: "
+                               "they disagree")
+    return c
 
 
 def json_objects(text: str) -> list:

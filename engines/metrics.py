@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from specdec.engines import registry
-from specdec.engines.counts import MAX_DRAFT_LENGTH, EngineCounts, as_count, as_length, json_objects
+from specdec.engines.counts import MAX_DRAFT_LENGTH, EngineCounts, as_count, as_length, check_totals, json_objects
 from specdec.errors import SpecdecError
 from specdec.simulator.counts import check_conditional
 
@@ -116,14 +116,16 @@ def read_counts(text: str) -> EngineCounts:
             for engine in registry.engines():
                 counts = engine.parse_json(objects)
                 if counts is not None:
-                    return counts
+                    return check_totals(counts)
             if len(objects) == 1 and isinstance(objects[0], dict):
-                return parse_specdec_json(objects[0])
+                return check_totals(parse_specdec_json(objects[0]))
             raise SpecdecError(f"JSON input holds none of: {registry.formats_json()}, specdec decode stats")
-    for engine in registry.engines():
-        counts = engine.parse_text(text)
-        if counts is not None:
-            return counts
+    found = [(engine.label, counts) for engine in registry.engines() if (counts := engine.parse_text(text)) is not None]
+    if len(found) > 1:
+        raise SpecdecError(f"the input holds the output of {' and '.join(label for label, _ in found)}: give one "
+                           "engine's")
+    if found:
+        return check_totals(found[0][1])
     if json_error is not None:
         raise json_error
     raise SpecdecError(f"unrecognised input: expected {registry.formats_text()}, or JSON ({registry.formats_json()}, "

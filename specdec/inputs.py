@@ -44,11 +44,11 @@ def _text(data: bytes, cap: int, name: str, too_long: str) -> str:
 
 def read_stdin(cap: int = MAX_INPUT_BYTES) -> str:
     """The UTF-8 text on standard input, at most `cap` bytes; closed or unreadable: one line."""
-    stream = getattr(sys.stdin, "buffer", None)
+    stream = sys.stdin
     if stream is None:
         raise SpecdecError("standard input is closed: pipe the text in or name a file")
-    try:
-        data = stream.read(cap + 1)
+    try:  # the bytes under a text stream (a replaced sys.stdin may be text only)
+        data = stream.buffer.read(cap + 1) if hasattr(stream, "buffer") else stream.read(cap + 1).encode()
     except (OSError, ValueError) as exc:  # ValueError: a closed file object
         raise SpecdecError(f"cannot read standard input: {getattr(exc, 'strerror', None) or exc}") from None
     return _text(data, cap, "standard input", "holds more than {mib} MiB: give the metrics lines only")
