@@ -124,3 +124,26 @@ def test_export_refuses_an_existing_file_without_force(tmp_path) -> None:
     result = CliRunner().invoke(cli, ["draft", "export", str(tmp_path / "m"), "--out", str(tmp_path / "x.gguf")])
     assert result.exit_code == 2 and "--force" in result.output
     assert (tmp_path / "x.gguf").read_bytes() == b"old"
+
+
+def test_saved_folder_loads_as_a_model_with_its_card_and_is_never_half_written(data, tmp_path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from specdec.reference.draftmodel.store import read_card, save_draft
+    from tests.fakes import word_tokenizer
+
+    target, _, _ = data
+    word_tokenizer().save_pretrained(tmp_path / "target")
+    draft = draft_from(target, DraftShape(1))
+    out = tmp_path / "draft"
+    card = save_draft(draft, tmp_path / "target", out, lambda folder: {"seen": sorted(p.name for p in folder.iterdir())})
+    assert read_card(out) == card and "model.safetensors" in card["seen"] and "tokenizer.json" in card["seen"]
+    loaded = AutoModelForCausalLM.from_pretrained(out).eval()
+    x = torch.tensor([[3, 9, 4]])
+    with torch.no_grad():
+        assert torch.allclose(loaded(input_ids=x).logits, draft(input_ids=x).logits, atol=1e-6)
+    with pytest.raises(FileExistsError):
+        save_draft(draft, tmp_path / "target", out, lambda folder: {})
+    with pytest.raises(RuntimeError):  # a card that fails: nothing replaces the published folder
+        save_draft(draft, tmp_path / "target", out, lambda folder: (_ for _ in ()).throw(RuntimeError("x")), force=True)
+    assert read_card(out) == card

@@ -95,12 +95,6 @@ def build_draft(target: LoadedModel, out: str | Path, data_config: DataConfig = 
                             "platform": platform.platform()},
                 "seconds": {k: round(v, 1) for k, v in seconds.items()}}
 
-    written = {}
-
-    def keep(folder: Path) -> dict[str, Any]:
-        written.update(card(folder))
-        return written
-
-    save_draft(draft, target.path, out, keep, force=force)
+    written = save_draft(draft, target.path, out, card, force=force)
     checkpoint.unlink(missing_ok=True)  # published: the next run with this key starts afresh
     return written

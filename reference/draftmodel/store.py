@@ -30,18 +30,19 @@ def check_out(out: str | os.PathLike, force: bool) -> Path:
 
 
 def save_draft(draft: torch.nn.Module, target_dir: Path, out: str | os.PathLike, card: Callable[[Path], dict[str, Any]],
-               force: bool = False) -> Path:
-    """Write the draft (float32 weights), the target's tokenizer files and the card into `out`,
-    built beside it and renamed into place. `card(folder)` is called with the finished model
-    folder before the card is written (so it can measure the saved draft); its dict is the card."""
+               force: bool = False) -> dict[str, Any]:
+    """Write the draft (its weights), the target's tokenizer files and the card into `out`, built
+    beside it and renamed into place; returns the card. `card(folder)` is called with the finished
+    model folder before the card is written (so it can measure the saved draft)."""
     out = check_out(out, force)
     with building(out) as work:
         draft.save_pretrained(work)
         for name in TOKENIZER_FILES:
             if (Path(target_dir) / name).is_file():
                 shutil.copy2(Path(target_dir) / name, work / name)
-        (work / CARD_NAME).write_text(json.dumps({"format": FORMAT, **card(work)}, indent=2) + "\n")
-    return out
+        written = {"format": FORMAT, **card(work)}
+        (work / CARD_NAME).write_text(json.dumps(written, indent=2) + "\n")
+    return written
 
 
 def read_card(folder: str | os.PathLike) -> dict[str, Any]:
