@@ -19,4 +19,5 @@ for d in simulator ngram figures reference engines; do ln -s "$ROOT/$d" "$SITE/s
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$DEST"
 command -v nvidia-smi >/dev/null && nvidia-smi > "$DEST/nvidia-smi.txt" 2>&1 || true
-"$PY" "$ROOT/benchmarks/gpu_check.py" --out "$DEST" "$@" 2>&1 | tee "$DEST/gpu-check.log"
+SCRIPT="${GPU_SCRIPT:-gpu_check.py}"  # gpu_estimate.py: `specdec estimate --batch-sizes` end to end instead
+"$PY" "$ROOT/benchmarks/$SCRIPT" --out "$DEST" "$@" 2>&1 | tee "$DEST/${SCRIPT%.py}.log"

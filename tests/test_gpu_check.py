@@ -46,3 +46,19 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
         got = np.array(table.seconds)
         want = np.array([[cells[(table.context_tokens, b, k)] for k in (1, 2)] for b in (1, 2)])
         assert np.allclose(got, want)
+
+
+def test_gpu_estimate_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
+    """benchmarks/gpu_estimate.py (the device call that runs `specdec estimate --batch-sizes` as a
+    user does) through the same launcher: a random-weight model of the tiny shape, the CLI's
+    table and the direct one, both positive and of the asked size."""
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHON=sys.executable, GPU_SCRIPT="gpu_estimate.py")
+    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), str(out), "--shape", "tiny",
+                           "--device", "cpu", "--batch-sizes", "1,2", "--max-k", "2", "--context", "16"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads((out / "gpu-estimate.json").read_text())
+    assert result["estimate"]["batch_sizes"] == [1, 2] and len(result["direct_seconds"]) == 2
+    assert all(t > 0 for row in result["estimate"]["seconds"] + result["direct_seconds"] for t in row)
+    assert (out / "gpu-estimate.md").read_text().count("| 2 |") == 1

@@ -152,9 +152,11 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
 
 
 def run_batch_timing(config: EstimateConfig) -> dict[str, Any] | None:
-    """`--drafter none --batch-sizes ...`: t(B, k) on real held-out text, nothing else (by rank 0
-    alone under torchrun: timings are not split); None on the other ranks."""
+    """`--drafter none --batch-sizes ...`: t(B, k) on real text — the prompts named (`--prompts-file`,
+    `--workload`), else held-out corpus text — nothing else (by rank 0 alone under torchrun:
+    timings are not split); None on the other ranks."""
     from specdec.reference.core.models import load_model
+    from specdec.reference.data.encoder_inputs import load_target_prompts
     from specdec.reference.data.prompts import held_out_prompts
 
     if not config.placement.ranks.main:
@@ -162,7 +164,10 @@ def run_batch_timing(config: EstimateConfig) -> dict[str, Any] | None:
     target = load_model(config.target, config.placement.device, config.dtype, config.backend,
                         config.placement.device_map)
     context = config.context or DEFAULT_CONTEXT
-    prompts, _ = held_out_prompts(4, context + config.batch_max_k + max(config.batch_sizes), config.target)
+    if config.source.file is not None or config.source.workloads:
+        prompts = load_target_prompts(target, 4, config.source).ids
+    else:
+        prompts, _ = held_out_prompts(4, context + config.batch_max_k + max(config.batch_sizes), config.target)
     return {"kind": KIND_ESTIMATE, "target": str(target.path), "backend": target.backend,
             "batch_timing": _batch_timing(config, target.model, [t for prompt in prompts for t in prompt], context)}
 

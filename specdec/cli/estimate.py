@@ -77,9 +77,9 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     processes and alpha is the same as one process gives; rank 0 alone times and prints
     (docs/distributed.md)."""
     batch_only = batch_sizes is not None and drafter == "none"
-    if not batch_only:  # the prompts' files checked before the tokenizer loads
-        source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
-                               prompt_tokens, encoder_inputs)
+    # the prompts' files checked before the tokenizer loads; t(B, k) alone runs on the prompts named, else held-out text
+    source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
+                           prompt_tokens, encoder_inputs)
     from specdec.reference.core.sampling import SamplingConfig  # torch, once the prompts are read
     from specdec.reference.core.seq2seq import folder_is_encoder_decoder
     from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
@@ -105,7 +105,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
             if contexts:
                 check_context(limit, contexts[-1] + max_k, "the longest of --contexts plus --max-k", "--contexts")
     else:
-        source, longest = prompt_source(None, None, None, "none", max_prompt_tokens, truncate, prompt_tokens), 0
+        longest = 0
     if batch_sizes is not None:
         timed_at = context or (DEFAULT_CONTEXT if batch_only else longest + new_tokens // 2)
         check_context(limit, timed_at + batch_max_k + max(batch_sizes), "--context plus --batch-max-k", "--context")
