@@ -273,3 +273,11 @@ def test_a_cache_that_cannot_be_a_folder_is_refused_first(capsys, monkeypatch, t
     monkeypatch.setenv("SPECDEC_CACHE", cache.format(file=blocker))
     code, out, err = run(capsys, ["decode", "--target", str(target), "--prompt", PROMPT, "--new-tokens", "2"])
     assert code == 2 and out == "" and err.strip().count("\n") == 0 and "SPECDEC_CACHE" in err, err
+
+
+def test_plan_refuses_a_draft_length_of_zero(capsys, tmp_path) -> None:
+    """`plan --from <counts without a length> --draft-length 0` used to warn (0 / 0) and plan."""
+    from pathlib import Path
+
+    log = Path(__file__).parent / "fixtures" / "engines" / "llama_statistics_old.log"
+    expect_usage_error(capsys, ["plan", "--from", str(log), "--c", "0", "--draft-length", "0"], "--draft-length")

@@ -39,6 +39,13 @@ def _at_most_max(g, name: str):
     return g
 
 
+def _positive(gamma):
+    """A draft the engine ran is at least one token long (0 would divide every count by nothing)."""
+    if gamma < 1:
+        raise SpecdecError(f"draft length must be at least 1, got {int(gamma)}")
+    return gamma
+
+
 def _read(reader: Callable[..., Any], path: Path, option: str, *args: Any) -> Any:
     """A cost-file reader's result; its SpecdecError becomes a BadParameter naming the option."""
     try:
@@ -104,7 +111,8 @@ class EngineChoice(click.Choice):
               help="Acceptance counts an engine reported instead of --alpha, a file, an http(s) URL (a /metrics "
                    f"page) or '-' (standard input): {registry.formats_text()}; JSON ({registry.formats_json()}); or "
                    "`specdec decode --json` output. Formats: docs/engines.md.")
-@click.option("--draft-length", type=Checked(lambda g: _at_most_max(check_gamma(g), "draft length"), int), default=None,
+@click.option("--draft-length", type=Checked(lambda g: _at_most_max(_positive(check_gamma(g, "draft length")),
+                                                                    "draft length"), int), default=None,
               help="With --from: the draft length the engine ran with, for sources that do not state it (the error "
                    "says when it is needed).")
 @click.option("--extrapolate", is_flag=True,
