@@ -49,44 +49,49 @@ def verify_rows(p: torch.Tensor, q: Sequence[torch.Tensor | None], drafts: Seque
         generators: per request its generator (None: the global one).
     """
     p = p.float()
-    device, vocab = p.device, p.shape[-1]
+    device, vocab, b = p.device, p.shape[-1], len(drafts)
     ks = [int(d.shape[0]) for d in drafts]
-    firsts, starts = [0] * len(ks), [0] * len(ks)  # request b's first row of p, its first draft
-    for b in range(1, len(ks)):
-        firsts[b], starts[b] = firsts[b - 1] + ks[b - 1] + 1, starts[b - 1] + ks[b - 1]
-    n = torch.zeros(len(ks), dtype=torch.long, device=device)  # [B] accepted drafts
-    x, q_flat = None, None
+    firsts, starts = [0] * b, [0] * b  # request b's first row of p, its first draft
+    for i in range(1, b):
+        firsts[i], starts[i] = firsts[i - 1] + ks[i - 1] + 1, starts[i - 1] + ks[i - 1]
+    n = list(ks)  # accepted drafts per request (all, until a rejection)
+    x = q_flat = None
     if sum(ks):
-        who = [b for b, k in enumerate(ks) for _ in range(k)]  # [D] every draft's request
-        pos = [i for k in ks for i in range(k)]  # [D] its position in the request's draft
-        x = torch.cat([d.to(device) for d in drafts])  # [D] every draft, requests in order
-        p_x = p[torch.tensor([firsts[b] + i for b, i in zip(who, pos)], device=device), x]  # [D]
+        x = drafts[0].to(device) if b == 1 else torch.cat([d.to(device) for d in drafts])  # [D] requests in order
+        rows = torch.arange(ks[0], device=device) if b == 1 else torch.tensor(
+            [firsts[i] + j for i, k in enumerate(ks) for j in range(k)], device=device)  # [D] each draft's row of p
+        p_x = p[rows, x]  # [D]
         if any(qb is not None for qb in q):
             q_flat = torch.cat([_one_hot(d.to(device), vocab) if qb is None else qb.float().to(device)
-                                for qb, d in zip(q, drafts)])  # [D, vocab]
-            q_x = q_flat[torch.arange(x.shape[0], device=device), x]
+                                for qb, d in zip(q, drafts)]) if b > 1 else q[0].float()  # [D, vocab]
+            q_x = q_flat[rows if b == 1 else torch.arange(x.shape[0], device=device), x]
         else:
             q_x = torch.ones_like(p_x)
-        r = torch.cat([uniform((k,), g, device) for k, g in zip(ks, generators) if k])  # [D]
-        rejected = torch.ones(len(ks), max(ks) + 1, dtype=torch.bool, device=device)  # past k_b: stop
-        rejected[who, pos] = r * lenience * q_x >= p_x
-        n = rejected.int().argmax(1)  # [B] the first rejection (first maximum), k_b if none
-    k_t = torch.tensor(ks, device=device)
-    dist = p[torch.tensor(firsts, device=device) + n]  # [B, vocab] the rows the last tokens come from
-    recover = n < k_t  # [B]
-    if x is not None and bool(recover.any()):
-        at = (torch.tensor(starts, device=device) + n).clamp_max(x.shape[0] - 1)  # [B] the rejected draft in x
-        q_n = _one_hot(x[at], vocab) if q_flat is None else q_flat[at]
-        residual = (dist - lenience * q_n).clamp_min(0.0)
+        r = [uniform((k,), g, device) for k, g in zip(ks, generators) if k]
+        rejected = ((r[0] if len(r) == 1 else torch.cat(r)) * lenience * q_x >= p_x).tolist()  # [D]
+        for i, k in enumerate(ks):
+            n[i] = next((j for j in range(k) if rejected[starts[i] + j]), k)  # the first rejection
+    final = [firsts[i] + n[i] for i in range(b)]  # the row each request's last token comes from
+    dist = p[final[0]:final[0] + 1] if b == 1 else p[torch.tensor(final, device=device)]  # [B, vocab]
+    recover = [i for i in range(b) if n[i] < ks[i]]
+    if recover:
+        at = [starts[i] + n[i] for i in recover]  # the rejected drafts' places in x
+        where = slice(at[0], at[0] + 1) if b == 1 else torch.tensor(at, device=device)
+        q_n = _one_hot(x[where], vocab) if q_flat is None else q_flat[where]  # [R, vocab]
+        p_n = dist if b == 1 else dist[torch.tensor(recover, device=device)]
+        residual = (p_n - lenience * q_n).clamp_min(0.0)
         mass = residual.sum(-1, keepdim=True)
-        # mass == 0 only if p <= l*q everywhere, where rejection has probability 0 for l = 1;
-        # fall back to p for floating-point corner cases.
-        dist = torch.where(recover[:, None] & (mass > 0), residual / mass, dist)
-    last = sample(dist, list(generators))  # [B]
-    out = []
-    for i, (d, k, m) in enumerate(zip(drafts, ks, n.tolist())):
-        out.append(Verdict(m, torch.cat([d[:m].to(device), last[i:i + 1]]), bonus=m == k))
-    return out
+        empty = mass <= 0  # only if p <= l*q everywhere, where rejection has probability 0 for l = 1:
+        residual = residual / mass  # floating-point corner cases fall back to p
+        if bool(empty.any()):
+            residual = torch.where(empty, p_n, residual)
+        if b == 1:
+            dist = residual
+        else:
+            dist[torch.tensor(recover, device=device)] = residual
+    last = sample(dist, generators[0] if b == 1 else list(generators))  # [B]
+    return [Verdict(m, torch.cat([d[:m].to(device), last[i:i + 1]]), bonus=m == k)
+            for i, (d, k, m) in enumerate(zip(drafts, ks, n))]
 
 
 def greedy_rows(target_tokens: torch.Tensor, drafts: Sequence[torch.Tensor]) -> list[Verdict]:
