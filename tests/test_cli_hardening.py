@@ -281,3 +281,32 @@ def test_plan_refuses_a_draft_length_of_zero(capsys, tmp_path) -> None:
 
     log = Path(__file__).parent / "fixtures" / "engines" / "llama_statistics_old.log"
     expect_usage_error(capsys, ["plan", "--from", str(log), "--c", "0", "--draft-length", "0"], "--draft-length")
+
+
+@pytest.mark.parametrize("options, words", [
+    ("k=8,p=1000", "1 .. 256"),          # more paths than are ever verified together
+    ("k=1,p=2", "top-1 lattice"),         # a lattice of single candidates has one path
+    ("k=-1", "1 .. 1024"), ("p=0", "1 .. 256"), ("k=1_000", "1 .. 1024"), ("p=" + "9" * 100_000, "100000 characters"),
+    ("k=4,k=8", "twice"), ("w=0.3", "weights a rescorer"), ("w=1e999", "finite"),
+])
+def test_heads_options_are_refused_before_the_folder_is_looked_at(capsys, target, options, words) -> None:
+    """The grammar's bounds and contradictions come first: the folder does not even exist."""
+    line = expect_usage_error(capsys, ["decode", "--prompt", PROMPT, "--target", str(target),
+                                       "--drafter", f"heads:/nonexistent/heads,{options}"], "--drafter")
+    assert words in line and "heads.safetensors" not in line and len(line) < 400, line
+
+
+def test_heads_paths_beyond_the_lattice_are_refused_before_loading(capsys, target, tmp_path) -> None:
+    """p above the k^H paths of the card's heads: one line from the card alone (the weights file
+    here is not even safetensors, so anything that loaded it would fail otherwise)."""
+    import json
+
+    (tmp_path / "card.json").write_text(json.dumps({"format": "specdec-heads/1", "n_heads": 3, "vocab": 8192}))
+    (tmp_path / "heads.safetensors").write_bytes(b"not loaded")
+    line = expect_usage_error(capsys, ["decode", "--prompt", PROMPT, "--target", str(target),
+                                       "--drafter", f"heads:{tmp_path},k=2,p=16"], "--drafter")
+    assert "2^3 = 8" in line and "p=16" in line
+    (tmp_path / "card.json").write_text(json.dumps({"format": "specdec-heads/1", "n_heads": 10 ** 9, "vocab": 8192}))
+    line = expect_usage_error(capsys, ["decode", "--prompt", PROMPT, "--target", str(target),
+                                       "--drafter", f"heads:{tmp_path},k=2,p=16"], "--drafter")
+    assert "not a heads card" in line and len(line) < 400

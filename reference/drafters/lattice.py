@@ -36,6 +36,9 @@ class LatticeDrafter(HeadsDrafter):
             raise SpecdecError(f"need k >= 1, p >= 1 and weight >= 0, got k={k}, p={p}, w={weight}")
         if local and (rescorer is None or p != 1):
             raise SpecdecError("local rescoring needs a rescorer and p = 1")
+        width = min(k, int(heads.vocab.numel()))
+        if p > 1 and (width == 1 or p > width ** min(heads.n_heads, 64)):  # the lattice's paths: width^H
+            raise SpecdecError(f"p={p} asks for more paths than the top-{width} lattice of {heads.n_heads} heads has")
         self.k, self.p, self.rescorer, self.weight, self.local = k, p, rescorer, weight, local
         self.committed: list[int] = []
 

@@ -45,7 +45,7 @@ class DrafterSpec:
     def parse(cls, spec: str) -> "DrafterSpec":
         kind, _, arg = spec.partition(":")
         if kind not in KINDS:
-            raise SpecdecError(f"unknown drafter {spec!r}: expected {SPEC_HELP}")
+            raise SpecdecError(f"unknown drafter {shown(spec)}: expected {SPEC_HELP}")
         if kind in PATH_KINDS and not arg:
             raise SpecdecError(f"drafter {kind!r} needs a path: {kind}:PATH")
         if kind == "lookup":
@@ -103,32 +103,49 @@ MAX_LOOKUP_NGRAM = 64  # the longest suffix prompt lookup matches (one index tab
 def lookup_args(arg: str | None) -> tuple[int, str]:
     """`N[:earliest|latest]` (default 3, latest) -> (max_ngram, match)."""
     n, _, match = (arg or "3").partition(":")
-    if not (n.isdigit() and len(n) <= 3 and 1 <= int(n) <= MAX_LOOKUP_NGRAM) or match not in ("", "latest", "earliest"):
-        raise SpecdecError(f"lookup[:N[:earliest|latest]] needs an integer N in 1 .. {MAX_LOOKUP_NGRAM}, got {arg!r}")
+    if whole(n, 1, MAX_LOOKUP_NGRAM) is None or match not in ("", "latest", "earliest"):
+        raise SpecdecError(f"lookup[:N[:earliest|latest]] needs an integer N in 1 .. {MAX_LOOKUP_NGRAM}, "
+                           f"got {shown(arg)}")
     return int(n), match or "latest"
 
 
-HEADS_OPTIONS = {"k": int, "p": int, "w": float, "ngram": str, "lm": str, "rescore": str}
+def whole(text: str, low: int, high: int) -> int | None:
+    """The integer `text` spells in plain ASCII digits (no sign, no `_`, no other script's digits,
+    at most as many digits as `high` has), when it lies in low .. high; else None."""
+    if not (text.isascii() and text.isdigit() and len(text) <= len(str(high))):
+        return None
+    return int(text) if low <= int(text) <= high else None
+
+
+def shown(text: str | None, most: int = 40) -> str:
+    """`text` quoted for a one-line message, cut to `most` characters (a spec may be huge)."""
+    text = text or ""
+    return repr(text) if len(text) <= most else repr(text[:most]) + f"... ({len(text)} characters)"
+
+
+HEADS_OPTIONS = ("k", "p", "w", "ngram", "lm", "rescore")
 HEADS_USAGE = "k=K, p=P, ngram=PATH, lm=PATH, w=W, rescore=global|local"
+HEADS_DEFAULT_K = 4  # candidates per head when p (or a rescorer) asks for a lattice without k (as the factory)
+HEADS_MAX_K = 1024  # candidates per head: a top-k over the heads' output ids
+HEADS_MAX_PATHS = 256  # paths verified together: up to p x H tree nodes in one target pass
+MAX_HEADS = 16  # the most heads `specdec heads train --heads` makes
 
 
 def heads_args(arg: str | None) -> tuple[str, dict]:
-    """`PATH[,k=K,p=P,ngram=PATH|lm=PATH,w=W,rescore=global|local]` -> (path, options)."""
+    """`PATH[,k=K,p=P,ngram=PATH|lm=PATH,w=W,rescore=global|local]` -> (path, options); every
+    bound and contradiction that needs no file is refused here, before any path is looked at
+    (the lattice's own size, k^H, once the heads' card is read: `heads_lattice_problem`)."""
     path, *rest = (arg or "").split(",")
     options: dict = {}
     for item in rest:
         key, sep, value = item.partition("=")
         if not sep or key not in HEADS_OPTIONS or not value:
-            raise SpecdecError(f"heads:PATH options are {HEADS_USAGE}; got {item!r}")
-        try:
-            options[key] = HEADS_OPTIONS[key](value)
-        except ValueError:
-            raise SpecdecError(f"heads option {key} needs a {HEADS_OPTIONS[key].__name__}, got {value!r}") from None
-    if not (1 <= options.get("k", 1) <= 1024 and 1 <= options.get("p", 1) <= 1024
-            and 0 <= options.get("w", 0.0) < math.inf):
-        raise SpecdecError(f"heads options need k and p in 1 .. 1024 and a finite w >= 0, got {arg!r}")
+            raise SpecdecError(f"heads:PATH options are {HEADS_USAGE}; got {shown(item)}")
+        if key in options:
+            raise SpecdecError(f"heads option {key} is given twice ({shown(arg)})")
+        options[key] = heads_value(key, value)
     if options.get("rescore", "global") not in ("global", "local"):
-        raise SpecdecError(f"heads option rescore is global or local, got {options['rescore']!r}")
+        raise SpecdecError(f"heads option rescore is global or local, got {shown(options['rescore'])}")
     if "ngram" in options and "lm" in options:
         raise SpecdecError("heads options take one rescorer: ngram=PATH or lm=PATH, not both")
     if options.get("rescore") == "local" and ("ngram" not in options and "lm" not in options
@@ -136,9 +153,51 @@ def heads_args(arg: str | None) -> tuple[str, dict]:
         raise SpecdecError("heads rescore=local needs a rescorer (ngram=PATH or lm=PATH) and p=1")
     if "lm" in options and options.get("rescore") != "local":
         raise SpecdecError("heads lm=PATH rescores locally only: add rescore=local")
+    if "w" in options and "ngram" not in options and "lm" not in options:
+        raise SpecdecError("heads option w weights a rescorer: add ngram=PATH or lm=PATH, or drop w")
+    k, p = options.get("k", HEADS_DEFAULT_K), options.get("p", 1)
+    if p > k ** MAX_HEADS:  # k = 1: a lattice of single candidates has one path, whatever H
+        raise SpecdecError(f"heads option p={p} asks for more paths than a top-{k} lattice has "
+                           f"({k}^H, H <= {MAX_HEADS} heads): raise k or lower p")
     if not path:
         raise SpecdecError("drafter 'heads' needs a path: heads:PATH")
     return path, options
+
+
+def heads_value(key: str, value: str) -> int | float | str:
+    """One heads option's value, bounded: k in 1 .. HEADS_MAX_K, p in 1 .. HEADS_MAX_PATHS, w a
+    finite number >= 0; paths and rescore as given."""
+    if key in ("k", "p"):
+        high = HEADS_MAX_K if key == "k" else HEADS_MAX_PATHS
+        number = whole(value, 1, high)
+        if number is None:
+            what = "candidates per head" if key == "k" else "paths verified together, each up to H tree nodes"
+            raise SpecdecError(f"heads option {key} needs a whole number in 1 .. {high} ({what}), got {shown(value)}")
+        return number
+    if key == "w":
+        try:
+            weight = float(value) if value.isascii() and len(value) <= 32 else math.nan
+        except ValueError:
+            weight = math.nan
+        if not 0 <= weight < math.inf:
+            raise SpecdecError(f"heads option w needs a finite number >= 0, got {shown(value)}")
+        return weight
+    return value
+
+
+def heads_lattice_problem(options: dict, n_heads: object, vocab: object) -> str | None:
+    """Why `options` (from `heads_args`) cannot be drafted by n_heads heads over `vocab` output
+    ids (both as a heads card states them), or None: p above the k^H paths their lattice has (k
+    capped at the ids they propose)."""
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (n_heads, vocab)) \
+            or not (1 <= n_heads <= MAX_HEADS and vocab >= 1):
+        return f"the card states {shown(str(n_heads))} heads over {shown(str(vocab))} ids: not a heads card of this version"
+    k = min(options.get("k", HEADS_DEFAULT_K), vocab)
+    p = options.get("p", 1)
+    if options and p > k ** n_heads:
+        return (f"p={p} asks for more paths than the top-{k} lattice of {n_heads} heads has "
+                f"({k}^{n_heads} = {k ** n_heads}): lower p or raise k")
+    return None
 
 
 def eagle_args(arg: str | None) -> tuple[str, tuple[int, int] | None, str]:
@@ -153,10 +212,13 @@ def eagle_args(arg: str | None) -> tuple[str, tuple[int, int] | None, str]:
         if key == "weights" and value in ("auto", "fp32", "bf16"):
             weights = value
             continue
-        if key not in ("tree", "topk") or not sep or not value.isdigit() or not 1 <= int(value) <= 256:
+        number = whole(value, 1, 256) if key in ("tree", "topk") and sep else None
+        if number is None:
             raise SpecdecError(f"eagle:PATH options are tree=N (nodes, 1..256), topk=K (1..256) and "
-                               f"weights=auto|fp32|bf16; got {item!r}")
-        options[key] = int(value)
+                               f"weights=auto|fp32|bf16; got {shown(item)}")
+        if key in options:
+            raise SpecdecError(f"eagle option {key} is given twice ({shown(arg)})")
+        options[key] = number
     if not path:
         raise SpecdecError("drafter 'eagle' needs a path: eagle:PATH")
     if "topk" in options and "tree" not in options:

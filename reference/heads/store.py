@@ -14,11 +14,10 @@ import torch
 
 from specdec.errors import SpecdecError
 from specdec.paths import building
-from specdec.reference.heads.files import CARD_NAME, WEIGHTS_NAME, heads_folder
+from specdec.reference.heads.files import CARD_NAME, FORMAT, WEIGHTS_NAME, card_in, heads_folder
+from specdec.reference.heads.files import read_card  # noqa: F401 (re-exported: the heads' card)
 from specdec.reference.heads.model import BlockHeads
-from specdec.strict_json import loads
 
-FORMAT = "specdec-heads/1"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
@@ -34,21 +33,6 @@ def weights_fingerprint(model_dir: str | os.PathLike) -> str:
             while chunk := f.read(1 << 24):
                 digest.update(chunk)
     return digest.hexdigest()
-
-
-def read_card(path: str | os.PathLike) -> dict[str, Any]:
-    return card_in(heads_folder(path), FORMAT)
-
-
-def card_in(folder: Path, fmt: str) -> dict[str, Any]:
-    """The card.json of a checked folder, refused in one line unless it is a `fmt` card."""
-    try:
-        card = loads((folder / CARD_NAME).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecdecError(f"cannot read {str(folder / CARD_NAME)!r}: {exc}") from None
-    if not isinstance(card, dict) or card.get("format") != fmt:
-        raise SpecdecError(f"{str(folder / CARD_NAME)!r} is not a {fmt} card")
-    return card
 
 
 def save_heads(heads: BlockHeads, card: dict[str, Any], out: str | os.PathLike, force: bool = False) -> Path:
