@@ -15,12 +15,16 @@ Per-token latency: a row that emits N + 1 tokens in a pass of s seconds gives ea
 s / (N + 1); over tokens, the row's own (K, N) weighted by N + 1, and the pass's M the larger
 of its K and the other B - 1 rows' maximum, so the p50/p99 come from that discrete law
 (`latency_quantiles`). With a fixed proposal length and o = gamma c t(B, 1) / B this is the
-lockstep plan of `specdec.simulator.batch`. Checked against `simulate_ragged` (Monte Carlo) in
+lockstep plan of `specdec.simulator.batch`. Packed instead of padded (`packed=True`: an engine
+that runs every row's tokens end to end in one batch, as llama.cpp's server does), a pass costs
+t(B, 1 + S / B) with S = the sum of the B rows' K (its law the B-fold convolution of K's), t
+read linearly between the integer k: B rows of 1 + S / B tokens each are the same S + B tokens. Checked against `simulate_ragged` (Monte Carlo) in
 the tests and against the ragged decoder's measurements by `specdec serve-bench`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -71,11 +75,12 @@ def joint_from_alphas(alphas: npt.ArrayLike, gamma: int) -> np.ndarray:
 
 
 def predict_ragged(joint: npt.ArrayLike, batch: int, seconds: npt.ArrayLike, overhead: float,
-                   base_overhead: float = 0.0) -> RaggedPrediction:
+                   base_overhead: float = 0.0, packed: bool = False) -> RaggedPrediction:
     """The module doc's prediction at batch size `batch`.
 
     seconds: t(batch, k) for k = 1..K' (K' >= the largest proposal + 1); overhead: o, seconds of
-    drafting and verdicts per row per pass; base_overhead: o_0, the same for plain decoding."""
+    drafting and verdicts per row per pass; base_overhead: o_0, the same for plain decoding;
+    packed: rows end to end, not padded to the longest (module doc)."""
     p = check_joint(joint)
     t = np.asarray(seconds, dtype=np.float64)
     if batch < 1:
@@ -85,6 +90,8 @@ def predict_ragged(joint: npt.ArrayLike, batch: int, seconds: npt.ArrayLike, ove
     if not (np.isfinite(overhead) and overhead >= 0 and np.isfinite(base_overhead) and base_overhead >= 0):
         raise SpecdecError("the per-row overheads must be finite seconds >= 0")
     pk = p.sum(axis=1)  # P(K = k)
+    if packed:
+        return _predict_packed(p, pk, batch, t, overhead, base_overhead)
     cdf = np.cumsum(pk)
     p_max = np.diff(np.concatenate([[0.0], cdf ** batch]))  # P(M = m)
     pass_seconds = t[:p.shape[0]]  # t(B, m + 1), m = 0..K
@@ -99,6 +106,36 @@ def predict_ragged(joint: npt.ArrayLike, batch: int, seconds: npt.ArrayLike, ove
     value = (pass_seconds[np.maximum(k_idx, m_idx)] + batch * overhead) / (n_idx + 1)
     keep = weight > 0
     return RaggedPrediction(batch, iteration, throughput, throughput / base, value[keep], weight[keep])
+
+
+def _packed_seconds(t: np.ndarray, batch: int, drafted: np.ndarray) -> np.ndarray:
+    """t(B, 1 + S / B) for total drafts S = `drafted` (array), linear between the integer k."""
+    return np.interp(1 + drafted / batch, np.arange(1, t.size + 1), t)
+
+
+def _predict_packed(p: np.ndarray, pk: np.ndarray, batch: int, t: np.ndarray, overhead: float,
+                    base_overhead: float) -> RaggedPrediction:
+    """predict_ragged with the pass priced at the rows' summed drafts (module doc)."""
+    others = np.ones(1)  # law of the other B - 1 rows' summed K
+    for _ in range(batch - 1):
+        others = np.convolve(others, pk)
+    p_sum = np.convolve(others, pk)  # law of S over the B rows
+    iteration = float(p_sum @ _packed_seconds(t, batch, np.arange(p_sum.size))) + batch * overhead
+    tokens = float(p.sum(axis=0) @ (np.arange(p.shape[0]) + 1))
+    throughput = batch * tokens / iteration
+    base = batch / (t[0] + batch * base_overhead)
+    k_idx, n_idx, s_idx = np.meshgrid(np.arange(p.shape[0]), np.arange(p.shape[0]), np.arange(others.size),
+                                      indexing="ij")
+    weight = p[:, :, None] * others[None, None, :] * (n_idx + 1) / tokens
+    value = (_packed_seconds(t, batch, k_idx + s_idx) + batch * overhead) / (n_idx + 1)
+    keep = weight > 0
+    return RaggedPrediction(batch, iteration, throughput, throughput / base, value[keep], weight[keep])
+
+
+def crossover(sizes: Sequence[int], speedups: Sequence[float]) -> int | None:
+    """Where speculation stops paying: the smallest batch size from which on every speedup is
+    below 1 (the first size when it never pays); None when the largest size still pays."""
+    return next((b for i, b in enumerate(sizes) if all(s < 1.0 for s in speedups[i:])), None)
 
 
 def weighted_quantile(values: npt.ArrayLike, weights: npt.ArrayLike, q: float) -> float:

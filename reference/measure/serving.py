@@ -34,7 +34,7 @@ from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.estimate.batch_timing import time_batched_passes
 from specdec.reference.measure.harness import Run, measure
 from specdec.reference.measure.speedup import speedup
-from specdec.simulator.ragged import predict_ragged, weighted_quantile
+from specdec.simulator.ragged import crossover, predict_ragged, weighted_quantile
 
 GREEDY = SamplingConfig(0.0)
 
@@ -146,15 +146,9 @@ def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, co
                                "predicted_p50": pred.latency_quantile(0.5),  # no p99: module doc
                                "error": pred.speedup / m["speedup"] - 1})
         rows.append({"method": name, "points": points,
-                     "crossover": _crossover(sizes, [p["speedup"] for p in points]),
-                     "predicted_crossover": _crossover(sizes, [p["predicted_speedup"] for p in points])})
+                     "crossover": crossover(sizes, [p["speedup"] for p in points]),
+                     "predicted_crossover": crossover(sizes, [p["predicted_speedup"] for p in points])})
     return rows
-
-
-def _crossover(sizes: list[int], speedups: list[float]) -> int | None:
-    """Where speculation stops paying: the smallest batch size from which on every speedup is
-    below 1 (the first size when it never pays); None when the largest size still pays."""
-    return next((b for i, b in enumerate(sizes) if all(s < 1.0 for s in speedups[i:])), None)
 
 
 class _Clock:
