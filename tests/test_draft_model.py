@@ -147,3 +147,45 @@ def test_saved_folder_loads_as_a_model_with_its_card_and_is_never_half_written(d
     with pytest.raises(RuntimeError):  # a card that fails: nothing replaces the published folder
         save_draft(draft, tmp_path / "target", out, lambda folder: (_ for _ in ()).throw(RuntimeError("x")), force=True)
     assert read_card(out) == card
+
+
+def vocab_gguf(path, layers: int, width: int, tokens: list[str]) -> str:
+    """A GGUF file holding only metadata: a Llama of `layers` x `width` with these tokens."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(layers)
+    writer.add_embedding_length(width)
+    writer.add_token_list(tokens)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    return str(path)
+
+
+def test_export_refuses_a_vocabulary_from_another_target(tmp_path) -> None:
+    """The draft card's target (layers, width, ids) and its tokenizer.json must be the --vocab-from
+    GGUF's: a same-sized vocabulary of another model is refused in one line, exit 2, before any
+    tensor is read (model.safetensors here is not even a safetensors file)."""
+    from specdec.reference.draftmodel.gguf_export import source_problem
+
+    tokens = [f"t{i}" for i in range(VOCAB)]
+    folder = tmp_path / "draft"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": VOCAB}))
+    (folder / "model.safetensors").write_bytes(b"never read")
+    (folder / "card.json").write_text(json.dumps({"format": "specdec-draft/1", "target": {
+        "name": "tiny", "weights_sha256": "0" * 64, "layers": 2, "hidden_size": 32, "vocab_size": VOCAB}}))
+    (folder / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": {t: i for i, t in
+                                                                                        enumerate(tokens)}}}))
+    other_shape = vocab_gguf(tmp_path / "other.gguf", 4, 32, tokens)  # same ids, another model
+    other_tokens = vocab_gguf(tmp_path / "swapped.gguf", 2, 32, tokens[:10] + ["x"] + tokens[11:])
+    same = vocab_gguf(tmp_path / "same.gguf", 2, 32, tokens)
+    for gguf_file, words in ((other_shape, "4 layers"), (other_tokens, "first difference at id 10")):
+        result = CliRunner().invoke(cli, ["draft", "export", str(folder), "--out", str(tmp_path / "x.gguf"),
+                                          "--vocab-from", gguf_file])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and "--vocab-from" in lines[-1] and words in lines[-1], result.output
+        assert "distilled from 'tiny'" in lines[-1] or "tokenizer.json" in lines[-1]
+    assert not (tmp_path / "x.gguf").exists()
+    assert source_problem(folder, same) is None  # the target's own: exported as before

@@ -152,3 +152,75 @@ def add_tensor(writer, name: str, array: np.ndarray, tensor_type: str) -> None:
         writer.add_tensor(name, data, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
     else:
         writer.add_tensor(name, array.astype(np.float16))
+
+
+def source_problem(folder: str | os.PathLike, tokenizer_gguf: str | os.PathLike) -> str | None:
+    """Why `tokenizer_gguf` is not the target whose vocabulary the draft in `folder` needs, or None.
+    With a draft card (`specdec draft train`): the GGUF's shape (layers, width, ids) against the
+    card's target, and, where the GGUF's conversion is cached, its weights against the card's
+    hash; with a tokenizer.json (train copies the target's): its tokens, id by id. Any other
+    Llama folder is checked on its vocabulary size alone (by `export_gguf`)."""
+    from gguf import GGUFReader
+
+    from specdec.inputs import read_json
+
+    folder, tokenizer_gguf = Path(folder), Path(tokenizer_gguf)
+    fields = GGUFReader(tokenizer_gguf).fields
+
+    def field(key: str) -> object:
+        return fields[key].contents() if key in fields else None
+
+    arch = field("general.architecture")
+    tokens = field("tokenizer.ggml.tokens") or []
+    card = read_json(folder / "card.json") if (folder / "card.json").is_file() else None
+    target = card.get("target") if isinstance(card, dict) else None
+    if isinstance(target, dict):
+        theirs = {"layers": field(f"{arch}.block_count"), "hidden_size": field(f"{arch}.embedding_length"),
+                  "vocab_size": len(tokens)}
+        if any(key in target and target[key] != value for key, value in theirs.items()):
+            return (f"the draft was distilled from {target.get('name')!r} ({target.get('layers')} layers, width "
+                    f"{target.get('hidden_size')}, {target.get('vocab_size')} ids); {tokenizer_gguf.name} is a {arch!r} "
+                    f"of {theirs['layers']} layers, width {theirs['hidden_size']}, {theirs['vocab_size']} ids: give "
+                    "that target's own GGUF (--vocab-from)")
+        converted = conversion(tokenizer_gguf)
+        if converted is not None and "weights_sha256" in target:
+            from specdec.reference.heads.store import weights_fingerprint
+            if weights_fingerprint(converted) != target["weights_sha256"]:
+                return (f"{tokenizer_gguf.name}'s weights (converted in {str(converted)!r}) are not those of "
+                        f"{target.get('name')!r}, the target the draft was distilled from (the card's sha256 differs)")
+    if (folder / "tokenizer.json").is_file():
+        ours = tokenizer_tokens(read_json(folder / "tokenizer.json"))
+        if ours is not None and ours != list(tokens):
+            at = next((i for i, (a, b) in enumerate(zip(ours, tokens)) if a != b), min(len(ours), len(tokens)))
+            return (f"{tokenizer_gguf.name}'s vocabulary is not the draft's tokenizer.json's ({len(tokens)} vs "
+                    f"{len(ours)} tokens, the first difference at id {at}): give the target's own GGUF (--vocab-from)")
+    return None
+
+
+def conversion(path: Path) -> Path | None:
+    """The cached float32 conversion of the GGUF file `path` (the default target's own folder for
+    the embedded GGUF), or None when there is none yet."""
+    from specdec.paths import default_target_dir
+    from specdec.reference.core.gguf import gguf_folder
+    from specdec.reference.data.default_model import DefaultModelMissing, gguf_path
+
+    try:
+        default = path.resolve() == gguf_path().resolve()
+    except DefaultModelMissing:
+        default = False
+    folder = default_target_dir() if default else gguf_folder(path)
+    return folder if (folder / "model.safetensors").is_file() else None
+
+
+def tokenizer_tokens(tokenizer: object) -> list[str] | None:
+    """A Hugging Face tokenizer.json's tokens by id (its model's vocabulary and the added
+    tokens), or None when it does not list them so (not a BPE/WordPiece-style vocabulary)."""
+    vocab = tokenizer.get("model", {}).get("vocab") if isinstance(tokenizer, dict) else None
+    if not isinstance(vocab, dict):
+        return None
+    ids = {int(i): str(t) for t, i in vocab.items() if isinstance(i, int)}
+    ids.update({a["id"]: a["content"] for a in tokenizer.get("added_tokens", []) if isinstance(a, dict)
+                and isinstance(a.get("id"), int) and "content" in a})
+    if not ids or min(ids) < 0 or max(ids) >= 10 * len(ids):  # sparse ids: not a list
+        return None
+    return [ids.get(i, "") for i in range(max(ids) + 1)]

@@ -148,8 +148,11 @@ def export(folder, out, force, tensor_type, vocab_from, as_json):
     with open(vocab_from, "rb") as f:
         if f.read(4) != b"GGUF":
             raise click.BadParameter(f"{vocab_from!r} is not a GGUF file", param_hint="--vocab-from")
-    from specdec.reference.draftmodel.gguf_export import export_gguf
+    from specdec.reference.draftmodel.gguf_export import export_gguf, source_problem
 
+    problem = source_problem(folder, vocab_from)  # the card's target, the tokenizer: the same model
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="--vocab-from")
     written = export_gguf(folder, out, vocab_from, tensor_type)
     result = {"out": str(written), "type": tensor_type, "bytes": written.stat().st_size, "vocab_from": str(vocab_from)}
     if as_json:
