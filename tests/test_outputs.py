@@ -5,11 +5,13 @@ reason of the place (full disk, read-only) is one line and leaves the old output
 exits 130. Devices are made in the test's own folder (`mknod`, as root), never /dev's."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -50,16 +52,30 @@ def state(path: Path) -> tuple:
     return (stat.S_IFMT(mode), path.read_bytes() if stat.S_ISREG(mode) else None)
 
 
-@settings(max_examples=30, deadline=None)
-@given(kind=st.sampled_from(KINDS), text=st.text(max_size=20))
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(KINDS + ("read-only", "full")), text=st.text(max_size=20))
 def test_write_atomic_replaces_only_regular_files(tmp_path_factory, kind: str, text: str) -> None:
+    """Property over output paths: a missing or regular path gets exactly the text; any other
+    (device, FIFO, symlink, folder) is refused; a read-only place (/proc, where no file can be
+    created: its regular file /proc/version stands for the old output) and a full disk (every
+    write fails with ENOSPC) raise OSError; whatever was there stays byte for byte, and no
+    scratch file is left."""
     folder = tmp_path_factory.mktemp("out")
-    path = folder / "out.json"
-    make(kind, path)
+    path = Path("/proc/version") if kind == "read-only" else folder / "out.json"
+    if kind != "read-only":
+        make("regular" if kind == "full" else kind, path)
     before = state(path)
     if kind in ("missing", "regular"):
         paths.write_atomic(path, text)
         assert path.read_bytes() == text.encode("utf-8")
+    elif kind in ("read-only", "full"):
+        def full(self, *args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+        with mock.patch.object(Path, "write_text", full) if kind == "full" else contextlib.nullcontext():
+            with pytest.raises(OSError):
+                paths.write_atomic(path, text)
+        assert state(path) == before
     else:
         with pytest.raises((paths.NotARegularFile, IsADirectoryError)):
             paths.write_atomic(path, text)

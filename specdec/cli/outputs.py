@@ -4,6 +4,7 @@ error naming the option; nothing is written by the checks but the output folder 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import click
@@ -48,8 +49,9 @@ def check_out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[s
 
 def check_creatable(path: str | os.PathLike, option: str, folder: bool = False) -> Path:
     """An output path (a file, or a folder when `folder`) the command can create later, checked
-    without creating anything: the nearest existing ancestor must be a writable folder, and the
-    path itself, if it exists, of the right kind."""
+    before any work: the nearest existing ancestor must be a folder where a file can be created
+    (a scratch file is made there and removed at once), and the path itself, if it exists, of the
+    right kind."""
     out = Path(path)
     if not str(path):
         raise click.BadParameter("an empty path names nothing to write", param_hint=option)
@@ -64,4 +66,11 @@ def check_creatable(path: str | os.PathLike, option: str, folder: bool = False) 
         raise click.BadParameter(f"cannot create {str(out)!r}: {str(parent)!r} is a file", param_hint=option)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise click.BadParameter(f"cannot create {str(out)!r}: {str(parent)!r} is not writable", param_hint=option)
+    try:  # permissions do not tell all (root, a read-only mount, /proc, /sys): create a scratch file and remove it
+        fd, probe = tempfile.mkstemp(prefix=".specdec-probe-", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot create {str(out)!r}: {str(parent)!r}: {exc.strerror or exc}",
+                                 param_hint=option) from None
     return out
