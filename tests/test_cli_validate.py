@@ -60,3 +60,38 @@ def test_bad_input_is_a_one_line_error(tiny_pair, tmp_path, capsys, extra, messa
     assert exc.value.code != 0
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_validate_draft_policies(tiny_pair, tmp_path) -> None:
+    """Dynamic draft length (issue 52): each rule decodes beside the fixed gammas and gets a row with
+    the prediction from the estimator's confidence law; the threshold decision names a decoded rule."""
+    out = tmp_path / "o"
+    args = [*_args(tiny_pair, out), "--no-figures", "--gammas", "1,2", "--thresholds", "0.3,0.9",
+            "--draft-policy", "heuristic:initial=1,n_max=3,persist=1", "--json"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout, parse_constant=refuse_constant)
+    rows = d["policy_rows"]
+    # the model drafter has a confidence law; prompt lookup does not (no rows)
+    assert {(r["drafter"], r["temperature"], r["policy"]) for r in rows} == {
+        ("tiny", t, p) for t in (0.0, 1.0) for p in ("confidence:tau=0.3", "confidence:tau=0.9",
+                                                     "heuristic:initial=1,n_max=3,persist=1")}
+    for r in rows:
+        assert r["measured"] > 0 and r["predicted"] > 0 and abs(r["error"] - (r["predicted"] / r["measured"] - 1)) < 1e-12
+        assert 0 <= r["drafts_per_iteration"] <= r["n_max"]
+    assert {r["tau"] for r in rows} == {0.3, 0.9, None}
+    decisions = d["policy_decisions"]
+    assert len(decisions) == 2 and all(x["pick"].startswith("confidence:") and x["fixed_best"] for x in decisions)
+    assert "Dynamic draft length" in (out / "validation.md").read_text()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--thresholds", "0.33"], "edge"),
+    (["--draft-policy", "confidence:tau=0.5,n_max=4"], "max-k"),
+    (["--draft-policy", "nope"], "unknown draft-length rule"),
+])
+def test_bad_draft_policy_is_a_one_line_error(tiny_pair, tmp_path, capsys, extra, message) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*_args(tiny_pair, tmp_path / "o"), *extra])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err

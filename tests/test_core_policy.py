@@ -221,3 +221,69 @@ def test_a_rule_is_one_module_and_one_registry_line(tmp_path, monkeypatch) -> No
     result = decode(TargetScorer(target), PromptLookupDrafter(2), prompt, 30, policy, GREEDY, None)
     assert result.tokens == autoregressive_decode(TargetScorer(target), prompt, 30, GREEDY, None).tokens
     assert result.stats.proposed_hist[2] == 0 and result.stats.proposed_hist[1] > 0  # 3, 1, 3, 1, ...
+
+
+# The break-even rule (issue 52): exact whatever its law says, and it stops where the rule says.
+from specdec.reference.core.break_even import BreakEven  # noqa: E402
+
+EDGES6 = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 1.0)
+
+
+def break_even(n_max: int = 5, c: float = 0.05) -> BreakEven:
+    return BreakEven(n_max=n_max, edges=EDGES6, weights=(0.2, 0.2, 0.2, 0.15, 0.15, 0.1),
+                     accept=(0.02, 0.15, 0.35, 0.6, 0.85, 0.97), c=c, verify_cost=(1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3))
+
+
+def test_break_even_keep_going_follows_the_rule() -> None:
+    rule = break_even()
+    assert rule.rate > 1.0 and rule.stops_early and rule.k_max == 5
+    q = lambda top: torch.tensor([top] + [(1.0 - top) / 20] * 20)  # noqa: E731
+    assert rule.keep_going(0, q(0.99)) and rule.rho[0] == pytest.approx(0.97)
+    assert not rule.keep_going(1, q(0.1))  # rho a(b) = 0.97 * 0.02: below the break-even value
+    assert rule.keep_going(0, q(0.99)) and rule.rho[0] == pytest.approx(0.97)  # a new draft starts afresh
+    # once rho is low, the next forward is not worth a look (the slot stops) ...
+    low = BreakEven(n_max=5, edges=EDGES6, weights=(0.0, 0.0, 0.0, 0.0, 0.0, 1.0), accept=(0, 0, 0, 0, 0.5, 0.5),
+                    c=0.3, verify_cost=(1.0, 1.3, 1.6, 1.9, 2.2, 2.5, 2.8))
+    assert not low.keep_going(0, q(0.99))  # ... nor the first one, when nothing pays
+
+
+@pytest.mark.parametrize("n_max", [1, 4])
+def test_greedy_output_is_the_targets_under_break_even(n_max) -> None:
+    target = tiny_llama(vocab_size=64, seed=0)
+    little = noisy_copy(target, 0.4, 1)
+    policy = break_even(n_max, c=0.0)
+    prompts = [PROMPT, [1, 2, 3, 4, 1, 2], [40, 41, 3]]
+    alone = [autoregressive_decode(TargetScorer(target), p, 30, GREEDY, None).tokens for p in prompts]
+    for prompt, reference in zip(prompts, alone):
+        assert decode(TargetScorer(target), NeuralDrafter(little, 64), prompt, 30, policy, GREEDY, None).tokens == reference
+    run = decode_batch(BatchScorer(target, 2, 64), NeuralDrafter(little, 64), prompts, 30, policy, GREEDY, None)
+    assert dict(run.outputs) == dict(enumerate(alone))
+
+
+def test_sampled_output_follows_the_target_under_break_even() -> None:
+    vocab, n_tokens, runs = 6, 3, 2000
+    sampling = SamplingConfig(1.0)
+    target = tiny_llama(vocab_size=vocab, seed=0, sharpness=6.0)
+    draft = tiny_llama(vocab_size=vocab, seed=1, sharpness=6.0)
+    prompt = [1, 4, 2]
+    exact = exact_joint(target, prompt, n_tokens, lambda logits: sampling.probs(logits).double())
+    counts, results = sampled_joint(TargetScorer(target), NeuralDrafter(draft, vocab), prompt, n_tokens,
+                                    break_even(3, c=0.0), sampling, torch.Generator().manual_seed(123), runs, vocab)
+    assert sum(sum(r.stats.accepted) for r in results) > runs * 0.1
+    assert chi_square_pvalue(counts, exact.numpy()) > 1e-3
+
+
+def test_break_even_spelling_reads_an_estimate(tmp_path) -> None:
+    import json
+
+    law = {"edges": list(EDGES6), "positions": [20, 20, 20, 15, 15, 10], "accepted": [0.4, 3, 7, 9, 12.75, 9.7],
+           "accepted_sq": [0, 0, 0, 0, 0, 0]}
+    path = tmp_path / "estimate.json"
+    path.write_text(json.dumps({"confidence_law": law, "cost": {"c": 0.05, "verify_cost": [1, 1.05, 1.1, 1.15]}}))
+    rule = parse_policy(f"optimal:estimate={path},n_max=3", 6)
+    assert isinstance(rule, BreakEven) and rule.n_max == 3 and rule.c == 0.05 and rule.rate > 1
+    for bad, says in (("optimal", "estimate=FILE"), (f"optimal:estimate={tmp_path}/none.json", "not a readable"),
+                      ("optimal:edges=1", "n_max")):
+        with pytest.raises(SpecdecError, match=r"^[^\n]*$") as err:
+            parse_policy(bad, 4)
+        assert says in str(err.value), bad

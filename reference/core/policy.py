@@ -165,10 +165,13 @@ class HeuristicSchedule(PolicyBase):
         self.current[slot] = min(n + 2, self.n_max) if verdict.bonus else max(1, n - 1)
 
 
+from specdec.reference.core.break_even import BreakEven  # noqa: E402 (it builds on PolicyBase above)
+
 POLICIES: dict[str, type] = {
     "fixed": FixedGamma,
     "confidence": ConfidenceThreshold,
     "heuristic": HeuristicSchedule,
+    "optimal": BreakEven,
 }
 
 
@@ -184,7 +187,7 @@ def parse_policy(text: str, gamma: int) -> "DraftPolicy":
     cls = POLICIES.get(name)
     if cls is None:
         raise SpecdecError(f"unknown draft-length rule {name!r}: one of {', '.join(POLICIES)}")
-    kinds = {f.name: f.type for f in fields(cls) if f.init}
+    kinds = {f.name: f.type for f in fields(cls) if f.init and f.type in ("int", "float", "bool", "str")}
     options: dict[str, Any] = {cls.from_gamma: gamma}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = part.partition("=")
@@ -195,7 +198,7 @@ def parse_policy(text: str, gamma: int) -> "DraftPolicy":
 
 
 def _value(rule: str, key: str, text: str, kind: Any) -> Any:
-    kind = {"int": int, "float": float, "bool": bool}.get(kind, kind)
+    kind = {"int": int, "float": float, "bool": bool, "str": str}.get(kind, kind)
     try:
         if kind is bool:
             return {"1": True, "true": True, "0": False, "false": False}[text.strip().lower()]

@@ -35,6 +35,10 @@ class ValidationConfig:
         the threshold (cores, average) busy is redone up to `retries` times.
     probe: time a few one-token target passes between decode runs, to also report the
         measured speedup in target steps of the moment (drift-corrected).
+    policies: draft-length rules every drafter also decodes under (`parse_policy` spellings,
+        e.g. 'confidence:tau=0.5,n_max=8', 'heuristic:initial=2,n_max=8,persist=1'), each
+        compared with `specdec.simulator.dynamic` (`specdec.reference.validation.dynamic`);
+        their largest draft must be < max_k.
     """
 
     gammas: tuple[int, ...] = (1, 2, 4)
@@ -59,6 +63,7 @@ class ValidationConfig:
     bootstrap: int = 2000
     lenience: tuple[float, ...] = DEFAULT_LENIENCE
     seed: int = 0
+    policies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.gammas or min(self.gammas) < 1:
@@ -73,6 +78,14 @@ class ValidationConfig:
                      "batch_size", "timing_repeats", "draft_repeats", "bootstrap"):
             if getattr(self, name) < 1:
                 raise SpecdecError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.policies:
+            from specdec.reference.core.policy import parse_policy
+
+            for spelling in self.policies:
+                top = parse_policy(spelling, max(self.gammas)).k_max
+                if top >= self.max_k:
+                    raise SpecdecError(f"draft-length rule {spelling!r} drafts up to {top}: must be < max_k = "
+                                       f"{self.max_k}")
         if self.new_tokens < 2:
             raise SpecdecError(f"new_tokens must be >= 2, got {self.new_tokens}")
 

@@ -199,5 +199,12 @@ def full_report(result: ValidationResult) -> str:
         "## Predicted vs measured speedup\n\n" + validation_table(result) + "\n\n" + summary_line(result)
         + "\n\n" + interference_line(result),
         "## Cost model check\n\n" + timing_check_table(result),
+        *([policy_section(result)] if result.policy_rows else []),
         "## What each column is\n\n" + notes,
     ])
+
+
+def policy_section(result: ValidationResult) -> str:
+    from specdec.reference.validation.dynamic import policy_report, threshold_decisions
+
+    return "## " + policy_report(result.policy_rows, threshold_decisions(result.policy_rows, result.rows))[4:]

@@ -162,6 +162,7 @@ class ValidationResult:
     target: str = "target"  # the target's name in the tables
     drafters: dict[str, str] = field(default_factory=dict)  # label -> drafter spec
     category: str | None = None  # the prompts' category (a workload, or a file's category field)
+    policy_rows: list = field(default_factory=list)  # `specdec.reference.validation.dynamic.PolicyRow`s
 
     def interference_summary(self) -> dict[str, Any]:
         """Decode runs redone for foreign load, summed over configurations."""
@@ -193,4 +194,12 @@ class ValidationResult:
             "target": self.target,
             "drafters": self.drafters,
             "category": self.category,
+            **(self._policy_dict() if self.policy_rows else {}),
         }
+
+    def _policy_dict(self) -> dict[str, Any]:
+        from specdec.reference.validation.dynamic import threshold_decisions
+
+        return {"policy_rows": [r.to_dict() for r in self.policy_rows],
+                "policy_within_tolerance": sum(r.within_tolerance for r in self.policy_rows),
+                "policy_decisions": [d.to_dict() for d in threshold_decisions(self.policy_rows, self.rows)]}

@@ -22,6 +22,7 @@ from specdec.reference.measure.interference import run_undisturbed
 from specdec.reference.estimate.timing import TargetProbe, TargetTiming, pool_timings, time_draft_steps, time_target_passes
 from specdec.reference.validation.alphas import score_alpha_share, summarize_alphas
 from specdec.reference.validation.config import ValidationConfig, ValidationJob
+from specdec.reference.validation.dynamic import PolicyRow, policy_of, policy_row
 from specdec.reference.validation.predict import plan_entry, predict_row, window_alpha
 from specdec.reference.validation.rows import NOTES, ValidationResult, ValidationRow
 from specdec.reference.validation.suite import ValidationSuite
@@ -140,6 +141,8 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
     all_sweeps: list[TargetTiming] = []
     interference: dict[str, dict[str, Any]] = {}
     gamma_top = max(config.gammas)
+    policy_tops = {policy_of(p, gamma_top).k_max for p in config.policies}  # each rule's c is timed at its n_max
+    policy_rows: list[PolicyRow] = []
     for ti, temperature in enumerate(config.temperatures):
         sampling = config.sampling(temperature)
         samples = samples_at[temperature]
@@ -157,7 +160,8 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
         drafts = {(name, g): run_undisturbed(lambda d=drafter, g=g: time_draft_steps(
             d, model, context, sampling, config.context, g, config.draft_repeats,
             generator=torch.Generator(device=device).manual_seed(0)), **retry)[0]
-            for name, drafter in drafters.items() for g in {gamma_top, *drafter_gammas(drafter, config.gammas)}}
+            for name, drafter in drafters.items() for g in {gamma_top, *drafter_gammas(drafter, config.gammas),
+                                                             *policy_tops}}
         seconds["cost"] += time.perf_counter() - start
         start = time.perf_counter()
 
@@ -169,7 +173,8 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
         probe = TargetProbe(model, context, config.context) if config.probe else None
         runs, sweeps = measure_decodes(model, drafters, prompts, config.gammas, sampling, config.new_tokens,
                                        config.repeats, derive_seed(config.seed, ti, 3), progress,
-                                       sweep if config.sweep_repeats else None, probe=probe, **retry)
+                                       sweep if config.sweep_repeats else None, probe=probe,
+                                       policies=config.policies, **retry)
         for (name, g), entry in runs.items():
             key = "baseline" if name == "baseline" else f"{name}/gamma={g}"
             interference[f"t={temperature:g} {key}"] = {
@@ -188,6 +193,14 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
                 at_g = assemble_cost(drafter, model, pooled, drafts[(name, g)], overhead)
                 rows.append(predict_row(name, temperature, g, alpha, at_g, runs[(name, g)],
                                         runs[("baseline", 0)], window, rng))
+            for spelling in config.policies:
+                policy = policy_of(spelling, gamma_top)
+                at_n = assemble_cost(drafter, model, pooled, drafts[(name, policy.k_max)], overhead)
+                row = policy_row(name, temperature, spelling, policy, alpha, at_n, runs[(name, spelling)],
+                                 runs[("baseline", 0)], rng)
+                if row is not None:
+                    policy_rows.append(row)
     pooled = pool_timings([timing, *all_sweeps]) if timing is not None else None
     return ValidationResult(config, rows, alphas, costs, plans, pooled, seconds,
-                            machine_info(device, target.backend, target.backend_seconds), dict(NOTES), interference)
+                            machine_info(device, target.backend, target.backend_seconds), dict(NOTES), interference,
+                            policy_rows=policy_rows)

@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from specdec.reference.core.policy import parse_policy
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import TargetScorer
@@ -26,15 +27,22 @@ def drafter_gammas(drafter: Any, gammas: Sequence[int]) -> list[int]:
 def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
                     gammas: Sequence[int], sampling: SamplingConfig, new_tokens: int, repeats: int, seed: int,
                     progress: bool = False, sweep: Callable[[], TargetTiming] | None = None, retries: int = 3,
-                    threshold: float = DEFAULT_THRESHOLD, probe: Callable[[], float] | None = None
-                    ) -> tuple[dict[tuple[str, int], list[Run]], list[TargetTiming]]:
+                    threshold: float = DEFAULT_THRESHOLD, probe: Callable[[], float] | None = None,
+                    policies: Sequence[str] = ()
+                    ) -> tuple[dict[tuple[str, int | str], list[Run]], list[TargetTiming]]:
     """Runs of the baseline (key ("baseline", 0)) and every (drafter, gamma) of `drafter_gammas`, in (repeat, prompt)
     order, EOS ignored (every run emits new_tokens tokens), every run of a (repeat, prompt)
-    drawing from the same seed. `sweep` (e.g. a short `time_target_passes`, itself redone when
+    drawing from the same seed. `policies`: draft-length rules (`parse_policy` spellings, the
+    field --gamma fills set to max(gammas)) every drafter also runs, keyed (name, spelling), each
+    method with a policy object of its own. `sweep` (e.g. a short `time_target_passes`, itself redone when
     disturbed) runs before each block of runs; its timings are returned."""
     methods = [baseline()] + [Decoding(f"{name}/gamma={g}", drafter, g) for name, drafter in drafters.items()
                               for g in drafter_gammas(drafter, gammas)]
     keys = [BASELINE] + [(name, g) for name, drafter in drafters.items() for g in drafter_gammas(drafter, gammas)]
+    for name, drafter in drafters.items():
+        for spelling in policies:
+            methods.append(Decoding(f"{name}/{spelling}", drafter, parse_policy(spelling, max(gammas))))
+            keys.append((name, spelling))
     bar = progress_bar(repeats * len(prompts) * len(methods), f"decoding (T={sampling.temperature:g})", "run", progress)
     sweeps: list[TargetTiming] = []
     between = None if sweep is None else (lambda: sweeps.append(run_undisturbed(sweep, retries, threshold)[0]))

@@ -135,12 +135,22 @@ class EngineChoice(click.Choice):
                    "(`specdec heads lattice --save`), with its own verify steps or --verify-cost-file.")
 @click.option("--draft-ms", type=Number(float, 0, 1e6, high_open=True), default=None,
               help=f"With --trees: plan with {DRAFT_MS_HELP}")
+@click.option("--stopping", "stopping_path", metavar="ESTIMATE", type=cost_file_type,
+              help="Instead: plan a confidence-threshold stopping rule (tau, n_min, n_max) from the confidence law and "
+                   "costs of an estimate (`specdec estimate --json`) or a validation.json, with llama.cpp's and "
+                   "transformers' flags, the best fixed gamma beside it and the break-even ceiling (issue 52).")
+@click.option("--category", default=None, help="With --stopping: the category of a file with several.")
+@click.option("--drafter", "stopping_drafter", default=None,
+              help="With --stopping on a validation.json: the drafter's label.")
+@click.option("--temperature", "stopping_temperature", type=float, default=None,
+              help="With --stopping on a validation.json: the temperature.")
 @json_option
 def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: float | None, c_hat: float | None,
          gamma: int | None, max_gamma: int, verify_cost: tuple[float, ...] | None, verify_cost_file: Path | None,
          context: int | None, source: str | None, draft_length: int | None, extrapolate: bool, batch_cost_file: Path | None,
          engine: str | None, method: str, figure: Path | None, study_path: Path | None, draft_ms: float | None,
-         as_json: bool) -> None:
+         stopping_path: Path | None, category: str | None, stopping_drafter: str | None,
+         stopping_temperature: float | None, as_json: bool) -> None:
     """Expected speedup, operations and memory traffic of speculative decoding, and the best gamma.
 
     Implements Leviathan et al. (ICML 2023): expected tokens per iteration (Eq. 1), walltime
@@ -158,8 +168,22 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
       specdec plan --alpha 0.6 --c 0 --verify-cost-file estimate.json --context 900
       specdec plan --from metrics.txt --c 0 --batch-cost-file costs.json
       specdec plan --trees study.json --verify-cost-file gpu-costs.json --draft-ms 0.3
+      specdec plan --stopping estimate.json --max-gamma 8
     """
     _check_options(click.get_current_context())
+    if stopping_path is not None:
+        from specdec.stopping import read_stopping_inputs, stopping_plan, stopping_text
+
+        try:
+            inputs = read_stopping_inputs(stopping_path, category, stopping_drafter, stopping_temperature)
+        except SpecdecError as exc:
+            raise click.BadParameter(str(exc), param_hint="--stopping") from None
+        try:
+            result = stopping_plan(inputs, max_gamma)
+        except SpecdecError as exc:
+            raise click.BadParameter(str(exc), param_hint="--max-gamma") from None
+        click.echo(to_json(result, indent=2) if as_json else stopping_text(result))
+        return
     if study_path is not None:
         _tree_plan(study_path, verify_cost_file, draft_ms, as_json, "--trees")
         return
@@ -200,7 +224,9 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
 
 # The three plans of `specdec plan`, each picked by one option (the first given, in this order; the
 # last is the default) with the options it takes: any other option given is one usage error.
+STOPPING = frozenset({"category", "stopping_drafter", "stopping_temperature"})
 PLANS: tuple[tuple[str | None, frozenset[str]], ...] = (
+    ("stopping_path", frozenset({"max_gamma", "as_json"}) | STOPPING),  # --stopping ESTIMATE
     ("study_path", frozenset({"verify_cost_file", "draft_ms", "as_json"})),  # --trees STUDY
     ("source", frozenset({"c", "max_gamma", "verify_cost", "verify_cost_file", "context", "draft_length",
                           "extrapolate", "batch_cost_file", "engine", "method", "figure", "as_json"})),  # --from
@@ -219,9 +245,13 @@ def _check_options(ctx: click.Context) -> None:
     if not extra:
         return
     flags = [p.opts[0] for p in extra]
+    if key == "stopping_path":
+        raise click.UsageError(f"--stopping plans from the file's confidence law and costs: drop {', '.join(flags)}")
+    if extra[0].name in STOPPING:
+        raise click.UsageError(f"{flags[0]} needs --stopping (an estimate or validation.json)")
     if key == "study_path":
         raise click.UsageError(f"--trees plans from the lattice study and its costs alone: drop {', '.join(flags)}")
-    if extra[0].name in PLANS[0][1]:
+    if extra[0].name in dict(PLANS)["study_path"]:
         raise click.UsageError(f"{flags[0]} needs --trees (a lattice study)")
     if key == "source" and extra[0].name in ("alpha", "alpha_per_position", "gamma"):
         raise click.UsageError("--from replaces --alpha, --alpha-per-position and --gamma")

@@ -38,6 +38,13 @@ VALIDATION_OUTPUTS = ("validation.json", "validation.md", "validation_predicted_
               help=f"Draft model, repeatable; optionally LABEL=SPEC. SPEC: {SPEC_HELP}")
 @click.option("--gammas", default="1,2,4", show_default=True, type=GAMMAS,
               help="Draft lengths to run, comma-separated.")
+@click.option("--draft-policy", "draft_policies", multiple=True, metavar="RULE[:KEY=VALUE,...]",
+              help="Also decode every drafter under this draft-length rule (repeatable; as decode's --draft-policy, "
+                   "its n_max / initial defaulting to max(gammas)), and compare each with the dynamic-draft-length "
+                   "prediction from the estimator's confidence law (issue 52).")
+@click.option("--thresholds", default=None, metavar="TAU,...",
+              help="Shorthand: one 'confidence:tau=TAU' rule per value (n_max = max(gammas)); the values must be "
+                   "edges of the estimator's confidence bins (0.1 .. 0.9, 0.95, 0.99).")
 @click.option("--temperatures", default="0,1", show_default=True, type=TEMPERATURES,
               help="Sampling temperatures, comma-separated (0 = greedy).")
 @click.option("--top-k", type=NONNEGATIVE, default=0, show_default=True, help="For temperatures > 0; 0 = off.")
@@ -74,13 +81,15 @@ VALIDATION_OUTPUTS = ("validation.json", "validation.md", "validation_predicted_
 @click.option("--no-figures", is_flag=True, help="Do not draw the figures.")
 @seed_option
 @json_option
-def validate(target_path, device, dtype, device_map, draft_device_map, backend, drafters, gammas, temperatures, top_k,
+def validate(target_path, device, dtype, device_map, draft_device_map, backend, drafters, gammas, draft_policies,
+             thresholds, temperatures, top_k,
              top_p, n_prompts, prompt_tokens, new_tokens, repeats, alpha_tokens, alpha_new_tokens, batch_size,
              prompts_file, encoder_inputs, workloads, categories, chat_template, max_prompt_tokens, truncate, max_k, timing_repeats, sweep_repeats, retries, probe, out_dir, no_figures, seed, as_json):
     """Run the reference decoder and the baseline, and compare the measured speedups with the
     simulator's predictions (the paper's Theorem 8 and the extended model)."""
     if max(gammas) >= max_k:
         raise click.BadParameter(f"gammas must be < --max-k {max_k}, got {max(gammas)}", param_hint="--gammas")
+    policies = _policies(draft_policies, thresholds, gammas, max_k)
     for i, (label, spec) in enumerate(drafters):
         if label in [seen for seen, _ in drafters[:i]]:
             raise click.BadParameter(f"drafter {label!r} given twice", param_hint="--drafter")
@@ -108,7 +117,7 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
                               alpha_prompts=math.ceil(alpha_tokens / alpha_new_tokens),
                               alpha_new_tokens=alpha_new_tokens, batch_size=batch_size, max_k=max_k,
                               timing_repeats=timing_repeats, sweep_repeats=sweep_repeats, retries=retries,
-                              probe=probe, seed=seed)
+                              probe=probe, seed=seed, policies=policies)
     place = resolve_placement(device, device_map, draft_device_map, backend, path, [spec for _, spec in drafters])
     result = run_validation(ValidationJob(target=path, drafters=dict(drafters), config=config, placement=place,
                                           dtype=dtype, backend=backend, source=source))
@@ -121,3 +130,39 @@ def validate(target_path, device, dtype, device_map, draft_device_map, backend, 
     click.echo(suite_report(result))
     click.echo(f"\nwrote {out / 'validation.json'}, {out / 'validation.md'}"
                + ("" if no_figures else " and " + ", ".join(Path(p).name for p in report["figures"])))
+
+
+def _policies(spellings, thresholds, gammas, max_k) -> tuple[str, ...]:
+    """The draft-length rules to run, checked before anything loads (one line naming the option)."""
+    from specdec.errors import SpecdecError
+    from specdec.reference.core.policy import parse_policy
+    from specdec.reference.estimate.confidence import EDGES
+
+    rules = list(spellings)
+    if thresholds:
+        for part in thresholds.split(","):
+            try:
+                tau = float(part)
+            except ValueError:
+                raise click.BadParameter(f"expected numbers, got {part!r}", param_hint="--thresholds") from None
+            if not any(abs(tau - e) < 1e-12 for e in EDGES[:-1]):
+                raise click.BadParameter(f"{tau:g} is not an edge of the confidence bins {list(EDGES[:-1])}",
+                                         param_hint="--thresholds")
+            rules.append(f"confidence:tau={tau:g}")
+    for rule in rules:
+        try:
+            policy = parse_policy(rule, max(gammas))
+        except SpecdecError as err:
+            raise click.BadParameter(str(err), param_hint="--draft-policy") from None
+        if type(policy).__name__ not in ("ConfidenceThreshold", "HeuristicSchedule"):
+            raise click.BadParameter(f"{rule}: the validation predicts the confidence threshold and the heuristic "
+                                     "schedule (confidence:..., heuristic:...)", param_hint="--draft-policy")
+        if policy.k_max >= max_k:
+            raise click.BadParameter(f"{rule} drafts up to {policy.k_max}: must be < --max-k {max_k}",
+                                     param_hint="--draft-policy")
+        if getattr(policy, "tau", 0.0) and not any(abs(policy.tau - e) < 1e-12 for e in EDGES[:-1]):
+            raise click.BadParameter(f"{rule}: tau must be an edge of the confidence bins {list(EDGES[:-1])} (the "
+                                     "prediction reads the law per bin)", param_hint="--draft-policy")
+    if len(set(rules)) != len(rules):
+        raise click.BadParameter("a draft-length rule given twice", param_hint="--draft-policy")
+    return tuple(rules)

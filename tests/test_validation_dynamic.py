@@ -1,0 +1,46 @@
+"""The validation's draft-length rows (issue 52): the prediction each rule gets, the threshold
+decision (the prediction's pick among the decoded thresholds, its regret, the gain over fixed gamma)
+and the by-category table."""
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+import numpy as np
+import pytest
+
+from specdec.reference.core.policy import ConfidenceThreshold, HeuristicSchedule
+from specdec.reference.validation.dynamic import PolicyRow, predict_policy, threshold_decisions
+from specdec.reference.validation.suite_report import policy_by_category
+from specdec.simulator.dynamic import ConfidenceLaw, heuristic_schedule
+from specdec.simulator.prediction import budgeted_speedup
+
+LAW = ConfidenceLaw(np.array([0.0, 0.5, 0.9, 1.0]), np.array([[0.5, 0.3, 0.2]]), np.array([[0.1, 0.5, 0.9]]))
+V = np.array([1.0, 1.05, 1.1, 1.15, 1.2])
+
+
+def test_predictions() -> None:
+    # tau 0 with n_min = n_max = gamma is fixed gamma at i.i.d. alpha (long runs)
+    speed, tokens, drafts = predict_policy(ConfidenceThreshold(0.0, 3, 3), LAW, 0.1, V)
+    alpha = 0.5 * 0.1 + 0.3 * 0.5 + 0.2 * 0.9
+    assert tokens == pytest.approx(1 + alpha + alpha ** 2 + alpha ** 3) and drafts == pytest.approx(3)
+    assert speed == pytest.approx(budgeted_speedup(alpha, 3, 4000, 0.1, V), rel=2e-3)
+    speed, tokens, drafts = predict_policy(HeuristicSchedule(2, 4, True), LAW, 0.1, V)
+    assert speed == pytest.approx(heuristic_schedule(LAW, 0.1, V, cap=4).speedup) and 1 <= drafts <= 4
+    assert predict_policy(ConfidenceThreshold(0.9, 0, 4), LAW, 0.1, V)[2] < 1  # P(conf >= 0.9) = 0.2 per position
+
+
+def _row(drafter, tau, measured, predicted, policy=None):
+    return PolicyRow(drafter, 0.0, policy or f"confidence:tau={tau}", tau, 6, 0.2, measured, (measured - 0.1, measured + 0.1),
+                     None, predicted, 2.0, 2.0, 1.0, 1.0)
+
+
+def test_threshold_decisions_and_table() -> None:
+    rows = [_row("d", 0.3, 1.0, 1.3), _row("d", 0.9, 1.2, 1.1), _row("d", None, 2.0, 2.0, "heuristic:initial=2")]
+    fixed = [NS(drafter="d", temperature=0.0, gamma=1, measured=1.1), NS(drafter="d", temperature=0.0, gamma=2,
+                                                                         measured=0.9)]
+    (decision,) = threshold_decisions(rows, fixed)
+    assert decision.pick == "confidence:tau=0.3" and decision.best == "confidence:tau=0.9"  # the heuristic is no threshold
+    assert decision.regret == pytest.approx(1 - 1.0 / 1.2) and decision.gain == pytest.approx(1.2 / 1.1 - 1)
+    assert decision.fixed_best == "gamma=1" and not decision.to_dict()["within_goal"]
+    text = policy_by_category(NS(results={"code": NS(policy_rows=rows, rows=fixed), "edit": NS(policy_rows=[], rows=[])}))
+    assert text.count("| code | d | 0 |") == 4 and "within 10%: 2/3" in text and "edit" not in text
