@@ -279,7 +279,7 @@ def test_plan_refuses_a_draft_length_of_zero(capsys, tmp_path) -> None:
     """`plan --from <counts without a length> --draft-length 0` used to warn (0 / 0) and plan."""
     from pathlib import Path
 
-    log = Path(__file__).parent / "fixtures" / "engines" / "llama_statistics_old.log"
+    log = Path(__file__).parent / "fixtures" / "engines" / "llama_timings.jsonl"  # timings: no draft length
     expect_usage_error(capsys, ["plan", "--from", str(log), "--c", "0", "--draft-length", "0"], "--draft-length")
 
 

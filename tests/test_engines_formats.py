@@ -98,8 +98,9 @@ def test_llamacpp_statistics_server_rates_and_timings() -> None:
     assert stats.accepted_tokens == 167 == sum(stats.accepted)
     rates = read_counts(fixture("llama_server_rates.log"))  # the per-request line wins: 167 / (0.805+0.632+0.483) = 87
     assert rates.source == "llamacpp-server" and rates.reached == [87, 70, 55]
-    old = read_counts(fixture("llama_statistics_old.log"))  # per-request line without rates: aggregate
+    old = read_counts(fixture("llama_statistics_old.log"))  # per-request line without rates: aggregate,
     assert (old.accepted_tokens, old.draft_tokens, old.per_position) == (3610, 4077, False)
+    assert old.k == 2 and "4973 draft tokens / 2060 drafts" in old.note  # its length from the statistics line
     only_stats = "\n".join(line for line in fixture("llama_statistics_old.log").splitlines() if "statistics" in line)
     assert (read_counts(only_stats).accepted_tokens, read_counts(only_stats).draft_tokens) == (4367, 4973)
     timings = read_counts(fixture("llama_timings.jsonl"))  # the response without drafts has no draft_n: skipped

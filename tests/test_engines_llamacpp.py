@@ -7,10 +7,13 @@ target's Q4_1 GGUF, ngram-simple and ngram-mod at temperature 0; build.json reco
   the log's line, and `plan --from` plans from it without --draft-length.
 - The log's "mean len" gives the engine's verify steps, so its mean draft length is k.
 - A response with nothing drafted is a zero-draft record, not an error, alone or among others.
+- The implementation's 'statistics' lines (trace verbosity) state the draft count: alone, or
+  beside per-request lines that do not (older builds), they give the draft length.
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -110,3 +113,30 @@ def test_a_page_without_per_position_counters_takes_the_mean_draft_length() -> N
     page = "\n".join(line for line in text("metrics_ngram_simple.txt").splitlines() if "per_pos" not in line)
     counts = read_counts(page)
     assert (counts.per_position, counts.k, counts.drafts) == (False, 48, 2) and "older llama-server" in counts.note
+
+
+def test_the_statistics_lines_state_the_draft_length(capsys, tmp_path) -> None:
+    """server_statistics.log: the real server at trace verbosity (capture.py statistics): per request
+    a 'draft acceptance' line with its mean len and 'acc per pos', after it the implementation's
+    running 'statistics' line. Each source states the draft count, so `plan --from` never asks for
+    --draft-length: the statistics lines alone (per position, 2 drafts, 41 of 96 accepted), and, as
+    older builds print them (no 'mean len', no rates), the per-request totals with k = #gen tokens /
+    #gen drafts = 96 / 2 from the statistics line."""
+    log = text("server_statistics.log")
+    stats = "\n".join(line for line in log.splitlines() if "statistics" in line)
+    counts = read_counts(stats)
+    assert counts.source == "llamacpp-statistics (ngram-simple)" and counts.per_position
+    assert (counts.drafts, counts.draft_tokens, counts.accepted_tokens) == (2, 96, 41)
+    assert counts.reached[:8] == [2, 2, 2, 2, 2, 2, 2, 1]  # the same counts the /metrics page gives
+    old = "\n".join(re.sub(r", #mean acc len.*?\)", "", line).replace(", mean len = 21.50", "")
+                    for line in log.splitlines() if "acc per pos" not in line)
+    assert "mean len" not in old and "rate/pos" not in old
+    counts = read_counts(old)
+    assert (counts.source, counts.draft_tokens, counts.accepted_tokens, counts.k) == ("llamacpp-server", 96, 41, 48)
+    assert "96 draft tokens / 2 drafts" in counts.note
+    for name, body in (("stats.log", stats), ("old.log", old)):
+        (tmp_path / name).write_text(body + "\n")
+        code, out, err = run_main(capsys, ["plan", "--from", str(tmp_path / name), "--c", "0", "--json"])
+        assert code == 0 and strict_json(out)["engine_config"]["engine"] == "llamacpp", err
+    code, _, err = run_main(capsys, ["plan", "--from", str(tmp_path / "old.log"), "--c", "0", "--draft-length", "6"])
+    assert code == 2 and "48" in err and len(err.strip().splitlines()) == 1, err

@@ -15,8 +15,10 @@ real captures in tests/fixtures/llamacpp/).
   are a / (L - 1) and the draft length is the engine's mean, g / steps.
 - The speculative implementations' "statistics <impl>: #calls(b,g,a) = ..., #gen drafts = N,
   #acc drafts = N, #gen tokens = N, #acc tokens = N[, #mean acc len = L, #acc rate/pos = (...)]"
-  lines: running totals per implementation, so the last line of each counts; used when there
-  is no per-request line.
+  lines (trace verbosity in current builds): running totals per implementation, so the last
+  line of each counts; used when there is no per-request line, and beside per-request lines
+  that state no draft count (older builds: no 'mean len') for the draft length alone
+  (#gen tokens / #gen drafts, rounded), the per-request totals kept.
 - `llama-speculative`'s summary: n_draft (k), n_drafted, n_accept.
 - llama-server's JSON `timings.draft_n` / `timings.draft_n_accepted` (absent when nothing was
   drafted: such a response counts as zero drafts), summed over responses. They count no
@@ -24,6 +26,7 @@ real captures in tests/fixtures/llamacpp/).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -54,22 +57,48 @@ def parse_text(text: str) -> EngineCounts | None:
         return _parse_prometheus(text)
     lines = text.splitlines()
     server = _server_rows(lines)
+    statistics = _statistics(lines)
     if server:
-        return _from_lines("llamacpp-server", server)
+        counts = _from_lines("llamacpp-server", server)
+        if counts.k is None and statistics is not None:  # no 'mean len': the statistics line states the drafts
+            return _length_from_statistics(counts, *statistics)
+        return counts
+    if statistics is not None:
+        return _from_lines(*statistics)
+    if re.search(r"^\s*n_(draft|drafted|accept)\s*=", text, re.M):
+        return _parse_summary(lines)
+    return None
+
+
+def _statistics(lines: list[str]) -> tuple[str, tuple] | None:
+    """(source, row) of the last 'statistics' line (the running totals of the one implementation
+    the log names), its drafts as the verify steps, or None when there is none."""
     last: dict[str, re.Match] = {}
     for line in lines:
         if m := STATISTICS.search(line):
             last[m.group(1)] = m
-    if last:
-        if len(last) > 1:
-            raise SpecdecError(f"statistics of several speculative implementations ({', '.join(sorted(last))}): "
-                               "give the log of one")
-        m = next(iter(last.values()))
-        return _from_lines(f"llamacpp-statistics ({m.group(1)})",
-                           [(m.group(5), m.group(4), as_count(m.group(2), "#gen drafts"), m.group(6))])
-    if re.search(r"^\s*n_(draft|drafted|accept)\s*=", text, re.M):
-        return _parse_summary(lines)
-    return None
+    if not last:
+        return None
+    if len(last) > 1:
+        raise SpecdecError(f"statistics of several speculative implementations ({', '.join(sorted(last))}): "
+                           "give the log of one")
+    m = next(iter(last.values()))
+    return f"llamacpp-statistics ({m.group(1)})", [(m.group(5), m.group(4), as_count(m.group(2), "#gen drafts"),
+                                                      m.group(6))]
+
+
+def _length_from_statistics(counts: EngineCounts, source: str, rows: list[tuple]) -> EngineCounts:
+    """The per-request totals `counts`, whose lines state no draft count, with the draft length
+    the statistics line gives: its draft tokens / its drafts, rounded (the same engine's mean)."""
+    _, generated, drafts, _ = rows[0]
+    generated = as_count(generated, "#gen tokens")
+    if drafts == 0 or generated == 0:
+        return counts
+    k = as_length(max(1, round(generated / drafts)), "the mean draft length")
+    said = (f"k = {k}: the engine's mean draft length from its {source[len('llamacpp-'):]} line ({generated} draft "
+            f"tokens / {drafts} drafts = {generated / drafts:.2f}; the per-request lines state no draft count); "
+            "its drafts vary in length")
+    return dataclasses.replace(counts, k=k, note=f"{counts.note}; {said}" if counts.note else said)
 
 
 def _server_rows(lines: list[str]) -> list[tuple]:
