@@ -13,12 +13,15 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from specdec.costfiles import read_batch_times
 from specdec.engines.llamacpp.config import config_lines, ngram_flags
 from specdec.engines.llamacpp.server import default_model, find_binary
-from specdec.engines.llamacpp.validation import (EngineCosts, Record, from_flags, metrics_page, ngram,
+from specdec.engines.llamacpp.batches import joint_from_counts
+from specdec.engines.llamacpp.estimated import gamma_of, predicted_b
+from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, from_flags, metrics_page, ngram,
                                                  predicted_seconds, synthetic)
 from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
@@ -61,13 +64,22 @@ def no_new_servers():
     (["validate", "--costs", "COSTS", "--advise-from", "nope", "--out", "x.json"], "--advise-from"),
     (["validate", "--costs", "COSTS", "--temperatures", "-1", "--out", "x.json"], "--temperatures"),
     (["validate", "--costs", "COSTS", "--workloads", "nosuch", "--out", "x.json"], "--workloads"),
+    (["validate", "--costs", "COSTS", "--batch-sizes", "1,4", "--out", "x.json"], "--batch-sizes"),
+    (["validate", "--costs", "COSTS", "--draft", "TARGET", "--out", "x.json"], "--draft"),
+    (["validate", "--costs", "COSTS", "--draft", "/etc/hostname", "--out", "x.json"], "--draft"),
+    (["validate", "--costs", "COSTS", "--estimate", "nope=x.json", "--out", "x.json"], "--estimate"),
+    (["validate", "--costs", "COSTS", "--estimate", "none=/etc/hostname", "--out", "x.json"], "--estimate"),
+    (["costs", "--draft", "/etc/hostname", "--out", "x.json"], "--draft"),
 ])
 def test_bad_input_is_one_line_before_any_server(capsys, tmp_path, argv, option) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "specdec.estimate"}')
     good = tmp_path / "costs.json"
     good.write_text('{"batch_timing": [{"batch_sizes": [1], "seconds": [[0.01, 0.02]], "context_tokens": 128}]}')
-    argv = [{"BADCOST": str(bad), "COSTS": str(good), "x.json": str(tmp_path / "x.json")}.get(a, a) for a in argv]
+    names = {"BADCOST": str(bad), "COSTS": str(good), "x.json": str(tmp_path / "x.json")}
+    if "TARGET" in argv:  # a real GGUF the cost file did not time as a draft
+        names["TARGET"] = str(default_model())
+    argv = [names.get(a, a) for a in argv]
     start = time.monotonic()
     code, out, err = run_main(capsys, ["llamacpp", *argv])
     assert code == 2 and option in err and len(err.strip().splitlines()) == 1, err
@@ -83,6 +95,46 @@ def test_prediction_a_counts_the_steps_the_engine_reported() -> None:
     predicted, plain = predicted_seconds(r, costs)
     t1, t4 = costs.t(1, 100.5), costs.t(4, 100.5)
     assert predicted == pytest.approx(22 * t1 + 4 * t4 + 6 * 0.001) and plain == pytest.approx(32 * t1)
+
+
+def test_a_draft_models_tokens_are_priced_at_its_own_step() -> None:
+    costs = EngineCosts((100,), ((0.010, 0.016, 0.020, 0.024),), 0.0, (("/m/d.gguf", (100,), (0.002,)),))
+    config = draft(Path("/m/d.gguf"), 3)
+    assert config.draft_model == Path("/m/d.gguf") and "--spec-draft-n-max 3" in config.command_line()
+    rec = Record("d", 0, "p", "c", 0, tokens=21, decode_ms=0, prompt_tokens=90, drafts=5, draft_tokens=15,
+                 accepted=5)
+    # 20 steps: 5 verify steps of 4 tokens, 10 plain; the draft: (15 + 5) one-token passes at 2 ms
+    assert predicted_seconds(rec, costs, config.draft_model)[0] == pytest.approx(10 * 0.010 + 5 * 0.024 + 20 * 0.002)
+    with pytest.raises(SpecdecError, match="did not time the draft"):
+        costs.t_draft(Path("/m/other.gguf"), 100)
+
+
+def test_prediction_b_prices_the_estimators_replay() -> None:
+    costs = EngineCosts((100,), ((0.010, 0.016, 0.020, 0.024),), 0.0, (("/m/d.gguf", (100,), (0.002,)),))
+    rec = Record("x", 0, "p", "code", 0, tokens=11, decode_ms=0, prompt_tokens=95, drafts=0, draft_tokens=0,
+                 accepted=0)
+    replay = {"code": {"tokens_per_iteration": 2.0, "proposed": [0.25, 0.0, 0.0, 0.75]}}
+    lookup = from_flags("n1", "--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 3")
+    assert gamma_of(lookup) == 3
+    # per token: (0.25 t(1) + 0.75 t(4)) / 2 against t(1)
+    assert predicted_b(lookup, [rec], replay, costs) == pytest.approx(0.010 / ((0.25 * 0.010 + 0.75 * 0.024) / 2))
+    synth = from_flags("s", "--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 3 "
+                            "--spec-synth-rates 0.5,0.25,0.125")
+    tokens = 1 + 0.75 * 0.875  # the rates, not the replay's tokens, on the replay's proposals
+    assert predicted_b(synth, [rec], replay, costs) == pytest.approx(
+        0.010 / ((0.25 * 0.010 + 0.75 * 0.024) / tokens))
+    model = draft(Path("/m/d.gguf"), 3)
+    assert predicted_b(model, [rec], replay, costs) == pytest.approx(
+        0.010 / ((0.25 * 0.010 + 0.75 * (0.024 + 4 * 0.002)) / 2))
+
+
+def test_the_joint_from_the_engines_counters_keeps_its_means() -> None:
+    # 40 steps: 10 drafts of 35 tokens in all (3.5 each), accepted at positions 1..4: 8, 5, 2, 1 (16 in all)
+    joint = joint_from_counts(40, 10, 35, [8, 5, 2, 1])
+    assert joint.sum() == pytest.approx(40) and joint[0, 0] == pytest.approx(30)
+    k, n = np.arange(joint.shape[0]), np.arange(joint.shape[1])
+    assert joint.sum(axis=1) @ k == pytest.approx(35) and joint.sum(axis=0) @ n == pytest.approx(16)
+    assert np.all(np.triu(joint, 1) == 0)
 
 
 def test_metrics_page_is_what_plan_reads() -> None:
@@ -138,6 +190,49 @@ def test_costs_and_validation_on_a_real_server(capsys, tmp_path) -> None:
     assert cell["config"] == "s" and cell["pairs"] == 1 and 0 < cell["predicted"] < 5 and "s" in stdout
     (rec,) = [r for r in v["records"] if r["config"] == "s"]
     assert rec["drafts"] > 0 and rec["accepted"] <= rec["draft_tokens"] <= 2 * rec["drafts"]
+
+
+def test_batches_and_a_draft_model_row_on_a_real_server(capsys, tmp_path) -> None:
+    """B concurrent clients against -np B, predicted from t(B, k); a draft-model row (the target's
+    own GGUF as its draft: the engine accepts nearly every draft at T = 0) priced at its own step;
+    prediction (b) from a real `specdec estimate --json` of the matching specdec drafter."""
+    _binary()
+    target = default_model()
+    out = tmp_path / "costs.json"
+    code, _, err = run_main(capsys, ["llamacpp", "costs", "--k", "1,2,3", "--batch-sizes", "1,2", "--contexts", "128",
+                                     "--repeats", "1", "--new-tokens", "16", "--draft", str(target), "--out", str(out)])
+    assert code == 0, err
+    data = strict_json(out.read_text())
+    (timed,) = data["draft_seconds"].values()
+    assert 0 < timed["seconds"][0] < 1 and data["batch_timing"][0]["batch_sizes"] == [1, 2]
+    grid = "s=--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 2 --spec-synth-rates 0.9,0.81"
+    result = tmp_path / "batches.json"
+    code, stdout, err = run_main(capsys, ["llamacpp", "validate", "--costs", str(out), "--batch-sizes", "1,2",
+                                          "--workloads", "edit", "--prompts", "1", "--temperatures", "0", "--repeats",
+                                          "1", "--new-tokens", "16", "--grid", grid, "--out", str(result)])
+    assert code == 0, err
+    b = strict_json(result.read_text())
+    (config,) = b["temperatures"][0]["configs"]
+    assert [p["batch"] for p in config["points"]] == [1, 2] and "crossover" in config and "B=2" in stdout
+    assert all(p["pairs"] == p["batch"] and 0.2 < p["predicted"] < 5 and p["tokens_per_step"] > 1
+               for p in config["points"])
+    assert len([r for r in b["temperatures"][0]["records"] if r["config"] == "s" and r["batch"] == 2]) == 2
+    estimate = tmp_path / "lookup1.json"
+    code, est_out, err = run_main(capsys, ["estimate", "--drafter", "lookup:1", "--workload", "edit", "--tokens", "16",
+                                           "--new-tokens", "16", "--max-k", "3", "--no-timing", "--json"])
+    assert code == 0, err
+    estimate.write_text(est_out)
+    result = tmp_path / "draft.json"
+    code, stdout, err = run_main(capsys, [
+        "llamacpp", "validate", "--costs", str(out), "--workloads", "edit", "--prompts", "1", "--temperatures", "0",
+        "--repeats", "1", "--new-tokens", "16", "--grid", grid, "--draft", str(target), "--draft-gammas", "2",
+        "--estimate", f"s={estimate}", "--no-advise", "--out", str(result)])
+    assert code == 0, err
+    v = strict_json(result.read_text())
+    cells = {c["config"]: c for c in v["cells"]}
+    row = cells[f"draft {target.stem} g2"]
+    assert row["mean_draft"] == pytest.approx(2, abs=0.5) and row["tokens_per_step"] > 1.5  # its own drafts accepted
+    assert 0 < row["predicted"] < 5 and 0 < cells["s"]["predicted_b"] < 5 and "pred (b)" in stdout
 
 
 def test_a_server_that_dies_mid_run_is_one_line_and_no_orphan(capsys, tmp_path) -> None:

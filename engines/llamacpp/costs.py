@@ -99,13 +99,16 @@ def step_seconds(sample: Sample, k: int, t_plain: float | None) -> tuple[float, 
 
 def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[int, ...],
             contexts: tuple[int, ...], repeats: int, new_tokens: int, threads: int | None,
-            log=lambda line: None) -> dict:
+            log=lambda line: None, drafts: tuple[Path, ...] = ()) -> dict:
     """t(B, k) at each context and the accepted-token cost: every k's server alive at once per
-    batch size, k in a rotating order each repeat (interleaved), the median kept."""
+    batch size, k in a rotating order each repeat (interleaved), the median kept. Each GGUF of
+    `drafts` is timed too (B = 1, with the first batch size's servers): its own plain step t_d(1)
+    at each context, the price of one drafted token (`draft_seconds`; c = t_d(1) / t(1))."""
     if ks[0] != 1 or max(ks) > MAX_K:
         raise SpecdecError(f"draft lengths: k must start at 1 and stay at most {MAX_K}")
     tables, raw = [], []
     accept: list[float] = []
+    draft_samples: dict[str, dict[int, list[Sample]]] = {}
     for B in batch_sizes:
         ctx = B * (max(contexts) + new_tokens + max(ks) + 64)
         with ExitStack() as stack:
@@ -117,7 +120,10 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                     synth_config(model, k, 1.0, 1, ctx, threads), binary)).url) for k in acc_ks}
             else:
                 accept_clients = {}
-            for c in [*clients.values(), *accept_clients.values()]:
+            draft_clients = {d: Client(stack.enter_context(LlamaServer(
+                ServerConfig(d, ctx_size=ctx, threads=threads), binary)).url) for d in drafts} \
+                if B == batch_sizes[0] else {}
+            for c in [*clients.values(), *accept_clients.values(), *draft_clients.values()]:
                 c.complete("Hello", 4)  # warm-up, untimed
             per: dict[int, dict[int, list]] = {L: {k: [] for k in ks} for L in contexts}
             for r in range(repeats):
@@ -126,6 +132,9 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                     order = list(ks[r % len(ks):] + ks[:r % len(ks)])
                     for k in order:
                         per[L][k].append(timed_batch(clients[k], prompt, B, new_tokens))
+                    for d, c in draft_clients.items():
+                        draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, prompt, 1,
+                                                                                                 new_tokens))
                     if accept_clients and L == contexts[0]:
                         accept += _accept_costs(accept_clients, {k: v[-1] for k, v in per[L].items()}, prompt,
                                                 new_tokens, max(ks))
@@ -147,6 +156,15 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                             "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}})
                 log(f"B={B} L={prompt_tokens}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
     data = _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
+    if draft_samples:
+        data["draft_seconds"] = {
+            d: {"context_tokens": [per[L][0].prompt_tokens for L in contexts],
+                "seconds": [float(np.median([s.ms / 1000 / s.steps for s in per[L]])) for L in contexts],
+                "all_seconds": [[s.ms / 1000 / s.steps for s in per[L]] for L in contexts]}
+            for d, per in draft_samples.items()}
+        for d, row in data["draft_seconds"].items():
+            log(f"draft {d}: t_d(1) " + " ".join(f"{1e3 * t:.2f}ms" for t in row["seconds"]) + " at "
+                + ",".join(map(str, row["context_tokens"])) + " tokens")
     depth = data["batch_timing"][0]["context_tokens"]
     data["llama_bench"] = {"depth": depth, "seconds": bench_seconds(binary, model, ks, depth, threads),
                            "what": "llama-bench -p K -n 0 -d DEPTH: one pass over k tokens, last logits only"}

@@ -13,6 +13,10 @@ t(k, L) the cost file's B = 1 table at the request's context L (linear in k betw
 lengths — the drafts' lengths vary and only their mean is reported — and in L between the timed
 contexts), c_acc its cost per accepted token. Predicted speedup = (sum (n - 1) t(1, L)) / (sum time)
 over the cell's requests. Nothing is fitted on the grid: the costs come from their own run.
+A draft model (`--spec-type draft-simple -md GGUF`) adds (G + D) t_d(1, L): per draft, n_max
+one-token passes of the draft and one over the batch the target verified (last logits only:
+about a one-token pass, the draft's output matrix dominating it; common/speculative.cpp), t_d(1, L)
+the draft's own plain step in the engine (`specdec llamacpp costs --draft`).
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from specdec.engines.llamacpp.metrics import PER_POS, PROMETHEUS
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig
 from specdec.errors import SpecdecError
 
+DRAFT_MODEL_FLAGS = ("--spec-draft-model", "-md", "--model-draft")  # this build's names (llama-server --help)
 BOOTSTRAP = 2000  # resamples of the (prompt, repeat) pairs for the speedup's 95% interval
 POSITIONS = 1024  # per-position counters kept (as many as a draft can be long)
 
@@ -47,6 +52,14 @@ class Config:
 
     def command_line(self) -> str:
         return " ".join(([] if self.spec_type is None else ["--spec-type", self.spec_type]) + list(self.flags))
+
+    @property
+    def draft_model(self) -> Path | None:
+        """The draft model's GGUF (-md and its aliases), when it drafts with one."""
+        for flag in DRAFT_MODEL_FLAGS:
+            if flag in self.flags[:-1]:
+                return Path(self.flags[self.flags.index(flag) + 1])
+        return None
 
 
 def from_flags(label: str, flags: str) -> Config:
@@ -72,6 +85,13 @@ def synthetic(gamma: int, p: float) -> Config:
     return Config(f"synthetic p{p:g} g{gamma}", "ngram-simple",
                   ("--spec-ngram-simple-size-n", "1", "--spec-ngram-simple-size-m", str(gamma),
                    "--spec-synth-rates", rates))
+
+
+def draft(gguf: Path, gamma: int) -> Config:
+    """llama.cpp's draft-model speculation: `gamma` tokens a step from the GGUF's greedy drafts
+    (--spec-draft-p-min 0: no confidence cut, so every draft is gamma long)."""
+    return Config(f"draft {gguf.stem} g{gamma}", "draft-simple",
+                  ("--spec-draft-model", str(gguf), "--spec-draft-n-max", str(gamma), "--spec-draft-p-min", "0"))
 
 
 def default_grid() -> list[Config]:
@@ -107,7 +127,7 @@ class Record:
     per_pos: list[int] = field(default_factory=list)
 
 
-def _counters(client: Client) -> tuple[np.ndarray, np.ndarray]:
+def counters(client: Client) -> tuple[np.ndarray, np.ndarray]:
     """(drafts, draft tokens, accepted tokens), and the per-position counters as wide as the page
     lists them (the implementation's longest draft: what `plan --from` takes as k)."""
     totals, per_pos = prometheus_counters(client.metrics(), PROMETHEUS, PER_POS)
@@ -119,10 +139,11 @@ def _counters(client: Client) -> tuple[np.ndarray, np.ndarray]:
     return head, pos
 
 
-def _send(client: Client, request: Request, new_tokens: int, temperature: float, seed: int) -> Completion:
+def send(client: Client, request: Request, new_tokens: int, temperature: float, seed: int, **options) -> Completion:
     if request.turn:
-        return client.chat([{"role": "user", "content": request.text}], new_tokens, temperature=temperature, seed=seed)
-    return client.complete(request.text, new_tokens, temperature=temperature, seed=seed)
+        return client.chat([{"role": "user", "content": request.text}], new_tokens, temperature=temperature, seed=seed,
+                           **options)
+    return client.complete(request.text, new_tokens, temperature=temperature, seed=seed, **options)
 
 
 def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Sequence[Request],
@@ -147,9 +168,9 @@ def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Seq
                     order = order[turn % len(order):] + order[:turn % len(order)]
                     turn += 1
                     for i in order:
-                        before = _counters(clients[i])
-                        done = _send(clients[i], request, new_tokens, temperature, seed=seed + 1000 * r + turn)
-                        after = _counters(clients[i])
+                        before = counters(clients[i])
+                        done = send(clients[i], request, new_tokens, temperature, seed=seed + 1000 * r + turn)
+                        after = counters(clients[i])
                         head = (after[0] - before[0]).astype(int)
                         width = max(len(after[1]), len(before[1]))
                         pos = (np.pad(after[1], (0, width - len(after[1])))
@@ -170,14 +191,24 @@ class EngineCosts:
     contexts: tuple[int, ...]
     seconds: tuple[tuple[float, ...], ...]  # [n contexts][K]
     accept_seconds: float
+    drafts: tuple[tuple[str, tuple[int, ...], tuple[float, ...]], ...] = ()  # (GGUF, contexts, t_d(1) seconds)
 
     @classmethod
     def from_file(cls, data: dict) -> "EngineCosts":
         tables = data["batch_timing"] if isinstance(data["batch_timing"], list) else [data["batch_timing"]]
         tables = sorted(tables, key=lambda t: t.get("context_tokens") or 0)
         rows = [tuple(t["seconds"][t["batch_sizes"].index(1)]) for t in tables]
+        drafts = tuple((str(Path(name).resolve()), tuple(int(x) for x in d["context_tokens"]),
+                        tuple(float(x) for x in d["seconds"])) for name, d in (data.get("draft_seconds") or {}).items())
         return cls(tuple(int(t.get("context_tokens") or 0) for t in tables), tuple(rows),
-                   max(0.0, float(data.get("accept_seconds") or 0.0)))
+                   max(0.0, float(data.get("accept_seconds") or 0.0)), drafts)
+
+    def t_draft(self, gguf: Path, context: float) -> float:
+        """The draft model's own plain step t_d(1, L) in the engine (linear in L, clamped)."""
+        for name, contexts, seconds in self.drafts:
+            if name == str(Path(gguf).resolve()):
+                return float(np.interp(context, contexts, seconds))
+        raise SpecdecError(f"the cost file did not time the draft {gguf} (`specdec llamacpp costs --draft {gguf}`)")
 
     def t(self, k: float, context: float) -> float:
         """t(k, L): linear in k (past the longest timed k: the last slope), linear in L (clamped)."""
@@ -193,14 +224,16 @@ class EngineCosts:
         return float(np.interp(context, self.contexts, per_context))
 
 
-def predicted_seconds(record: Record, costs: EngineCosts) -> tuple[float, float]:
+def predicted_seconds(record: Record, costs: EngineCosts, draft_model: Path | None = None) -> tuple[float, float]:
     """(prediction (a)'s time for the request's steps, the same tokens' time without speculation)."""
     steps = max(record.tokens - 1, 1)
     context = record.prompt_tokens + record.tokens / 2
     t1 = costs.t(1, context)
     plain = steps - record.drafts - record.accepted
     verify = costs.t(1 + record.draft_tokens / record.drafts, context) if record.drafts else 0.0
-    return plain * t1 + record.drafts * verify + record.accepted * costs.accept_seconds, steps * t1
+    drafting = 0.0 if draft_model is None else (record.draft_tokens + record.drafts) * costs.t_draft(draft_model,
+                                                                                                     context)
+    return plain * t1 + record.drafts * verify + record.accepted * costs.accept_seconds + drafting, steps * t1
 
 
 @dataclass
@@ -221,8 +254,11 @@ class Cell:
         return self.predicted / self.measured - 1
 
 
-def cells(records: Sequence[Record], costs: EngineCosts, seed: int = 0) -> list[Cell]:
-    """Every (configuration, temperature) but "none", paired with "none" on (prompt, repeat)."""
+def cells(records: Sequence[Record], costs: EngineCosts, seed: int = 0,
+          draft_models: dict[str, Path] | None = None) -> list[Cell]:
+    """Every (configuration, temperature) but "none", paired with "none" on (prompt, repeat);
+    draft_models: {label: GGUF} of the configurations that draft with a model (priced too)."""
+    draft_models = draft_models or {}
     rng = np.random.default_rng(seed)
     base = {(r.temperature, r.prompt, r.repeat): r for r in records if r.config == "none"}
     out = []
@@ -244,7 +280,7 @@ def cells(records: Sequence[Record], costs: EngineCosts, seed: int = 0) -> list[
 
         everything = np.arange(len(pairs))
         boot = [ratio(rng.integers(0, len(pairs), len(pairs))) for _ in range(BOOTSTRAP)]
-        predicted = [predicted_seconds(r, costs) for r in rows]
+        predicted = [predicted_seconds(r, costs, draft_models.get(label)) for r in rows]
         steps = sum(max(r.tokens - 1, 1) - r.accepted for r in rows)
         drafts = sum(r.drafts for r in rows)
         out.append(Cell(label, temperature, ratio(everything), (float(np.percentile(boot, 2.5)),
@@ -317,7 +353,8 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
     if gamma > 0 and flags is None:
         raise SpecdecError(f"{source}: the plan writes draft-length flags for the n-gram types only, not {spec_type}")
     advised = from_flags("advice", flags) if flags else Config("advice", None)
-    grid = [c for c in cells(records, costs, seed) if c.temperature == temperature]
+    models = {c.label: c.draft_model for c in configs if c.draft_model is not None}
+    grid = [c for c in cells(records, costs, seed, models) if c.temperature == temperature]
     best = sorted(grid, key=lambda c: -c.measured)[:2]
     labels = {c.label: c for c in configs}
     rivals = [labels[c.config] for c in best if c.config in labels]
@@ -325,7 +362,7 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
         f"{advised.command_line() or 'no speculation'}; against {', '.join(c.label for c in rivals)}")
     second = run_grid(binary, model, [Config("none", None), advised, *rivals], requests, [temperature], repeats,
                       new_tokens, threads, log, seed + 7)
-    measured = {c.config: c for c in cells(second, costs, seed)}
+    measured = {c.config: c for c in cells(second, costs, seed, models)}
     advice_speedup = measured["advice"].measured if gamma > 0 else 1.0
     top = max([advice_speedup] + [measured[c.label].measured for c in rivals if c.label in measured])
     return {"temperature": temperature, "source": source, "context": context, "gamma": gamma,

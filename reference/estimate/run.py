@@ -186,15 +186,16 @@ def _warnings(config: EstimateConfig, n_prompts: int) -> list[str]:
 
 
 def _replay(est, max_gamma: int) -> dict[str, Any]:
-    """Tokens per iteration and acceptance by gamma, replayed along the target's sequences
-    (exact at T = 0, expected at T > 0; docs/estimator.md, "Replay")."""
+    """Tokens per iteration, acceptance and the law of the proposal length by gamma, replayed
+    along the target's sequences (exact at T = 0, expected at T > 0; docs/estimator.md, "Replay")."""
     from specdec.reference.estimate.replay import replay
 
     out = {}
     for g in range(1, max_gamma + 1):
-        stats, _ = replay([s.accept() for s in est.scores], [s.block for s in est.scores], g, max_gamma)
+        stats, proposed = replay([s.accept() for s in est.scores], [s.block for s in est.scores], g, max_gamma)
         out[str(g)] = {"tokens_per_iteration": stats.tokens_per_iteration(), "alpha": stats.alpha(),
-                       "alpha_per_position": stats.alpha_per_position()}
+                       "alpha_per_position": stats.alpha_per_position(),
+                       "proposed": [float(x) / max(stats.iterations, 1e-12) for x in proposed]}  # P(k drafted), k = 0..g
     return out
 
 

@@ -32,7 +32,7 @@ def _binary(path: str | None) -> Path:
         raise click.BadParameter(str(exc), param_hint="--llama-server") from None
 
 
-def _model(path: str | None) -> Path:
+def _model(path: str | None, option: str = "--model") -> Path:
     from specdec.engines.llamacpp.server import default_model
     from specdec.errors import SpecdecError
 
@@ -40,15 +40,15 @@ def _model(path: str | None) -> Path:
         try:
             path = default_model()
         except SpecdecError as exc:
-            raise click.BadParameter(str(exc), param_hint="--model") from None
+            raise click.BadParameter(str(exc), param_hint=option) from None
     model = Path(path)
     try:
         with open(model, "rb") as f:
             magic = f.read(4)
     except OSError as exc:
-        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint="--model") from None
+        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint=option) from None
     if magic != b"GGUF":
-        raise click.BadParameter(f"{path} is not a GGUF file (llama-server loads GGUF only)", param_hint="--model")
+        raise click.BadParameter(f"{path} is not a GGUF file (llama-server loads GGUF only)", param_hint=option)
     return model
 
 
@@ -99,9 +99,12 @@ def llamacpp() -> None:
               help="Interleaved repeats (the median is kept).")
 @click.option("--new-tokens", type=Number(int, 8, 4096), default=64, show_default=True,
               help="Tokens each timed request decodes.")
+@click.option("--draft", "drafts", multiple=True, metavar="GGUF",
+              help="A draft model's GGUF (repeatable): its own plain step t_d(1) is timed at each context too, "
+                   "the price of a drafted token (`draft_seconds` in the file).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The cost file to write (`specdec plan --batch-cost-file`).")
-def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_tokens, out) -> None:
+def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_tokens, drafts, out) -> None:
     """Time t(B, k) inside llama-server: every step a k-token verify (synthetic acceptance 0 on
     n-gram drafts of k - 1 tokens), B slots at once, at each context; and the cost of an accepted
     token. Writes a `specdec.estimate` cost file with the engine's version and flags."""
@@ -112,8 +115,9 @@ def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_
                                  param_hint="--k")
     check_creatable(out, "--out")
     binary, gguf = _binary(llama_server), _model(model)
+    draft_paths = tuple(_model(d, "--draft") for d in drafts)
     data = measure(binary, gguf, ks, batch_sizes, contexts, repeats, new_tokens, threads,
-                   log=lambda line: click.echo(line, err=True))
+                   log=lambda line: click.echo(line, err=True), drafts=draft_paths)
     _write(out, data)
     first = data["batch_timing"][0]
     click.echo(f"wrote {out}: t(1) {1e3 * first['seconds'][0][0]:.2f} ms at {first['context_tokens']} tokens, "
@@ -142,21 +146,36 @@ def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_
 @click.option("--grid", "grid_spec", default=None, metavar="LABEL=FLAGS;...",
               help="Instead of the default grid: configurations as LABEL=--spec-type T ... separated by ';' "
                    "(`none` is always run).")
+@click.option("--draft", "draft_gguf", default=None, metavar="GGUF",
+              help="Add draft-model rows (--spec-type draft-simple -md GGUF) at each --draft-gammas; the cost file "
+                   "must have timed this GGUF (`specdec llamacpp costs --draft GGUF`).")
+@click.option("--draft-gammas", default="1,3", show_default=True,
+              type=NumberList(int, 1, 64, increasing=True, what="draft lengths"),
+              help="Draft lengths of the --draft rows (--spec-draft-n-max).")
+@click.option("--estimate", "estimates", multiple=True, metavar="LABEL=FILE",
+              help="Prediction (b) for the configuration LABEL: `specdec estimate --json` of its specdec drafter on "
+                   "the same prompts (the draft's HF folder, lookup:1 for a 1-token ngram-simple lookup and the "
+                   "synthetic rows) at one temperature; repeatable (docs/engines.md).")
 @click.option("--advise/--no-advise", default=True, show_default=True,
               help="Then plan from the engine's counts of --advise-from (`plan --from ... --batch-cost-file "
                    "COSTS`), run the printed ngram flags and report the regret against the grid's best.")
 @click.option("--advise-from", default="ngram-simple g16", show_default=True,
               help="The grid configuration whose counts the plan reads.")
+@click.option("--batch-sizes", default=None, type=NumberList(int, 1, 64, increasing=True, what="batch sizes"),
+              help="Instead of the grid's single requests: B concurrent clients against -np B for each B, the "
+                   "throughput speedup per B and the crossover, measured and predicted by the ragged batch model "
+                   "from the cost file's t(B, k) (which must hold these B). No advice run.")
 @click.option("--seed", type=Number(int, 0, 2**31 - 1), default=0, show_default=True,
               help="Seeds the requests' sampling and the bootstrap.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The result (JSON): every request, every cell, the advice.")
 def validate(llama_server, model, threads, costs_path, workloads, per_workload, prompts_file, temperatures, repeats,
-             new_tokens, grid_spec, advise, advise_from, seed, out) -> None:
+             new_tokens, grid_spec, draft_gguf, draft_gammas, estimates, advise, advise_from, batch_sizes, seed, out) -> None:
     """Run a grid of speculative configurations in llama-server on the workload prompts, paired with
     no speculation, and print per configuration and temperature: the measured speedup (95%
     bootstrap interval over prompt x repeat pairs), tokens per step and prediction (a) from the
-    engine's reported counts and its measured costs. With --advise, the plan's pick run too."""
+    engine's reported counts and its measured costs. With --advise, the plan's pick run too;
+    with --batch-sizes, B clients at once per B instead (throughput and crossover)."""
     from specdec.engines.llamacpp import validation as v
     from specdec.errors import SpecdecError
 
@@ -169,18 +188,40 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
         raise click.BadParameter(f"{costs_path} is not a llama.cpp cost file ({str(exc)[:120]})",
                                  param_hint="--costs") from None
     configs = v.default_grid() if grid_spec is None else _grid(grid_spec)
+    if draft_gguf is not None:
+        configs += [v.draft(_model(draft_gguf, "--draft"), g) for g in draft_gammas]
+    replays = _estimates(estimates, configs)
+    for c in configs:  # a draft model's tokens are priced at its own step: the cost file must hold it
+        if c.draft_model is not None:
+            try:
+                costs.t_draft(c.draft_model, 0)
+            except SpecdecError as exc:
+                raise click.BadParameter(str(exc), param_hint="--draft" if draft_gguf else "--grid") from None
+    if batch_sizes is not None:
+        timed = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
+        lacking = [b for b in batch_sizes if any(b not in t.get("batch_sizes", []) for t in timed)]
+        if lacking:
+            raise click.BadParameter(f"{costs_path} holds no t(B, k) for B = {','.join(map(str, lacking))} "
+                                     "(`specdec llamacpp costs --batch-sizes`)", param_hint="--batch-sizes")
+        advise = False
     if advise and advise_from not in [c.label for c in configs]:
         raise click.BadParameter(f"{advise_from!r} is not a configuration of the grid", param_hint="--advise-from")
     requests = _requests(workloads, per_workload, prompts_file)
     binary, gguf = _binary(llama_server), _model(model)
     log = lambda line: click.echo(line, err=True)  # noqa: E731
+    if batch_sizes is not None:
+        _validate_batches(binary, gguf, configs, requests, temperatures, batch_sizes, repeats, new_tokens, threads,
+                          log, seed, cost_data, costs_path, out)
+        return
     records = v.run_grid(binary, gguf, configs, requests, temperatures, repeats, new_tokens, threads, log, seed)
     result = {"kind": "specdec.llamacpp-validation", "costs": str(costs_path), "engine": cost_data.get("engine"),
               "grid": [{"label": c.label, "flags": c.command_line()} for c in configs],
               "temperatures": list(temperatures), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
               "prompts": [r.name for r in requests], "records": v.as_dicts(records),
-              "cells": [v.asdict(c) for c in v.cells(records, costs, seed)],
+              "cells": [v.asdict(c) for c in v.cells(records, costs, seed, {c.label: c.draft_model for c in configs
+                                                                             if c.draft_model is not None})],
               "baselines": v.baselines(records, costs)}
+    _with_b(result, records, configs, replays, costs)
     if advise:
         result["advice"] = [v.advise(binary, gguf, records, costs, cost_data, configs, advise_from, t, requests, repeats,
                                      new_tokens, threads, log, seed) for t in temperatures]
@@ -190,6 +231,78 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
         a["plan_command"] = a["plan_command"].replace("METRICS", str(page)).replace("COSTS", str(costs_path))
     _write(out, result)
     click.echo(render(result))
+
+
+def _estimates(specs, configs) -> dict:
+    """{(label, temperature): {category: replay at the label's gamma}} from --estimate LABEL=FILE."""
+    from specdec.engines.llamacpp.estimated import category_replays, gamma_of
+    from specdec.errors import SpecdecError
+    from specdec.strict_json import loads
+
+    labels = {c.label: c for c in configs}
+    out = {}
+    for spec in specs:
+        label, eq, name = spec.rpartition("=")
+        if not eq or label not in labels:
+            raise click.BadParameter(f"{spec[:80]!r}: write LABEL=FILE with LABEL one of the grid's "
+                                     f"({', '.join(labels)})", param_hint="--estimate")
+        try:
+            data = loads(Path(name).read_text())
+            reports = data["categories"] if "categories" in data else {"": data}
+            temperatures = {float(r["sampling"]["temperature"]) for r in reports.values()}
+            if len(temperatures) != 1:
+                raise SpecdecError("its categories were sampled at different temperatures")
+            out[(label, temperatures.pop())] = category_replays(data, gamma_of(labels[label]), Path(name))
+        except (SpecdecError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise click.BadParameter(f"{name}: not a usable `specdec estimate --json` output ({str(exc)[:160]})",
+                                     param_hint="--estimate") from None
+    return out
+
+
+def _with_b(result: dict, records, configs, replays: dict, costs) -> None:
+    """Prediction (b) beside (a) in each cell that has an estimate at its temperature."""
+    from specdec.engines.llamacpp.estimated import predicted_b
+
+    labels = {c.label: c for c in configs}
+    for cell in result["cells"]:
+        found = replays.get((cell["config"], float(cell["temperature"])))
+        if found is None:
+            continue
+        rows = [r for r in records if r.config == cell["config"] and r.temperature == cell["temperature"]]
+        cell["predicted_b"] = predicted_b(labels[cell["config"]], rows, found, costs)
+
+
+def _validate_batches(binary, gguf, configs, requests, temperatures, batch_sizes, repeats, new_tokens, threads, log,
+                      seed, cost_data, costs_path, out) -> None:
+    from dataclasses import asdict
+
+    from specdec.engines.llamacpp import batches as b
+
+    accept = max(0.0, float(cost_data.get("accept_seconds") or 0.0))
+    result = {"kind": "specdec.llamacpp-batches", "costs": str(costs_path), "engine": cost_data.get("engine"),
+              "grid": [{"label": c.label, "flags": c.command_line()} for c in configs],
+              "batch_sizes": list(batch_sizes), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
+              "prompts": [r.name for r in requests], "temperatures": []}
+    for t in temperatures:
+        records = b.run_batches(binary, gguf, configs, requests, batch_sizes, t, repeats, new_tokens, threads, log, seed)
+        result["temperatures"].append({"temperature": t, "configs": b.points(records, cost_data, accept, seed),
+                                       "records": [asdict(r) for r in records]})
+    _write(out, result)
+    click.echo(render_batches(result))
+
+
+def render_batches(result: dict) -> str:
+    """Per temperature and configuration: the speedup per B, measured and predicted, and the crossovers."""
+    lines = []
+    for at in result["temperatures"]:
+        for c in at["configs"]:
+            lines.append(f"{c['config']} T={at['temperature']:g}: crossover measured B={c['crossover']}, "
+                         f"predicted B={c['predicted_crossover']} (None: still pays at the largest B)")
+            for p in c["points"]:
+                lines.append(f"  B={p['batch']:<3}{p['measured']:>8.3f}x  [{p['interval'][0]:.3f}, {p['interval'][1]:.3f}]"
+                             f"  predicted {p['predicted']:.3f}x ({100 * p['error']:+.1f}%)  {p['throughput']:.1f} vs "
+                             f"{p['base_throughput']:.1f} tokens/s, {p['tokens_per_step']:.2f} tokens a step")
+    return "\n".join(lines)
 
 
 def _grid(spec: str):
@@ -231,12 +344,14 @@ def _requests(workloads, per_workload: int, prompts_file):
 def render(result: dict) -> str:
     """The cells and the advice as text."""
     lines = [f"{'configuration':<22}{'T':>4}{'measured':>10}{'95% interval':>16}{'pred (a)':>10}{'error':>8}"
-             f"{'tok/step':>9}{'draft':>7}"]
+             f"{'tok/step':>9}{'draft':>7}{'pred (b)':>10}{'error':>8}"]
     for c in result["cells"]:
         draft = "-" if c["mean_draft"] is None else f"{c['mean_draft']:.1f}"
         lines.append(f"{c['config']:<22}{c['temperature']:>4g}{c['measured']:>9.3f}x  [{c['interval'][0]:.3f}, "
                      f"{c['interval'][1]:.3f}]{c['predicted']:>9.3f}x{100 * (c['predicted'] / c['measured'] - 1):>7.1f}%"
-                     f"{c['tokens_per_step']:>9.2f}{draft:>7}")
+                     f"{c['tokens_per_step']:>9.2f}{draft:>7}"
+                     + (f"{c['predicted_b']:>9.3f}x{100 * (c['predicted_b'] / c['measured'] - 1):>7.1f}%"
+                        if c.get("predicted_b") is not None else ""))
     for b in result.get("baselines", []):
         lines.append(f"no speculation T={b['temperature']:g}: {b['measured_ms']:.2f} ms a step measured, "
                      f"{b['cost_file_ms']:.2f} ms from the cost file's t(1, L)")

@@ -1,0 +1,220 @@
+"""Batches in the engine: B concurrent clients against `llama-server -np B`, each configuration's
+throughput beside no speculation's at the same B, and the ragged batch model's prediction
+(`specdec.simulator.ragged`, the one `serve-bench` checks) from the engine's own t(B, k) (the
+cost file of `specdec llamacpp costs --batch-sizes`) and the configuration's counts at the first
+batch size (what it proposed and accepted per step, as the engine counted them).
+
+Measured, per (configuration, B): throughput = B sum(n_i - 1) / sum(decode_ms_i) over the B
+requests of a round (each its own `timings.predicted_ms`, the prompt excluded; the B slots decode
+at once, so a slot's time per step is the pass's), pooled over the repeats; speedup = the
+configuration's throughput / no speculation's, with a 95% bootstrap interval over the
+(repeat, slot) pairs (same prompt and seed). Predicted: `predict_ragged(joint, B, t(B, .),
+o, packed=True)` — llama.cpp puts every slot's pending token and drafts into one batch, not padded
+to the longest row — with joint pi(k, n) from the counters: U = steps - D - A plain steps (k = 0),
+D drafts of G tokens split between the two integer lengths around G / D (their mean kept), their
+accepted counts from the per-position counters; o = c_acc E[N], the cost file's accepted-token
+cost. The crossover: the smallest B from which on speculation stops paying (`crossover`).
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from specdec.engines.llamacpp.client import Client
+from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, counters, send
+from specdec.engines.llamacpp.server import LlamaServer
+from specdec.errors import SpecdecError
+from specdec.simulator.ragged import crossover, predict_ragged
+
+SLOT_CTX = 2048  # context per slot (-c B * SLOT_CTX): a workload prompt, its answer and a draft
+
+
+@dataclass
+class BatchRecord:
+    """One request of a round of B at once, and (on its slot 0 row) the round's counter deltas."""
+
+    config: str
+    batch: int
+    repeat: int
+    slot: int
+    prompt: str
+    tokens: int
+    decode_ms: float
+    prompt_tokens: int
+    drafts: int = 0  # the round's, on slot 0 only (the server's counters are per server)
+    draft_tokens: int = 0
+    accepted: int = 0
+    per_pos: list[int] = field(default_factory=list)
+
+
+def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Request], batch_sizes: Sequence[int],
+                temperature: float, repeats: int, new_tokens: int, threads: int | None,
+                log: Callable[[str], None] = lambda line: None, seed: int = 0) -> list[BatchRecord]:
+    """Per B: every configuration's server (-np B) alive at once; each repeat, in a rotating order,
+    one round per configuration: B requests at once, slot i sending requests[(i + repeat) % n]
+    with seed (seed, repeat, i) — the same in every configuration, so rounds pair. Request i goes
+    to slot i (`id_slot`) with its prompt cached there by a one-token request just before:
+    otherwise the first slot to start decodes while the others' prompts are processed in the
+    same batches, and its decode time holds their prompts (seen: 15.3 s against 4.6 s)."""
+    records: list[BatchRecord] = []
+    for B in batch_sizes:
+        with ExitStack() as stack:
+            # started from this thread: PR_SET_PDEATHSIG fires when the thread that forked the server ends
+            servers = [stack.enter_context(LlamaServer(_with_slots(c, model, threads, B), binary)) for c in configs]
+            clients = [Client(s.url) for s in servers]
+            for c in clients:
+                c.complete("Hello", 4)  # warm-up, untimed
+            for r in range(repeats):
+                order = list(range(len(configs)))
+                order = order[r % len(order):] + order[:r % len(order)]
+                for i in order:
+                    records += _round(clients[i], configs[i].label, B, r, requests, temperature, new_tokens,
+                                      seed + 1000 * r)
+                log(f"B={B} repeat {r + 1}/{repeats} done")
+    return records
+
+
+def _with_slots(config: Config, model, threads: int | None, B: int):
+    from dataclasses import replace
+
+    return replace(config.server(model, threads, B * SLOT_CTX), parallel=B)
+
+
+def _round(client: Client, label: str, B: int, repeat: int, requests: Sequence[Request], temperature: float,
+           new_tokens: int, seed: int) -> list[BatchRecord]:
+    picks = [requests[(i + repeat) % len(requests)] for i in range(B)]
+    for i in range(B):  # each slot's prompt cached first, so that no slot decodes beside another's prompt
+        send(client, picks[i], 1, temperature, seed + i, id_slot=i, cache_prompt=True)
+    before = counters(client)
+    with ThreadPoolExecutor(B) as pool:
+        done = list(pool.map(lambda i: send(client, picks[i], new_tokens, temperature, seed + i, id_slot=i,
+                                            cache_prompt=True), range(B)))
+    after = counters(client)
+    head = (after[0] - before[0]).astype(int)
+    width = max(len(after[1]), len(before[1]))
+    pos = (np.pad(after[1], (0, width - len(after[1]))) - np.pad(before[1], (0, width - len(before[1])))).astype(int)
+    out = [BatchRecord(label, B, repeat, i, picks[i].name, d.tokens, d.decode_ms,
+                       int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)))  # cached prompt too
+           for i, d in enumerate(done)]
+    out[0].drafts, out[0].draft_tokens, out[0].accepted = (int(x) for x in head)
+    out[0].per_pos = [int(x) for x in pos]
+    return out
+
+
+# ---- prediction -------------------------------------------------------------------------
+
+def joint_from_counts(steps: int, drafts: int, draft_tokens: int, per_pos: Sequence[int]) -> np.ndarray:
+    """pi(k, n) [K + 1, K + 1] (counts) from what the engine counted over `steps` decode steps
+    (plain and verify; a request of n tokens takes n - 1 - accepted): the steps without a draft
+    at k = 0; the drafts' accepted law from the per-position counters (P(N >= i) = per_pos[i - 1]
+    / D); a draft that accepted n > floor(G / D) tokens was at least n long (k = n), the others
+    split between floor and floor + 1 so that the mean draft stays G / D (when the counts allow)."""
+    plain = steps - drafts
+    if drafts <= 0:
+        return np.array([[max(plain, 1)]], dtype=float)
+    reach = np.minimum.accumulate(np.concatenate([[drafts], np.asarray(per_pos, dtype=float)]))
+    exact = reach - np.append(reach[1:], 0.0)  # drafts accepting exactly n, n = 0..
+    lo = int(np.floor(draft_tokens / drafts))
+    n = np.arange(exact.size)
+    long_ = n > lo
+    rest = exact[~long_].sum()
+    share = 0.0 if rest <= 0 else float(np.clip(
+        (draft_tokens - (n[long_] * exact[long_]).sum() - lo * rest) / rest, 0.0, 1.0))
+    K = max(lo + 1, exact.size - 1)
+    joint = np.zeros((K + 1, K + 1))
+    joint[0, 0] = max(plain, 0)
+    for i in n:
+        if long_[i]:
+            joint[i, i] += exact[i]
+        else:
+            joint[lo, i] += (1 - share) * exact[i]
+            joint[lo + 1, i] += share * exact[i]
+    return joint
+
+
+def batch_seconds(cost_data: dict, context: float) -> dict[int, np.ndarray]:
+    """{B: t(B, 1..K)} from the cost file at `context` tokens (linear between its contexts, clamped)."""
+    tables = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
+    tables = sorted(tables, key=lambda t: t.get("context_tokens") or 0)
+    lengths = [t.get("context_tokens") or 0 for t in tables]
+    out = {}
+    for B in tables[0]["batch_sizes"]:
+        rows = np.array([t["seconds"][t["batch_sizes"].index(B)] for t in tables])
+        out[int(B)] = rows[0] if len(rows) == 1 else np.array(
+            [np.interp(context, lengths, rows[:, k]) for k in range(rows.shape[1])])
+    return out
+
+
+@dataclass
+class BatchPoint:
+    """One (configuration, B): measured against no speculation at the same B, and predicted."""
+
+    config: str
+    batch: int
+    throughput: float  # tokens/s over the B slots
+    base_throughput: float
+    measured: float
+    interval: tuple[float, float]
+    predicted: float
+    pairs: int
+    tokens_per_step: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def _throughput(rows: Sequence[BatchRecord], B: int) -> float:
+    return B * sum(max(r.tokens - 1, 1) for r in rows) / (sum(r.decode_ms for r in rows) / 1000)
+
+
+def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: float, seed: int = 0) -> list[dict]:
+    """Per configuration (not `none`): its points per B and the measured and predicted crossovers."""
+    rng = np.random.default_rng(seed)
+    sizes = sorted({r.batch for r in records})
+    context = float(np.mean([r.prompt_tokens + r.tokens / 2 for r in records]))
+    seconds = batch_seconds(cost_data, context)
+    missing = [B for B in sizes if B not in seconds]
+    if missing:
+        raise SpecdecError(f"the cost file has no t(B, k) for B = {missing}: measure them "
+                           "(`specdec llamacpp costs --batch-sizes`)")
+    base = {(r.batch, r.repeat, r.slot): r for r in records if r.config == "none"}
+    labels = list(dict.fromkeys(r.config for r in records if r.config != "none"))
+    out = []
+    for label in labels:
+        first = [r for r in records if r.config == label and r.batch == sizes[0]]
+        heads = [r for r in first if r.slot == 0]
+        width = max((len(r.per_pos) for r in heads), default=0)
+        per_pos = [sum(r.per_pos[i] for r in heads if i < len(r.per_pos)) for i in range(width)]
+        joint = joint_from_counts(sum(max(r.tokens - 1, 1) for r in first) - sum(r.accepted for r in heads),
+                                  sum(r.drafts for r in heads), sum(r.draft_tokens for r in heads), per_pos)
+        e_accepted = float((joint.sum(axis=0) @ np.arange(joint.shape[1])) / joint.sum())
+        rows = []
+        for B in sizes:
+            mine = [r for r in records if r.config == label and r.batch == B and (B, r.repeat, r.slot) in base]
+            pairs = [(base[(B, r.repeat, r.slot)], r) for r in mine]
+            t = seconds[B]
+            if t.size < joint.shape[0]:  # drafts longer than the timed k: the last slope on
+                t = np.concatenate([t, t[-1] + (t[-1] - t[-2]) * np.arange(1, joint.shape[0] - t.size + 1)])
+            pred = predict_ragged(joint, B, t, accept_seconds * e_accepted, packed=True)
+
+            def ratio(idx: np.ndarray) -> float:
+                return _throughput([pairs[i][1] for i in idx], B) / _throughput([pairs[i][0] for i in idx], B)
+
+            boot = [ratio(rng.integers(0, len(pairs), len(pairs))) for _ in range(BOOTSTRAP)]
+            heads_b = [r for _, r in pairs if r.slot == 0]
+            steps = sum(max(r.tokens - 1, 1) for _, r in pairs) - sum(r.accepted for r in heads_b)
+            point = BatchPoint(label, B, _throughput([c for _, c in pairs], B), _throughput([b for b, _ in pairs], B),
+                               ratio(np.arange(len(pairs))),
+                               (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))),
+                               float(pred.speedup), len(pairs), sum(max(r.tokens - 1, 1) for _, r in pairs) / steps)
+            rows.append(point.__dict__ | {"error": point.error})
+        out.append({"config": label, "context": context, "points": rows,
+                    "crossover": crossover(sizes, [p["measured"] for p in rows]),
+                    "predicted_crossover": crossover(sizes, [p["predicted"] for p in rows]),
+                    "joint": joint.tolist()})
+    return out
