@@ -135,6 +135,21 @@ def test_report_renders_undefined_values(tiny_result) -> None:
     assert "n/a" in text and "Predicted vs measured" in text
 
 
+def test_validation_finishes_when_every_timed_run_counts_as_disturbed(monkeypatch) -> None:
+    # on a loaded machine every timed run is redone up to `retries` times; the sweeps between decode
+    # blocks once drew their contexts from a list sized for one attempt each and ran out (StopIteration)
+    from specdec.reference.measure import interference
+    monkeypatch.setattr(interference.time, "sleep", lambda seconds: None)
+    target = tiny_llama(TINY_VOCAB, seed=0, sharpness=8.0)
+    prompts = random_prompts(2, 10, seed=7)
+    config = ValidationConfig(gammas=(2,), temperatures=(0.0,), prompts=2, prompt_tokens=10, new_tokens=6,
+                              alpha_prompts=1, alpha_new_tokens=6, max_k=3, timing_repeats=1, draft_repeats=1,
+                              bootstrap=20, retries=3, interference_threshold=-1.0)
+    result = validate(LoadedModel(target, None, "tiny"), {"lookup": PromptLookupDrafter(2)}, prompts, prompts[:1],
+                      config)
+    assert len(result.rows) == 1 and np.isfinite(result.rows[0].measured)
+
+
 def test_each_row_is_costed_with_the_draft_timed_at_its_gamma(monkeypatch) -> None:
     # a drafter's fixed cost per iteration spread over the largest gamma understates short drafts:
     # every gamma decoded gets its own draft timing, the plan keeps the one at the largest gamma

@@ -4,6 +4,7 @@ the simulator's predictions (docs/validation.md). `run_validation(job)` is the w
 per prompt category); `validate` the experiment on models already loaded."""
 from __future__ import annotations
 
+import itertools
 import platform
 import time
 from dataclasses import replace
@@ -165,7 +166,9 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
         seconds["cost"] += time.perf_counter() - start
         start = time.perf_counter()
 
-        sweep_contexts = iter(config.sweep_contexts() * (config.repeats * len(prompts)))
+        # cycled: a sweep redone for foreign load takes the next context (a fixed-length list ran out
+        # on a loaded machine: StopIteration from the main job)
+        sweep_contexts = itertools.cycle(config.sweep_contexts())
 
         def sweep() -> TargetTiming:  # t(k) for the k's the decodes use, between decode blocks
             return time_target_passes(model, context, next(sweep_contexts), gamma_top + 1, config.sweep_repeats, 1)
