@@ -159,6 +159,19 @@ def test_ngram_flags_set_the_draft_length_llama_cpp_reads() -> None:
     assert any("ngram-simple" in line and "--spec-ngram-simple-size-m 4" in line for line in lines)
 
 
+def test_advice_keeps_ngram_simple_at_the_lookup_its_counts_came_from() -> None:
+    from specdec.engines.llamacpp.validation import advised_gamma
+    speedups = [1.0, 1.011, 0.99, 0.97, 0.95]  # gamma 1 best: for ngram-simple it would shorten the lookup
+    assert advised_gamma(speedups, "ngram-simple") == 0
+    assert advised_gamma([1.0, 1.02, 1.05, 1.04], "ngram-simple") == 3
+    assert advised_gamma(speedups, "ngram-mod") == 1 and advised_gamma(speedups, None) == 1
+    lines = config_lines({"flags": "--spec-draft-n-max 1", "flags_older": "--draft-max 1", "draft_max": 1,
+                          "flags_ngram": ngram_flags(1)})
+    assert any(line.startswith("note: ngram-simple cannot draft fewer") for line in lines)
+    assert not any(line.startswith("note:") for line in config_lines(
+        {"flags": "x", "flags_older": "y", "draft_max": 4, "flags_ngram": ngram_flags(4)}))
+
+
 def Config_like(c):
     return type(c)("a", c.spec_type, c.flags)
 

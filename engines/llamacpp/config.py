@@ -47,4 +47,8 @@ def config_lines(config: Mapping[str, Any]) -> list[str]:
     lines = [f"llama.cpp: {config['flags']}   (builds before 2026: {config['flags_older']})"]
     for spec_type, flags in (config.get("flags_ngram") or {}).items():
         lines.append(f"llama.cpp {spec_type} (ignores --spec-draft-n-max): {flags}")
+    if 0 < config.get("draft_max", 0) < NGRAM_SIZE_N and config.get("flags_ngram"):
+        lines.append(f"note: ngram-simple cannot draft fewer tokens than its lookup, so gamma {config['draft_max']} "
+                     f"shortens the lookup to {config['draft_max']} tokens: counts taken at --spec-ngram-simple-size-n "
+                     f"{NGRAM_SIZE_N} do not predict it (ngram-mod's flags keep the drafter)")
     return lines
