@@ -11,7 +11,7 @@ test: setup
 test-fast: setup
 	.venv/bin/python -m pytest -q -m "not slow"
 
-# the main job runs the set-up itself, as its first stage (without llama.cpp's build, which it does not use)
+# the main job runs the set-up itself, as its first stage, and builds llama.cpp's server beside its training
 demo:
 	bash scripts/main_job.sh
 
