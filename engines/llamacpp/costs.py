@@ -75,13 +75,20 @@ class Sample:
 
 
 def timed_batch(client: Client, prompt: str, parallel: int, new_tokens: int) -> Sample:
-    """B identical raw-text requests at once (T = 0), with the counters around them."""
+    """B identical raw-text requests at once (T = 0), with the counters around them. Request i
+    goes to slot i with the prompt cached there first (a one-token request): otherwise the first
+    slot to start decodes while the others' prompts are processed in the same batches, and its
+    decode time holds their prompts (`batches.py`)."""
+    for i in range(parallel):
+        client.complete(prompt, 1, temperature=0.0, id_slot=i, cache_prompt=True)
     before = counters(client)
     with ThreadPoolExecutor(parallel) as pool:
-        done = list(pool.map(lambda _: client.complete(prompt, new_tokens, temperature=0.0), range(parallel)))
+        done = list(pool.map(lambda i: client.complete(prompt, new_tokens, temperature=0.0, id_slot=i,
+                                                       cache_prompt=True), range(parallel)))
     delta = (counters(client) - before).astype(int)
     return Sample(sum(d.decode_ms for d in done), sum(max(d.tokens - 1, 1) for d in done),
-                  int(done[0].timings.get("prompt_n", 0)), *delta.tolist())
+                  int(done[0].timings.get("prompt_n", 0)) + int(done[0].timings.get("cache_n", 0)),
+                  *delta.tolist())
 
 
 def step_seconds(sample: Sample, k: int, t_plain: float | None) -> tuple[float, float, float]:
