@@ -16,7 +16,7 @@ from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from tests.stats_helpers import chi_square_pvalue
 from tests.tiny_models import sampled_joint
-from specdec.reference.core.seq2seq import Seq2SeqPrompt
+from specdec.reference.core.prompt import TokenPrompt
 from tests.tiny_seq2seq import ARCHS, exact_joint_seq2seq, hf_generate, prompt_for
 
 GREEDY = SamplingConfig(temperature=0.0)
@@ -82,7 +82,7 @@ def test_estimator_replay_equals_decoder(arch: str, kind: str) -> None:
     target, draft = ARCHS[arch](vocab_size=vocab, seed=0), _perturbed(arch, vocab)
     prompts = [prompt_for(target, seed) for seed in range(4)]
     if arch != "whisper":  # sources of different lengths
-        prompts = [Seq2SeqPrompt(p, {"input_ids": p.source["input_ids"][:5 + i]}) for i, p in enumerate(prompts)]
+        prompts = [TokenPrompt(p, {"input_ids": p.source["input_ids"][:5 + i]}) for i, p in enumerate(prompts)]
     samples = generate_continuations(target, prompts, 16, GREEDY, None, batch_size=4)
     for prompt, cont in zip(prompts, samples.continuations):
         assert cont == autoregressive_decode(TargetScorer(target), prompt, 16, GREEDY, None).tokens
@@ -104,7 +104,7 @@ def test_timing_and_draft_steps_run_on_the_decoder(arch: str) -> None:
     from specdec.reference.estimate.cost import estimate_cost
 
     target, draft = ARCHS[arch](vocab_size=32, seed=0), _perturbed("t5" if arch == "t5" else arch, 32)
-    tokens = prompt_for(target).extended(list(range(2, 20)))
+    tokens = prompt_for(target) + list(range(2, 20))
     cost, timings = estimate_cost(target, NeuralDrafter(draft, 32), tokens, GREEDY, 8, max_k=4, repeats=2,
                                   other_contexts=(4,))
     assert [t.context_tokens for t in timings] == [4, 8]

@@ -10,7 +10,7 @@ import torch
 from transformers import (BartConfig, BartForConditionalGeneration, T5Config, T5ForConditionalGeneration,
                           WhisperConfig, WhisperForConditionalGeneration)
 
-from specdec.reference.core.seq2seq import Seq2SeqPrompt
+from specdec.reference.core.prompt import TokenPrompt
 
 MEL_BINS, FRAMES = 8, 32  # the tiny Whisper's features: [MEL_BINS, FRAMES]
 
@@ -60,11 +60,11 @@ def source_for(model, seed: int = 0, length: int = 9) -> dict[str, torch.Tensor]
     return {"input_ids": torch.randint(2, model.config.vocab_size, (length,), generator=gen)}
 
 
-def prompt_for(model, seed: int = 0) -> Seq2SeqPrompt:
-    return Seq2SeqPrompt([model.config.decoder_start_token_id], source_for(model, seed))
+def prompt_for(model, seed: int = 0) -> TokenPrompt:
+    return TokenPrompt([model.config.decoder_start_token_id], source_for(model, seed))
 
 
-def hf_generate(model, prompt: Seq2SeqPrompt, n: int) -> list[int]:
+def hf_generate(model, prompt: TokenPrompt, n: int) -> list[int]:
     """Hugging Face's own greedy `generate` (exactly n tokens, no stop; Whisper's returns the
     generated tokens alone, the others the decoder prompt too)."""
     name, value = next(iter(prompt.source.items()))
@@ -74,7 +74,7 @@ def hf_generate(model, prompt: Seq2SeqPrompt, n: int) -> list[int]:
 
 
 @torch.inference_mode()
-def exact_joint_seq2seq(model, prompt: Seq2SeqPrompt, n: int, probs_fn) -> torch.Tensor:
+def exact_joint_seq2seq(model, prompt: TokenPrompt, n: int, probs_fn) -> torch.Tensor:
     """Exact joint distribution of the next n decoder tokens after `prompt`, [vocab] * n."""
     from specdec.reference.core.seq2seq import encode, run_model
 

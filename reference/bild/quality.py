@@ -9,7 +9,7 @@ from typing import Sequence
 
 import torch
 
-from specdec.reference.core.seq2seq import encoder_state, run_model
+from specdec.reference.core.seq2seq import ModelPass
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def target_fit(model: torch.nn.Module, prompt: Sequence[int], tokens: Sequence[i
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt) + list(tokens)], dtype=torch.long, device=device)  # [1, P + n]
     # row i of the last n + 1 rows predicts the token after position P - 1 + i
-    logits = run_model(model, ids, encoder_state(model, [prompt]), n + 1).logits[0, :n].float()  # [n, vocab]
+    logits = ModelPass(model, [prompt])(ids, n + 1).logits[0, :n].float()  # [n, vocab]
     x = ids[0, -n:]  # [n]
     log_p = logits.log_softmax(-1)[torch.arange(n, device=device), x]  # [n]
     hits = logits.argmax(-1) == x

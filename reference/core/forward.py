@@ -17,14 +17,15 @@ import torch
 
 from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.seams import NOTHING, Needs
-from specdec.reference.core.seq2seq import EncoderState, is_encoder_decoder, run_model
+from specdec.errors import SpecdecError
+from specdec.reference.core.seq2seq import ModelPass, is_encoder_decoder
 
 _SPLITS: WeakKeyDictionary = WeakKeyDictionary()  # model -> whether decoder + output layer == its forward
 
 
 @torch.inference_mode()
 def forward(model: torch.nn.Module, input_ids: torch.Tensor, n_logits: int, needs: Needs = NOTHING,
-            encoder: EncoderState | None = None, **kwargs
+            bound: ModelPass | None = None, **kwargs
             ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Run `model` on input_ids [B, T] (extra keyword arguments go to the model: a cache,
     positions, a mask).
@@ -32,9 +33,13 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, n_logits: int, need
     Returns logits [B, n_logits, V] of the last n_logits positions (n_logits = 0: all T),
     the final hidden states [B, T, d] (None unless needs.hidden) and the selected layers'
     hidden states [B, T, L, d] (None unless needs.layers). An encoder-decoder model's decoder
-    runs over input_ids with the encoder's outputs (`encoder`: `specdec.reference.core.seq2seq`)."""
+    runs over input_ids with the encoder's outputs of the prompt `bound` holds
+    (`specdec.reference.core.seq2seq.ModelPass`)."""
     if is_encoder_decoder(model):
-        out = run_model(model, input_ids, encoder, n_logits, output_hidden_states=bool(needs), **kwargs)
+        if bound is None:
+            raise SpecdecError(f"{type(model).__name__} is an encoder-decoder model: its decoder needs the encoder's "
+                               "outputs")
+        out = bound(input_ids, n_logits, output_hidden_states=bool(needs), **kwargs)
         states = out.hidden_states
         layers = torch.stack([states[i] for i in needs.layers], dim=2) if needs.layers else None
         return out.logits, states[-1] if needs.hidden else None, layers

@@ -4,8 +4,8 @@ Both the target scorer and the neural drafter are built on this: the session sto
 sequence `tokens`, of which the first `n_cached` are in the KV cache; the rest are
 *pending* and are fed with the next forward pass. Rolling back after a rejection crops
 the cache; the prefix is never re-encoded. An encoder-decoder model's sequence is its
-decoder's: `start` runs the encoder once over the prompt's source and every pass reuses its
-outputs (`specdec.reference.core.seq2seq`).
+decoder's: `start` binds the model to the prompt (`ModelPass`: an encoder-decoder's encoder runs
+once over the prompt's source) and every pass goes through that binding (`specdec.reference.core.seq2seq`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from specdec.errors import SpecdecError
 from specdec.reference.core.forward import forward
 from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.seams import NOTHING, Needs, Scored, Verdict
-from specdec.reference.core.seq2seq import EncoderState, encoder_state, new_cache, self_attention, with_cache
+from specdec.reference.core.seq2seq import ModelPass, new_cache, self_attention, with_cache
 from specdec.reference.core.tree import tree_inputs
 
 
@@ -33,7 +33,7 @@ class KVSession:
         self.committed = 0  # tokens of the sequence the decoder has emitted (prompt included); the rest are drafts
         self.n_cached = 0
         self.cache = None  # a transformers Cache (new_cache)
-        self.encoder: EncoderState | None = None  # an encoder-decoder's encoder outputs for this sequence
+        self.bound: ModelPass | None = None  # the model bound to this sequence's prompt (its encoder's outputs)
         self.forward_passes = 0
         self.tree_nodes = 0  # nodes of a token tree the cache holds past the sequence (until keep_tree_path)
 
@@ -51,7 +51,7 @@ class KVSession:
         self.n_cached = 0
         self.tree_nodes = 0
         self.cache = new_cache(self.model)
-        self.encoder = encoder_state(self.model, [prompt])
+        self.bound = ModelPass(self.model, [prompt])
         if not encode or len(self.tokens) < 2:
             return None
         scored = self._forward(self.tokens[:-1], 1, needs)
@@ -60,7 +60,7 @@ class KVSession:
 
     def _forward(self, ids: list[int], n_logits: int, needs: Needs, **kwargs) -> Scored:
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        logits, hidden, layers = forward(self.model, input_ids, n_logits, needs, self.encoder,
+        logits, hidden, layers = forward(self.model, input_ids, n_logits, needs, self.bound,
                                          **with_cache(self.model, self.cache), **kwargs)
         self.forward_passes += 1
         return Scored(logits[0], None if hidden is None else hidden[0], None if layers is None else layers[0])

@@ -1,11 +1,13 @@
 """Encoder-decoder models (T5, BART/Marian, Whisper) behind the causal-LM call the decoder uses.
 
 For an encoder-decoder pair the sequence that speculative decoding extends is the *decoder's*:
-a prompt is a `Seq2SeqPrompt`, a list of the decoder's prefix ids (usually just its start token)
-that carries the encoder's input (`source`: token ids, or precomputed features such as
-Whisper's log-mel frames). Everything above the scorer seam sees only the list, so drafters,
-the verifier, the statistics and the estimator work unchanged. Below it, `encode` runs each
-model's encoder once per prompt and `run_model` calls the decoder with the encoder's outputs;
+a prompt is a `TokenPrompt` (`specdec.reference.core.prompt`): the decoder's prefix ids (usually
+just its start token) with the encoder's input (`source`: token ids, or precomputed features
+such as Whisper's log-mel frames). Everything above the scorer seam sees only the ids, so
+drafters, the verifier, the statistics and the estimator work unchanged, and nothing there asks
+which kind a model is. Below it, `ModelPass` is the one adapter: bound to a batch of prompts, it
+runs each model's encoder once over their sources and calls the decoder with the encoder's
+outputs (a causal LM: the model itself);
 the self-attention cache grows and is cropped as a causal LM's does, while the
 cross-attention keys and values are computed on the first pass and reused
 (`EncoderDecoderCache`). Token trees (4-D masks over the decoder) are not supported here.
@@ -22,49 +24,7 @@ from typing import Any, Sequence
 import torch
 
 from specdec.errors import SpecdecError
-
-
-class Seq2SeqPrompt(list):
-    """The decoder's prefix ids (the list) and the encoder's input for this one example.
-
-    source: {"input_ids": LongTensor [S]} for text-to-text models, or
-        {"input_features": float tensor [F, T]} for models whose encoder reads features.
-    """
-
-    def __init__(self, decoder_ids: Sequence[int], source: dict[str, torch.Tensor]) -> None:
-        super().__init__(int(t) for t in decoder_ids)
-        if not source:
-            raise SpecdecError("an encoder-decoder prompt needs the encoder's input")
-        self.source = source
-
-    def extended(self, tokens: Sequence[int]) -> "Seq2SeqPrompt":
-        """The same source with `tokens` appended to the decoder's ids."""
-        return Seq2SeqPrompt(list(self) + [int(t) for t in tokens], self.source)
-
-    @property
-    def source_ids(self) -> list[int]:
-        """The encoder's token ids ([] for feature inputs)."""
-        ids = self.source.get("input_ids")
-        return [] if ids is None else ids.tolist()
-
-
-def extended(prompt: Sequence[int], tokens: Sequence[int]) -> list[int]:
-    """prompt + tokens, keeping an encoder-decoder prompt's source."""
-    if isinstance(prompt, Seq2SeqPrompt):
-        return prompt.extended(tokens)
-    return list(prompt) + [int(t) for t in tokens]
-
-
-def same_source(prompt: Sequence[int], ids: Sequence[int]) -> list[int]:
-    """`ids` as a prompt with `prompt`'s source (when it has one)."""
-    if isinstance(prompt, Seq2SeqPrompt):
-        return Seq2SeqPrompt(ids, prompt.source)
-    return [int(t) for t in ids]
-
-
-def source_ids(prompt: Sequence[int]) -> list[int]:
-    """The encoder's token ids of an encoder-decoder prompt ([] otherwise)."""
-    return prompt.source_ids if isinstance(prompt, Seq2SeqPrompt) else []
+from specdec.reference.core.prompt import TokenPrompt
 
 
 def is_encoder_decoder(model: Any) -> bool:
@@ -92,7 +52,7 @@ def decoder_start(model: torch.nn.Module) -> list[int]:
     raise SpecdecError(f"{type(model).__name__} names no decoder_start_token_id in its config")
 
 
-def text_prompts(model: torch.nn.Module, tokenizer, prompts: Sequence[Sequence[int]]) -> list[Seq2SeqPrompt]:
+def text_prompts(model: torch.nn.Module, tokenizer, prompts: Sequence[Sequence[int]]) -> list[TokenPrompt]:
     """Encoder-decoder prompts from token ids of texts: each text (with the tokenizer's special
     tokens, e.g. T5's closing </s>) goes to the encoder; the decoder starts from its start token."""
     if getattr(model, "main_input_name", "input_ids") != "input_ids":
@@ -100,7 +60,7 @@ def text_prompts(model: torch.nn.Module, tokenizer, prompts: Sequence[Sequence[i
                            "--encoder-inputs FILE (features, .npy or .pt)")
     start = decoder_start(model)
     build = getattr(tokenizer, "build_inputs_with_special_tokens", None)
-    return [Seq2SeqPrompt(start, {"input_ids": torch.tensor(build(list(p)) if build else list(p))}) for p in prompts]
+    return [TokenPrompt(start, {"input_ids": torch.tensor(build(list(p)) if build else list(p))}) for p in prompts]
 
 
 @dataclass
@@ -149,11 +109,6 @@ def encode(model: torch.nn.Module, prompts: Sequence[Sequence[int]]) -> EncoderS
     dtype = next(model.parameters()).dtype
     features = torch.stack([s[name] for s in sources]).to(device=device, dtype=dtype)
     return EncoderState(model.get_encoder()(**{name: features}), None)
-
-
-def encoder_state(model: torch.nn.Module, prompts: Sequence[Sequence[int]]) -> EncoderState | None:
-    """`encode(model, prompts)` for an encoder-decoder; None for a causal LM (nothing to encode)."""
-    return encode(model, prompts) if is_encoder_decoder(model) else None
 
 
 def new_cache(model: torch.nn.Module):
@@ -213,3 +168,30 @@ def run_model(model: torch.nn.Module, input_ids: torch.Tensor, encoder: EncoderS
     logits = out.logits[:, -logits_to_keep:] if logits_to_keep else out.logits
     hidden = out.decoder_hidden_states if kwargs.get("output_hidden_states") else None
     return DecoderOutput(logits, hidden)
+
+
+class ModelPass:
+    """`model`'s forward for a batch of prompts, whichever kind the model is: the model adapter
+    below the scorer seam. Built once per batch (an encoder-decoder's encoder runs here, once over
+    the prompts' sources); each call runs the decoder side over input_ids [B, T] (B = len(prompts),
+    or any B when one prompt is bound: its encoder outputs are repeated).
+
+    Call: `run_model`'s arguments without the model and the encoder."""
+
+    def __init__(self, model: torch.nn.Module, prompts: Sequence[Sequence[int]]) -> None:
+        self.model = model
+        self.encoder: EncoderState | None = encode(model, prompts) if is_encoder_decoder(model) else None
+
+    def __call__(self, input_ids: torch.Tensor, logits_to_keep: int = 0, attention_mask: torch.Tensor | None = None,
+                 **kwargs):
+        return run_model(self.model, input_ids, self.encoder, logits_to_keep, attention_mask, **kwargs)
+
+    def padding(self, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The keyword arguments of a first pass over left-padded prefixes (mask [B, L], 1 = a real
+        token): a causal LM's attention mask and positions. An encoder-decoder's decoder positions
+        follow its cache, so its prefixes must all have one length and take no padding."""
+        if self.encoder is None:
+            return {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp_min(0)}  # [B, L]
+        if not bool(mask.all()):
+            raise ValueError("an encoder-decoder's decoder prefixes must have one length within a batch")
+        return {}

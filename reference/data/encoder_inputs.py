@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from specdec.errors import SpecdecError
+from specdec.reference.core.prompt import TokenPrompt
 from specdec.reference.core.seq2seq import text_prompts
 
 MAX_FEATURE_BYTES = 4 << 30  # refuse bigger files before reading them
@@ -63,7 +64,7 @@ def check_feature_shape(features: torch.Tensor, model_dir: str | Path) -> None:
 def feature_prompt_set(model, features: torch.Tensor, path: str | Path):
     """A `PromptSet` of one prompt per row of `features` (category "features"); model: the loaded
     model, or its config.json as a dict (preflight, nothing loaded)."""
-    from specdec.reference.core.seq2seq import Seq2SeqPrompt, decoder_start
+    from specdec.reference.core.seq2seq import decoder_start
     from specdec.reference.data.prompts import PromptSet
 
     if isinstance(model, dict):
@@ -73,8 +74,51 @@ def feature_prompt_set(model, features: torch.Tensor, path: str | Path):
         name, start = "input_features", [start]
     else:
         name, start = model.main_input_name, decoder_start(model)
-    prompts = [Seq2SeqPrompt(start, {name: row}) for row in features]
+    prompts = [TokenPrompt(start, {name: row}) for row in features]
     return PromptSet(prompts, [f"{Path(path).name}[{i}]" for i in range(len(prompts))], ["features"] * len(prompts))
+
+
+def reads_features(path: str | Path) -> bool:
+    """Whether the folder's model is an encoder-decoder whose encoder reads features, not text
+    (from its config; SpecdecError when the config cannot be read)."""
+    from transformers import AutoModelForSpeechSeq2Seq
+
+    from specdec.reference.core.models import model_class
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+
+    return folder_is_encoder_decoder(path) and model_class(Path(path)) is AutoModelForSpeechSeq2Seq
+
+
+def preflight_feature_prompts(path: str | Path, encoder_inputs: Path | None, features_in: bool):
+    """The prompts a features file gives the folder's model (`reads_features`: `features_in`),
+    checked before any model loads: a `PromptSet`, or None for text prompts. SpecdecError when
+    the file is given to a model that reads text, missing for one that reads features, or does
+    not fit the encoder."""
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+
+    if encoder_inputs is None:
+        if features_in:
+            raise SpecdecError(f"{str(path)!r} is an encoder-decoder whose encoder reads features, not text: give its "
+                               "inputs as a .npy/.pt file")
+        return None
+    if not features_in:
+        what = "a text encoder-decoder: give text prompts" if folder_is_encoder_decoder(path) else "a causal LM"
+        raise SpecdecError(f"{str(path)!r} is {what}; encoder inputs are for encoders that read features")
+    features = read_encoder_inputs(encoder_inputs)
+    check_feature_shape(features, path)
+    return feature_prompt_set(json.loads((Path(path) / "config.json").read_text()), features, encoder_inputs)
+
+
+def text_ids(path: str | Path, tokenizer, text: str) -> tuple[list[int], int]:
+    """A text's ids as the folder's model takes them before `model_prompts`, and the positions
+    its decoder's prompt takes: a causal LM's ids (with the tokenizer's special tokens) are its
+    decoder's prompt; an encoder-decoder's text goes to its encoder (`text_prompts` adds the
+    special tokens) and its decoder starts from one start token. ([], 0) for no tokens."""
+    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+
+    seq2seq = folder_is_encoder_decoder(path)
+    ids = list(tokenizer(text, add_special_tokens=not seq2seq)["input_ids"])
+    return ids, (1 if seq2seq and ids else len(ids))
 
 
 def load_target_prompts(target, n: int, source):

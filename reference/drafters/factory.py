@@ -75,15 +75,17 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
     return NeuralDrafter(draft.model, vocab_size=target.vocab_size), note
 
 
-def check_kind(s: DrafterSpec, target_path, seq2seq: bool) -> None:
+def check_kind(s: DrafterSpec, target_path, seq2seq: bool | None = None) -> None:
     """Refuse, before the drafter loads, one the target's kind of model cannot use: a learned
     drafter (heads, feature draft) on an encoder-decoder target, or a draft model of the other
-    kind (read from config.json)."""
+    kind (read from config.json; the target's too unless `seq2seq` says it)."""
     from pathlib import Path
 
     from specdec.reference.core.models import check_model_folder, model_class, pair_kinds_differ
     from specdec.reference.core.seq2seq import folder_is_encoder_decoder
 
+    if seq2seq is None:
+        seq2seq = folder_is_encoder_decoder(target_path)
     if seq2seq and s.kind in ("heads", "eagle"):
         raise SpecdecError(f"{s.kind} drafters are trained on causal targets; {str(target_path)!r} is an "
                            "encoder-decoder (use model:PATH, lookup or ngram:PATH)")

@@ -21,7 +21,7 @@ from specdec.errors import SpecdecError
 from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal, Scored, Verdict
-from specdec.reference.core.seq2seq import source_ids
+from specdec.reference.core.prompt import source_ids
 from specdec.reference.drafters.protocol import DrafterBase
 
 

@@ -12,8 +12,8 @@ import torch
 
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig, sample
-from specdec.reference.core.seq2seq import (encoder_state, extended, is_encoder_decoder, new_cache, run_model,
-                                           with_cache)
+from specdec.reference.core.prompt import as_prompt
+from specdec.reference.core.seq2seq import ModelPass, new_cache, with_cache
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class TargetSamples:
     seconds: wall time of the generation.
     """
 
-    prompts: list[list[int]]
+    prompts: list[Sequence[int]]  # each a list of ids, or a TokenPrompt with its encoder input
     continuations: list[list[int]]
     sampling: SamplingConfig
     seconds: float = 0.0
@@ -38,7 +38,7 @@ class TargetSamples:
 
     def sequences(self) -> list[list[int]]:
         """prompt + continuation for every sample."""
-        return [extended(p, c) for p, c in zip(self.prompts, self.continuations)]
+        return [p + c for p, c in zip(self.prompts, self.continuations)]
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,13 +73,9 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
     ids, mask = left_pad(prompts)
     ids, mask = ids.to(input_device(model)), mask.to(input_device(model))
     cache = new_cache(model)
-    if is_encoder_decoder(model):
-        if len({len(p) for p in prompts}) > 1:
-            raise ValueError("an encoder-decoder's decoder prefixes must have one length within a batch")
-        encoder, padded = encoder_state(model, prompts), {}
-    else:
-        encoder, padded = None, {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp_min(0)}  # [B, L]
-    out = run_model(model, ids, encoder, 1, **with_cache(model, cache), **padded)
+    run = ModelPass(model, prompts)
+    padded = run.padding(mask)
+    out = run(ids, 1, **with_cache(model, cache), **padded)
     produced: list[torch.Tensor] = []
     for step in range(new_tokens):
         p = sampling.probs(out.logits[:, -1])  # [B, vocab] float32, on the output device
@@ -90,8 +86,7 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
         if padded:
             padded = {"attention_mask": torch.cat([padded["attention_mask"], mask.new_ones(mask.shape[0], 1)], dim=1),
                       "position_ids": padded["position_ids"][:, -1:] + 1}  # [B, 1]
-        out = run_model(model, x[:, None].to(ids.device), encoder, 1, **with_cache(model, cache),
-                        **padded)
+        out = run(x[:, None].to(ids.device), 1, **with_cache(model, cache), **padded)
     return torch.stack(produced, dim=1).tolist() if produced else [[] for _ in prompts]
 
 
@@ -129,5 +124,5 @@ def generate_continuations(model: torch.nn.Module, prompts: Sequence[Sequence[in
         continuations.extend(generate_batch(model, batch, new_tokens, sampling, generators))
         bar.update(len(batch) * new_tokens)
     bar.close()
-    return TargetSamples([extended(p, []) for p in prompts], continuations, sampling, time.perf_counter() - start,
+    return TargetSamples([as_prompt(p) for p in prompts], continuations, sampling, time.perf_counter() - start,
                          list(sources) if sources is not None else [])

@@ -14,7 +14,7 @@ import torch
 
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.seq2seq import extended
+from specdec.reference.core.prompt import as_prompt
 from specdec.reference.estimate.samples import TargetSamples, generate_continuations
 from specdec.reference.estimate.teacher_forced import PositionScores, score_positions
 
@@ -71,7 +71,7 @@ def score_chunks(model: torch.nn.Module, drafters: Mapping[str, Any], prompts: S
         continuations.extend(samples.continuations)
         bar.update(len(chunk) * new_tokens)
     bar.close()
-    samples = TargetSamples([extended(prompts[i], []) for i in indices], continuations, sampling, generation,
+    samples = TargetSamples([as_prompt(prompts[i]) for i in indices], continuations, sampling, generation,
                             [sources[i] for i in indices] if sources else [])
     return ScoredPrompts(indices, samples, scores, scoring,
                          [{"prompts": len(indices), "generation_seconds": generation, "scoring_seconds": scoring}])

@@ -111,17 +111,17 @@ def continuation_logits(model: torch.nn.Module, samples: TargetSamples, indices:
     position never changes it), and only the last K logits are kept, K covering every
     sequence's continuation. An encoder-decoder's decoder runs with its prompts' sources encoded.
     """
-    from specdec.reference.core.seq2seq import encoder_state, run_model
+    from specdec.reference.core.seq2seq import ModelPass
 
-    seqs = [samples.prompts[i] + samples.continuations[i][:-1] for i in indices]  # inputs
+    seqs = [list(samples.prompts[i]) + samples.continuations[i][:-1] for i in indices]  # inputs
     starts = [len(samples.prompts[i]) - 1 for i in indices]  # position predicting x_0
     width = max(len(s) for s in seqs)
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
     for b, s in enumerate(seqs):
         ids[b, :len(s)] = torch.tensor(s, dtype=torch.long)
     keep = width - min(starts)
-    encoder = encoder_state(model, [samples.prompts[i] for i in indices])
-    logits = run_model(model, ids.to(input_device(model)), encoder, keep).logits  # [B, keep, V]
+    run = ModelPass(model, [samples.prompts[i] for i in indices])
+    logits = run(ids.to(input_device(model)), keep).logits  # [B, keep, V]
     out = []
     for b, i in enumerate(indices):
         first = starts[b] - (width - keep)

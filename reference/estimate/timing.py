@@ -19,7 +19,8 @@ from specdec.reference.core.policy import KeepGoing
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.target import FixedLogitsScorer
 from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
-from specdec.reference.core.seq2seq import encoder_state, new_cache, run_model, same_source, with_cache
+from specdec.reference.core.prompt import with_ids
+from specdec.reference.core.seq2seq import ModelPass, new_cache, with_cache
 from specdec.reference.drafters.protocol import DrafterBase
 
 
@@ -34,7 +35,7 @@ def context_of(tokens: Sequence[int], length: int) -> list[int]:
     if not tokens:
         raise ValueError("need at least one token to build a timing context")
     reps = -(-length // len(tokens))
-    return same_source(tokens, (list(tokens) * reps)[:length])
+    return with_ids(tokens, (list(tokens) * reps)[:length])
 
 
 @dataclass
@@ -78,17 +79,17 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
 
     Each length keeps its own cache; the lengths and the k's are interleaved within each repeat
     so slow drifts of the machine hit every (length, k) alike. For an encoder-decoder, `tokens`
-    is a prompt with its source (`Seq2SeqPrompt`): the decoder is timed, its source encoded once.
+    is a prompt with its source (`TokenPrompt`): the decoder is timed, its source encoded once.
     """
     if not contexts or min(contexts) < 1 or max_k < 1:
         raise ValueError(f"need context lengths >= 1 and max_k >= 1, got {list(contexts)}, {max_k}")
     ids = torch.tensor([context_of(tokens, max(contexts) + max_k)], dtype=torch.long, device=input_device(model))
     device = output_device(model)  # the clock waits for the last device's work
-    encoder = encoder_state(model, [tokens])
+    run = ModelPass(model, [tokens])
     caches = []
     for n in contexts:
         cache = new_cache(model)
-        run_model(model, ids[:, :n], encoder, 1, **with_cache(model, cache))
+        run(ids[:, :n], 1, **with_cache(model, cache))
         caches.append(cache)
     runs = [[[] for _ in range(max_k)] for _ in contexts]
     crops: list[list[float]] = [[] for _ in contexts]
@@ -98,7 +99,7 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
                 x = ids[:, n:n + k]
                 sync(device)
                 start = time.perf_counter()
-                run_model(model, x, encoder, k, **with_cache(model, cache))
+                run(x, k, **with_cache(model, cache))
                 sync(device)
                 mid = time.perf_counter()
                 cache.crop(-k)  # transformers 5: negative = number of tokens to drop
@@ -168,7 +169,7 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
     if gamma < 1:
         raise ValueError(f"gamma must be >= 1, got {gamma}")
     ids = context_of(tokens, context_tokens + warmup + repeats)
-    context = same_source(tokens, ids[:context_tokens])
+    context = with_ids(tokens, ids[:context_tokens])
     prefill = TargetScorer(target).start(context, needs=drafter.needs) if drafter.needs else None
     drafter.start(context, prefill)
     last = prefill if prefill is not None else NO_PASS
@@ -282,7 +283,7 @@ def target_logits(model: torch.nn.Module, tokens: Sequence[int], rows: int) -> t
     """Real target logits for the last `rows` positions of tokens: [rows, V] (for overhead timing)."""
     with torch.inference_mode():
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=input_device(model))
-        return run_model(model, ids, encoder_state(model, [tokens]), rows).logits[0].float()
+        return ModelPass(model, [tokens])(ids, rows).logits[0].float()
 
 
 class TargetProbe:
@@ -299,9 +300,9 @@ class TargetProbe:
         self.model, self.passes = model, passes
         self.ids = torch.tensor([context_of(tokens, context_tokens + 1)], dtype=torch.long, device=input_device(model))
         self.cache = new_cache(model)
-        self.encoder = encoder_state(model, [tokens])
+        self.run = ModelPass(model, [tokens])
         with torch.inference_mode():
-            run_model(model, self.ids[:, :context_tokens], self.encoder, 1, **with_cache(model, self.cache))
+            self.run(self.ids[:, :context_tokens], 1, **with_cache(model, self.cache))
         self.context_tokens = context_tokens
 
     @torch.inference_mode()
@@ -312,7 +313,7 @@ class TargetProbe:
         for _ in range(self.passes):
             sync(device)
             start = time.perf_counter()
-            run_model(self.model, x, self.encoder, 1, **with_cache(self.model, self.cache))
+            self.run(x, 1, **with_cache(self.model, self.cache))
             sync(device)
             times.append(time.perf_counter() - start)
             self.cache.crop(-1)

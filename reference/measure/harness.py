@@ -15,7 +15,7 @@ from specdec.reference.core.loop import AcceptanceRule, DecodeResult, Speculativ
 from specdec.reference.core.policy import DraftPolicy
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seeds import derive_seed
-from specdec.reference.core.seq2seq import extended
+from specdec.reference.core.prompt import as_prompt
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.target import Scorer
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
@@ -136,7 +136,7 @@ def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequenc
 
                 def once(method=method, prompt=prompt) -> DecodeResult:
                     generator = torch.Generator(device=device).manual_seed(seeds(r, j))
-                    return method.decode(scorer, extended(prompt, []), new_tokens, sampling, generator, eos_id,
+                    return method.decode(scorer, as_prompt(prompt), new_tokens, sampling, generator, eos_id,
                                          fuse_prefill)
 
                 result, load, attempts = run_undisturbed(once, retries, threshold)

@@ -82,11 +82,10 @@ def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device,
         raise click.BadParameter("give --prompt or --encoder-inputs, not both", param_hint="--encoder-inputs")
     if not prompts:
         check_context(limit, prompt_tokens + new_tokens + steps, "--prompt-tokens plus --new-tokens", NEW_TOKENS_HINT)
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
-
-    texts = [prompt_ids(path, p) for p in prompts]
-    if texts and not folder_is_encoder_decoder(path):  # an encoder-decoder's decoder starts empty
-        check_context(limit, max(map(len, texts)) + new_tokens + steps, "the longest --prompt plus --new-tokens",
+    encoded = [prompt_ids(path, p) for p in prompts]  # (ids, the positions the decoder's prompt takes)
+    texts = [ids for ids, _ in encoded]
+    if encoded:
+        check_context(limit, max(n for _, n in encoded) + new_tokens + steps, "the longest --prompt plus --new-tokens",
                       "--prompt")
     from specdec.reference.bild.policy import BildPolicy
     from specdec.reference.bild.sweep import Method, run_sweep, sweep_methods

@@ -200,10 +200,12 @@ def preflight_target(target_path: str | None, causal_only: str | None = None) ->
         limit = context_limit(path)
     except (OSError, SpecdecError, json.JSONDecodeError, UnicodeDecodeError) as exc:  # a corrupt config.json too
         raise click.BadParameter(str(exc), param_hint="--target") from None
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
-    if causal_only and folder_is_encoder_decoder(path):
-        raise click.BadParameter(f"{str(path)!r} is an encoder-decoder; {causal_only} needs a causal LM "
-                                 "(docs/encoder-decoder.md)", param_hint="--target")
+    if causal_only:
+        from specdec.reference.core.models import require_causal
+        try:
+            require_causal(path, causal_only)
+        except SpecdecError as exc:
+            raise click.BadParameter(str(exc), param_hint="--target") from None
     try:  # whatever AutoTokenizer loads (a byte-level tokenizer needs no vocabulary file)
         target_tokenizer(path)
     except Exception as exc:  # transformers raises many types for a missing or broken tokenizer
@@ -284,14 +286,12 @@ def preflight_prompts(path: Path, n: int, source):
 def check_drafter_kinds(path: Path, specs, option: str = "--drafter") -> None:
     """Each drafter spec fits the target's kind of model (causal or encoder-decoder), from the
     config files alone: a usage error naming `option` otherwise."""
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
     from specdec.reference.drafters.factory import check_kind
     from specdec.reference.drafters.spec import DrafterSpec
 
-    seq2seq = folder_is_encoder_decoder(path)
     for spec in specs:
         try:
-            check_kind(DrafterSpec.parse(spec), path, seq2seq)
+            check_kind(DrafterSpec.parse(spec), path)
         except SpecdecError as exc:
             raise click.BadParameter(str(exc), param_hint=option) from None
 
@@ -301,31 +301,14 @@ def preflight_encoder_inputs(path: Path, encoder_inputs: Path | None):
     model loads: --encoder-inputs read and matched to the config (returned as a `PromptSet`, the
     decoder starting from its start token), or None for text prompts. Usage errors name
     --encoder-inputs (given to a causal or text target, missing for a feature encoder, unreadable)."""
-    from transformers import AutoModelForSpeechSeq2Seq
+    from specdec.reference.data.encoder_inputs import preflight_feature_prompts, reads_features
 
-    from specdec.reference.core.models import model_class
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
-
-    seq2seq = folder_is_encoder_decoder(path)
     try:
-        features_in = seq2seq and model_class(path) is AutoModelForSpeechSeq2Seq
+        features_in = reads_features(path)
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--target") from None
-    if encoder_inputs is None:
-        if features_in:
-            raise click.BadParameter(f"{str(path)!r} is an encoder-decoder whose encoder reads features, not text: "
-                                     "give its inputs as a .npy/.pt file", param_hint="--encoder-inputs")
-        return None
-    if not features_in:
-        what = "a text encoder-decoder: give text prompts" if seq2seq else "a causal LM"
-        raise click.BadParameter(f"{str(path)!r} is {what}; encoder inputs are for encoders that read features",
-                                 param_hint="--encoder-inputs")
-    from specdec.reference.data.encoder_inputs import check_feature_shape, feature_prompt_set, read_encoder_inputs
-
     try:
-        features = read_encoder_inputs(encoder_inputs)
-        check_feature_shape(features, path)
-        return feature_prompt_set(json.loads((path / "config.json").read_text()), features, encoder_inputs)
+        return preflight_feature_prompts(path, encoder_inputs, features_in)
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--encoder-inputs") from None
 
@@ -340,16 +323,16 @@ def target_tokenizer(path: Path):
     return tokenizer
 
 
-def prompt_ids(path: Path, text: str) -> list[int]:
-    """`--prompt`'s ids with the target's tokenizer alone (before any model loads): an empty
-    encoding is a usage error. An encoder-decoder's text gets its special tokens later
-    (`specdec.reference.core.seq2seq.text_prompts`)."""
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+def prompt_ids(path: Path, text: str) -> tuple[list[int], int]:
+    """`--prompt`'s ids with the target's tokenizer alone (before any model loads), and the
+    positions its decoder's prompt takes (`specdec.reference.data.encoder_inputs.text_ids`):
+    an empty encoding is a usage error."""
+    from specdec.reference.data.encoder_inputs import text_ids
 
-    ids = target_tokenizer(path)(text, add_special_tokens=not folder_is_encoder_decoder(path))["input_ids"]
+    ids, positions = text_ids(path, target_tokenizer(path), text)
     if not ids:
         raise click.BadParameter("the prompt encodes to no tokens", param_hint="--prompt")
-    return list(ids)
+    return ids, positions
 
 
 def check_context(limit: int | None, tokens: int, what: str, option: str) -> None:

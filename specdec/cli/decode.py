@@ -55,8 +55,6 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
     path, limit = preflight_target(target_path)
     check_context(limit, 1 + new_tokens + policy.k_max, "--new-tokens with --gamma", NEW_TOKENS_HINT)
     check_drafter_kinds(path, (drafter,))
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
-
     features = preflight_encoder_inputs(path, encoder_inputs)
     if (prompt is None) == (features is None):
         raise click.BadParameter("give the prompt text, or (for an encoder that reads features) --encoder-inputs, "
@@ -64,9 +62,9 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
     if features is not None and len(features.ids) != 1:
         raise click.BadParameter(f"decode takes one example, the file holds {len(features.ids)}",
                                  param_hint="--encoder-inputs")
-    ids = None if prompt is None else prompt_ids(path, prompt)
-    if ids is not None and not folder_is_encoder_decoder(path):  # an encoder-decoder's decoder starts empty
-        check_context(limit, len(ids) + new_tokens + policy.k_max, f"a {len(ids)}-token prompt with --new-tokens "
+    ids, positions = (None, 0) if prompt is None else prompt_ids(path, prompt)
+    if ids is not None:  # the decoder's prompt (an encoder-decoder's: its start token; the text goes to the encoder)
+        check_context(limit, positions + new_tokens + policy.k_max, f"a {positions}-token prompt with --new-tokens "
                       f"{new_tokens} and --gamma {gamma}", "--prompt")
 
     from specdec.reference.core.loop import SpeculativeSampling

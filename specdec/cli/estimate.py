@@ -17,6 +17,7 @@ from specdec.cli.common import (LENIENCE, MAX_BOOTSTRAP, MAX_DECODE_GAMMA, MAX_R
                                 seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, Number, NumberList
+from specdec.errors import SpecdecError
 from specdec.reference.distributed.launch import MAX_PROCESSES
 from specdec.strict_json import to_json
 
@@ -81,14 +82,16 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
                            prompt_tokens, encoder_inputs)
     from specdec.reference.core.sampling import SamplingConfig  # torch, once the prompts are read
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
     from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
 
     path, limit = preflight_target(target_path)
     check_drafter_kinds(path, (drafter,))
-    if batch_sizes is not None and folder_is_encoder_decoder(path):
-        raise click.BadParameter("t(B, k) is timed for causal LMs only; this target is an encoder-decoder",
-                                 param_hint="--batch-sizes")
+    if batch_sizes is not None:
+        from specdec.reference.core.models import require_causal
+        try:
+            require_causal(path, "timing t(B, k)")
+        except SpecdecError as exc:
+            raise click.BadParameter(str(exc), param_hint="--batch-sizes") from None
     if contexts and (no_timing or batch_only):
         raise click.UsageError("--contexts times the verify-cost curve: it needs the timings (not --no-timing, "
                                "not --drafter none)")
