@@ -395,3 +395,31 @@ def test_sampled_tree_study_predicts_the_first_pass(shape) -> None:
     se = math.sqrt(measured.var(ddof=1) / len(measured) + (pred.var(ddof=1) / len(pred) if len(pred) > 1 else 0.0))
     z = (pred.mean() - measured.mean()) / se
     assert abs(z) < 3.29, (pred.mean(), measured.mean(), z)
+
+
+def test_snapshot_and_restore_return_the_draft_to_a_position() -> None:
+    """A study tries several drafts from one position: `snapshot` / `restore` bring the drafter's
+    cache back (the same next draft, chain and tree), a tree shape asked for one proposal leaves
+    the drafter's own shape as it was, and a drafter that keeps no such state says so."""
+    from specdec.reference.core.seams import Scored
+    from specdec.reference.core.kv_session import KVSession
+    from specdec.reference.drafters.protocol import NoDrafter
+
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    drafter = EagleDrafter(random_eagle(target), 16)
+    prompt = [5, 9, 2, 3, 7, 1, 4]
+    session = KVSession(target)
+    scored = session.start(prompt + [2], needs=drafter.needs)  # hidden states of the prompt's positions
+    drafter.start(prompt + [2], Scored(scored.logits, scored.hidden[:-1]))
+    saved = drafter.snapshot()
+    chain = drafter.propose_shape(None, 3, GREEDY).tokens.tolist()
+    tree = drafter.propose_shape((2, 5), 3, GREEDY)
+    drafter.extend(scored.hidden[-1:])
+    assert drafter.cached == len(prompt) and drafter.shape_tree is None
+    drafter.restore(saved)
+    assert drafter.cached == len(prompt) - 1
+    assert drafter.propose_shape(None, 3, GREEDY).tokens.tolist() == chain
+    again = drafter.propose_shape((2, 5), 3, GREEDY)
+    assert again.tokens.tolist() == tree.tokens.tolist() and again.parents == tree.parents
+    with pytest.raises(NotImplementedError, match="offers no snapshot"):
+        NoDrafter().snapshot()

@@ -54,6 +54,27 @@ class EagleDrafter(DrafterBase):
         if prefill is not None and prefill.hidden is not None and prefill.hidden.shape[0]:
             self.extend(prefill.hidden, prefill.layers)
 
+    def snapshot(self) -> tuple:
+        """The per-sequence state (`restore` returns to it): the sequence, the cache entries, the
+        last output and the tree shape. Nothing is copied: `extend` and `start` build new tensors
+        and lists rather than change these."""
+        return self.tokens, self.keys, self.values, self.last, self.shape_tree
+
+    def restore(self, state: tuple) -> None:
+        self.tokens, self.keys, self.values, self.last, self.shape_tree = state
+
+    def propose_shape(self, shape: tuple[int, int] | None, depth: int, sampling: SamplingConfig,
+                      generator: torch.Generator | None = None) -> Proposal:
+        """One draft of `depth` from the cache in the given shape: a chain (None), or EAGLE-2's
+        tree of (top-k per depth, nodes); the drafter's own shape is left as it was."""
+        if shape is None:
+            return self.propose(depth, sampling, generator)
+        own, self.shape_tree = self.shape_tree, shape
+        try:
+            return self.propose_tree(depth)
+        finally:
+            self.shape_tree = own
+
     @torch.inference_mode()
     def extend(self, hidden: torch.Tensor, layers: torch.Tensor | None = None) -> None:
         """Add the entries of the next len(hidden) positions (the target's final hidden states

@@ -107,6 +107,15 @@ class DrafterBase:
         """One fork per slot, drafting in turn."""
         return Forked([self.fork() for _ in range(rows)])
 
+    def snapshot(self) -> object:
+        """The per-sequence state as a value, for `restore` (a study that tries several drafts from
+        one position and goes back); drafters that offer it override both."""
+        raise NotImplementedError(f"{type(self).__name__} offers no snapshot")
+
+    def restore(self, state: object) -> None:
+        """Return to a `snapshot`."""
+        raise NotImplementedError(f"{type(self).__name__} offers no snapshot")
+
     def close(self) -> None:
         pass
 

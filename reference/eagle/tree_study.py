@@ -81,26 +81,23 @@ def study(target: torch.nn.Module, drafter: EagleDrafter, sequences: Sequence[tu
     nodes = {s: [] for s in shapes}
     draft_s = {s: [] for s in shapes}
     greedy = SamplingConfig(0.0)
-    try:
-        for prompt, cont in sequences:
+    for prompt, cont in sequences:
+        for s in shapes:
+            per_pass[s].append([])
+        seq, rows = begin(target, drafter, prompt, cont)
+        for t in range(len(cont) - deepest):
+            at = len(prompt) - 1 + t
             for s in shapes:
-                per_pass[s].append([])
-            seq, rows = begin(target, drafter, prompt, cont)
-            for t in range(len(cont) - deepest):
-                at = len(prompt) - 1 + t
-                for s in shapes:
-                    start = time.perf_counter()
-                    tokens, parents, _ = propose(drafter, s, greedy)
-                    n = accepted(tokens, parents, cont[t:]) + 1
-                    saved = drafter.keys, drafter.values, drafter.last
-                    drafter.extend(*rows.of(at, at + n))  # the commit of n tokens
-                    draft_s[s].append(time.perf_counter() - start)
-                    drafter.keys, drafter.values, drafter.last = saved  # back to this position's cache
-                    per_pass[s][-1].append(n)
-                    nodes[s].append(len(tokens))
-                drafter.extend(*rows.of(at, at + 1))  # the pending token's entry
-    finally:
-        drafter.shape_tree = None
+                start = time.perf_counter()
+                tokens, parents, _ = propose(drafter, s, greedy)
+                n = accepted(tokens, parents, cont[t:]) + 1
+                saved = drafter.snapshot()
+                drafter.extend(*rows.of(at, at + n))  # the commit of n tokens
+                draft_s[s].append(time.perf_counter() - start)
+                drafter.restore(saved)  # back to this position's cache
+                per_pass[s][-1].append(n)
+                nodes[s].append(len(tokens))
+            drafter.extend(*rows.of(at, at + 1))  # the pending token's entry
     return [{"method": s.label, "depth": s.depth, "nodes": s.nodes, "topk": s.topk,
              "block_efficiency": walked(per_pass[s]), "tree_tokens": float(np.mean(nodes[s])),
              "draft_ms": 1000 * float(np.median(draft_s[s])), "choose_ms": 0.0,
@@ -134,37 +131,34 @@ def study_sampled(target: torch.nn.Module, drafter: EagleDrafter,
     nodes: dict[Shape, list[int]] = {s: [] for s in shapes}
     draft_s: dict[Shape, list[float]] = {s: [] for s in shapes}
     session = KVSession(target)
-    try:
-        for prompt, cont in sequences:
+    for prompt, cont in sequences:
+        for s in shapes:
+            reach[s].append([])
+        seq, rows = begin(target, drafter, prompt, cont)
+        session.start(seq[:len(prompt)])
+        for t in range(len(cont) - deepest):
+            at = len(prompt) - 1 + t  # the pending token
             for s in shapes:
-                reach[s].append([])
-            seq, rows = begin(target, drafter, prompt, cont)
-            session.start(seq[:len(prompt)])
-            for t in range(len(cont) - deepest):
-                at = len(prompt) - 1 + t  # the pending token
-                for s in shapes:
-                    start = time.perf_counter()
-                    tokens, parents, q = propose(drafter, s, sampling, generator)
-                    spent = time.perf_counter() - start
-                    p = sampling.probs(session.extend_tree(tokens, parents).logits.float())  # [1 + N, V]
-                    session.keep_tree_path([], [])
-                    session.truncate(at)
-                    session.append([seq[at]])
-                    chance = reached(tokens, parents, p, q)
-                    level = np.array(depths(parents), dtype=int)
-                    survival = np.array([1.0] + [chance[level == d].sum() for d in range(1, s.depth + 1)])
-                    n = draw(survival, rng)
-                    saved = drafter.keys, drafter.values, drafter.last
-                    start = time.perf_counter()
-                    drafter.extend(*rows.of(at, at + n))  # the commit of a drawn count
-                    draft_s[s].append(spent + time.perf_counter() - start)
-                    drafter.keys, drafter.values, drafter.last = saved
-                    reach[s][-1].append(survival)
-                    nodes[s].append(len(tokens))
-                drafter.extend(*rows.of(at, at + 1))
-                session.append([seq[at + 1]])
-    finally:
-        drafter.shape_tree = None
+                start = time.perf_counter()
+                tokens, parents, q = propose(drafter, s, sampling, generator)
+                spent = time.perf_counter() - start
+                p = sampling.probs(session.extend_tree(tokens, parents).logits.float())  # [1 + N, V]
+                session.keep_tree_path([], [])
+                session.truncate(at)
+                session.append([seq[at]])
+                chance = reached(tokens, parents, p, q)
+                level = np.array(depths(parents), dtype=int)
+                survival = np.array([1.0] + [chance[level == d].sum() for d in range(1, s.depth + 1)])
+                n = draw(survival, rng)
+                saved = drafter.snapshot()
+                start = time.perf_counter()
+                drafter.extend(*rows.of(at, at + n))  # the commit of a drawn count
+                draft_s[s].append(spent + time.perf_counter() - start)
+                drafter.restore(saved)
+                reach[s][-1].append(survival)
+                nodes[s].append(len(tokens))
+            drafter.extend(*rows.of(at, at + 1))
+            session.append([seq[at + 1]])
     return [{"method": s.label, "depth": s.depth, "nodes": s.nodes, "topk": s.topk,
              "block_efficiency": walked_sampled(reach[s], rng, walks), "tree_tokens": float(np.mean(nodes[s])),
              "draft_ms": 1000 * float(np.median(draft_s[s])), "choose_ms": 0.0,
@@ -230,15 +224,14 @@ def propose(drafter: EagleDrafter, shape: Shape, sampling: SamplingConfig,
             generator: torch.Generator | None = None) -> tuple[list[int], list[int], torch.Tensor | None]:
     """The shape's draft from the drafter's cache as (tokens, parents, q: the chain's draft
     distributions at T > 0, else None); nothing before the first entry."""
-    if drafter.last is None:
+    if drafter.cached == 0:
         return [], [], None
+    proposal = drafter.propose_shape(None if shape.nodes is None else (shape.topk, shape.nodes), shape.depth,
+                                     sampling, generator)
+    tokens = proposal.tokens.tolist()
     if shape.nodes is None:
-        proposal = drafter.propose(shape.depth, sampling, generator)
-        tokens = proposal.tokens.tolist()
         return tokens, list(range(-1, len(tokens) - 1)), proposal.q
-    drafter.shape_tree = (shape.topk, shape.nodes)
-    proposal = drafter.propose_tree(shape.depth)
-    return proposal.tokens.tolist(), proposal.parents, None
+    return tokens, proposal.parents, None
 
 
 def walked(per_pass: Sequence[Sequence[int]]) -> float:
