@@ -1,7 +1,10 @@
-"""Issue 28's representative hostile inputs, each run as a real `specdec` process under a 1 GiB
-address-space limit (RLIMIT_AS), timed, its peak resident memory read from the kernel
+"""Issues 28 and 53's representative hostile inputs, each run as a real `specdec` process under a
+1 GiB address-space limit (RLIMIT_AS), timed, its peak resident memory read from the kernel
 (wait4's rusage): a case passes when it exits 2 with one `Error:` line, no traceback, in
-under 2 s (URL cases: within the fetch deadline) and under the limit.
+under 2 s (URL cases: within the fetch deadline) and under the limit; an interrupt case (a
+signal 1 s in) when it exits 128 + the signal with one line, within 2 s of the signal. No
+process of a case may outlive it, and the special outputs named (FIFO, symlink, device node)
+must still be there, unreplaced.
 
     .venv/bin/python benchmarks/bench_hostile.py          # the table, for RESULTS.md
 
@@ -9,11 +12,13 @@ tests/test_hostile_limits.py runs the same cases in the fast suite.
 """
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -79,6 +84,9 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
     plan = ["plan", "--c", "0.1", "--from"]
     costs = ["costs", "--config", str(ROOT / "benchmarks" / "data" / "shapes" / "tiny.json"), "--hardware", "h100-sxm"]
     a_file = write("a_file", "x")
+    config_only = tmp / "config-only"
+    config_only.mkdir(exist_ok=True)
+    (config_only / "config.json").write_text("{}")
     (tmp / "out" / "validation.json").mkdir(parents=True, exist_ok=True)
     (tmp / "out" / "validation.md").write_text("old results\n")
     study = {"k": 16, "heads_pass_ms": 1.0, "verify_step_ms": {"0": 10.0, "3": 14.0},
@@ -158,13 +166,50 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
         ("GGUF: a 2^40-byte key", ["estimate", "--target", write("huge.gguf", b"GGUF" + (3).to_bytes(4, "little")
                                                                   + (0).to_bytes(8, "little") + (1).to_bytes(8, "little")
                                                                   + (1 << 40).to_bytes(8, "little"))], 2),
+        # round three, the rest of its classes: one case each where there was none
+        ("costs --out a read-only place (/sys)", costs + ["--out", "/sys/specdec-costs.json"], 2),
+        *([("costs --out a device node", costs + ["--out", special(tmp / "dev.json", "device")], 2)]
+          if os.geteuid() == 0 else []),  # mknod needs root; the node is the test folder's own, never /dev's
+        ("HF folder: config.json only", ["estimate", "--target", str(config_only)], 2),
+        ("vLLM: Accepted 5000 of Drafted 1800", plan + [write("over.log", V1.replace("5 tokens", "5000 tokens")
+                                                              .replace("10 tokens", "1800 tokens") + "0.5, 0.2\n")], 2),
+        ("/metrics: a series twice", plan + [write("dup.txt", (COUNTERS + PER_POS.format(0)) * 2)], 2),
+        ("vLLM and llama.cpp lines in one log", plan + [write("mixed.log", V1 + "0.5, 0.2\n" + LLAMA_LINE)], 2),
+        ("plan --method with a quote", plan + [str(tmp / "k3.txt"), "--method", "x' ; touch " + str(tmp / "F")
+                                               + " ; echo '"], 2),
+        ("heads:DIR,k=8,p=1000 (no DIR)", ["estimate", "--drafter", f"heads:{tmp}/none,k=8,p=1000"], 2),
+        ("heads:DIR,k=2,p=16 (3 heads: 8 paths)", ["estimate", "--drafter", f"heads:{heads_card(tmp / 'heads')},k=2,p=16"],
+         2),
+        ("eagle:DIR,tree=\u00b2", ["estimate", "--drafter", f"eagle:{tmp},tree=\u00b2"], 2),
     ]
 
 
+LLAMA_LINE = ("0.30.100.632 I slot print_timing: id  0 | task 0 | draft acceptance = 0.42708 (   41 accepted /    96 "
+              "generated), mean len = 21.50\n")
+
+
+def heads_card(folder: Path) -> str:
+    """A heads folder whose card states 3 heads over 8192 ids (its weights file is never read)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "card.json").write_text(json.dumps({"format": "specdec-heads/1", "n_heads": 3, "vocab": 8192}))
+    (folder / "heads.safetensors").write_bytes(b"never read")
+    return str(folder)
+
+
+def signal_cases(tmp: Path) -> list[tuple[str, list[str], int]]:
+    """(label, argv, signal) of the interrupt cases: `plan --from -` waits on an open, silent pipe
+    and gets the signal 1 s after it starts; it must exit 128 + the signal with one line."""
+    return [("SIGINT while plan --from - waits", ["plan", "--c", "0.1", "--from", "-"], signal.SIGINT),
+            ("SIGTERM while plan --from - waits", ["plan", "--c", "0.1", "--from", "-"], signal.SIGTERM)]
+
+
 def special(path: Path, kind: str) -> str:
-    """A FIFO, or a symbolic link to a regular file, at `path` (an output that must not be replaced)."""
+    """A FIFO, a device node (root only) or a symbolic link to a regular file, at `path` (an output
+    that must not be replaced)."""
     if kind == "fifo":
         os.mkfifo(path)
+    elif kind == "device":
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # a null device of the folder's own
     else:
         target = path.with_name(path.name + ".target")
         target.write_text("old")
@@ -184,22 +229,34 @@ def header_gguf(path: Path, arch: str) -> str:
     return str(path)
 
 
-def run_case(argv: list[str], timeout: float = 30.0) -> tuple[int | None, float, float, str]:
+def run_case(argv: list[str], timeout: float = 30.0, signum: int | None = None,
+             after: float = 1.0) -> tuple[int | None, float, float, str]:
     """(exit status or None on timeout, seconds, peak resident MiB, stderr) of `specdec argv`
-    under the RLIMIT_AS limit."""
+    under the RLIMIT_AS limit; with `signum`, its standard input an open pipe that stays silent
+    and the signal sent to specdec `after` seconds (the seconds then count from the signal). A
+    process of the case still running afterwards (found by an environment marker) is killed and
+    named on a last stderr line, which fails the case."""
     # A small launcher sets the limit, runs specdec as its own child and reports that child's
     # rusage: a child forked straight from a large parent (a pytest process) would count the
     # parent's pages, which it held until exec, in its peak RSS.
     launcher = ("import os, resource, subprocess, sys; "
                 "resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]),) * 2); "
                 "p = subprocess.Popen([sys.executable, '-m', 'specdec', *sys.argv[2:]], stdout=subprocess.DEVNULL); "
-                "_, status, usage = os.wait4(p.pid, 0); print(usage.ru_maxrss); "
+                "print(p.pid, flush=True); _, status, usage = os.wait4(p.pid, 0); print(usage.ru_maxrss); "
                 "sys.exit(os.waitstatus_to_exitcode(status) % 256)")
     start = time.perf_counter()
+    marker = f"{os.getpid()}-{time.monotonic_ns()}"  # every process of this case inherits it
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([sys.executable, "-c", launcher, str(LIMIT_BYTES), *argv], stdout=subprocess.PIPE,
-                                stderr=err, cwd=ROOT, start_new_session=True)
+                                stderr=err, cwd=ROOT, start_new_session=True,
+                                stdin=subprocess.PIPE if signum is not None else None,
+                                env={**os.environ, "SPECDEC_HOSTILE_CASE": marker})
         try:
+            if signum is not None:
+                child = int(proc.stdout.readline())
+                time.sleep(after)
+                os.kill(child, signum)
+                start = time.perf_counter()
             out, _ = proc.communicate(timeout=timeout)
             code: int | None = proc.returncode
         except subprocess.TimeoutExpired:
@@ -209,14 +266,37 @@ def run_case(argv: list[str], timeout: float = 30.0) -> tuple[int | None, float,
         seconds = time.perf_counter() - start
         err.seek(0)
         text = err.read().decode(errors="replace")
+    left = survivors(marker)
+    if left:  # an orphan fails the case (a second stderr line) and is ended here
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        text += f"\n{len(left)} process(es) of the case outlived it: {left}"
     rss_kib = int(out.split()[-1]) if out.split() and out.split()[-1].isdigit() else 0
     return code, seconds, rss_kib / 1024, text
 
 
-def passes(code: int | None, seconds: float, rss_mib: float, stderr: str, allowed: float) -> bool:
+def survivors(marker: str) -> list[int]:
+    """The processes still running whose environment holds SPECDEC_HOSTILE_CASE=marker (what a
+    case started and left behind: torchrun ranks, engine servers, in any process group)."""
+    needle = f"SPECDEC_HOSTILE_CASE={marker}".encode()
+    left = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    left.append(int(entry.name))
+    return left
+
+
+def passes(code: int | None, seconds: float, rss_mib: float, stderr: str, allowed: float,
+           signum: int | None = None) -> bool:
+    """One `Error:` line and exit 2 (with `signum`: one line and exit 128 + signum), no traceback,
+    within `allowed` seconds and the memory limit."""
     lines = stderr.strip().splitlines()
-    return (code == 2 and len(lines) == 1 and lines[0].startswith("Error:") and "Traceback" not in stderr
-            and seconds < allowed and rss_mib < LIMIT_BYTES / (1 << 20))
+    expected = 2 if signum is None else 128 + signum
+    return (code == expected and len(lines) == 1 and (signum is not None or lines[0].startswith("Error:"))
+            and "Traceback" not in stderr and seconds < allowed and rss_mib < LIMIT_BYTES / (1 << 20))
 
 
 def main() -> None:
@@ -225,15 +305,28 @@ def main() -> None:
         print("| case | exit | seconds | peak RSS MiB | passes | message |")
         print("|---|---|---|---|---|---|")
         failed = 0
-        for label, argv, allowed in cases(tmp):
-            code, seconds, rss, stderr = run_case(argv)
-            ok = passes(code, seconds, rss, stderr, allowed)
+        runs = [(label, argv, allowed, None) for label, argv, allowed in cases(tmp)]
+        runs += [(label, argv, 2, signum) for label, argv, signum in signal_cases(tmp)]
+        for label, argv, allowed, signum in runs:
+            code, seconds, rss, stderr = run_case(argv, signum=signum)
+            ok = passes(code, seconds, rss, stderr, allowed, signum)
             failed += not ok
             message = (stderr.strip().splitlines() or [""])[-1][:110].replace("|", "/").replace(str(tmp), "T")
             print(f"| {label} | {code} | {seconds:.2f} | {rss:.0f} | {'yes' if ok else 'NO'} | {message} |", flush=True)
         old = (tmp / "out" / "validation.md").read_text()
-        print(f"\nvalidate's old validation.md untouched: {old == 'old results' + chr(10)}; cases failing: {failed}")
-        sys.exit(1 if failed or old != "old results\n" else 0)
+        kept = outputs_kept(tmp)
+        print(f"\nvalidate's old validation.md untouched: {old == 'old results' + chr(10)}; FIFO, symlink and device "
+              f"outputs kept: {kept}; the quoted --method ran nothing: {not (tmp / 'F').exists()}; "
+              f"cases failing: {failed} of {len(runs)}")
+        sys.exit(1 if failed or old != "old results\n" or not kept or (tmp / "F").exists() else 0)
+
+
+def outputs_kept(tmp: Path) -> bool:
+    """Whether the special outputs the cases named are still what they were (never replaced)."""
+    device = tmp / "dev.json"
+    return ((tmp / "fifo.json").is_fifo() and (tmp / "link.json").is_symlink()
+            and (tmp / "link.json.target").read_text() == "old"
+            and (not device.exists() or stat.S_ISCHR(os.lstat(device).st_mode)))
 
 
 if __name__ == "__main__":

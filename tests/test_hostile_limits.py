@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_hostile import cases, passes, run_case, serve
+from benchmarks.bench_hostile import cases, outputs_kept, passes, run_case, serve, signal_cases
 from specdec.engines import metrics
 from specdec.errors import SpecdecError
 from specdec.paths import publish, publishing
@@ -29,9 +29,13 @@ def test_every_representative_case_is_one_line_under_the_limits(tmp_path) -> Non
         code, seconds, rss, stderr = run_case(argv)
         if not passes(code, seconds, rss, stderr, max(allowed, HANG_S)):
             failures.append((label, code, round(seconds, 2), round(rss), stderr[-300:]))
+    for label, argv, signum in signal_cases(tmp_path):
+        code, seconds, rss, stderr = run_case(argv, signum=signum)
+        if not passes(code, seconds, rss, stderr, HANG_S, signum):
+            failures.append((label, code, round(seconds, 2), round(rss), stderr[-300:]))
     assert not failures, failures
     assert (tmp_path / "out" / "validation.md").read_text() == "old results\n"  # validate refused, nothing replaced
-    assert (tmp_path / "fifo.json").is_fifo() and (tmp_path / "link.json").is_symlink()  # outputs never replaced
+    assert outputs_kept(tmp_path) and not (tmp_path / "F").exists()  # outputs never replaced; no quote broke out
 
 
 def test_publish_is_all_or_nothing(tmp_path, monkeypatch) -> None:
