@@ -15,8 +15,8 @@ import torch
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.gguf import model_folder
+from specdec.reference.core.model_files import check_model_folder, context_limit  # noqa: F401 (re-exported)
 from specdec.reference.core.placement import DeviceMap
-from specdec.strict_json import loads
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -42,37 +42,6 @@ def resolve_device(device: str) -> torch.device:
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise SpecdecError(f"unknown device {device!r}: use cpu or cuda")
     return torch.device(device)
-
-
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model",
-                   "tokenizer_config.json")  # the last: byte-level tokenizers (ByT5) need no vocabulary file
-
-
-def check_model_folder(path: str | Path) -> Path:
-    """The folder, if it holds a config, weights and tokenizer files; else a one-line ValueError
-    naming what is missing (checked before anything heavy loads)."""
-    path = Path(path)
-    if not path.is_dir() or not (path / "config.json").is_file():
-        raise FileNotFoundError(f"model path {str(path)!r} is not a Hugging Face model folder "
-                                "(no config.json there)")
-    missing = [f"no {what} in {str(path)!r} (expected one of {', '.join(names)})"
-               for what, names in (("tokenizer files", TOKENIZER_FILES), ("weights", WEIGHT_FILES))
-               if not any((path / name).is_file() for name in names)]
-    if missing:
-        raise FileNotFoundError("; ".join(missing))
-    return path
-
-
-def context_limit(path: str | Path) -> int | None:
-    """The model's position limit (config.json's max_position_embeddings / n_positions), read
-    without loading the model; None when the config states none."""
-    config = loads((Path(path) / "config.json").read_text())
-    for key in ("max_target_positions", "max_position_embeddings", "n_positions", "max_sequence_length"):
-        if isinstance(config.get(key), int) and config[key] > 0:
-            return int(config[key])
-    return None
 
 
 def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str = "float32",

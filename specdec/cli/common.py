@@ -190,7 +190,7 @@ def preflight_target(target_path: str | None, causal_only: str | None = None) ->
     naming --target; so is an encoder-decoder where the command needs a causal LM (`causal_only`:
     what it does, for the message)."""
     from specdec.reference.core.gguf import model_folder
-    from specdec.reference.core.models import check_model_folder, context_limit
+    from specdec.reference.core.model_files import check_model_folder, context_limit
 
     if target_path is None:
         from specdec.reference.data.default_model import default_target_path

@@ -81,11 +81,11 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     # the prompts' files checked before the tokenizer loads; t(B, k) alone runs on the prompts named, else held-out text
     source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
                            prompt_tokens, encoder_inputs)
-    from specdec.reference.core.sampling import SamplingConfig  # torch, once the prompts are read
-    from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
-
     path, limit = preflight_target(target_path)
     check_drafter_kinds(path, (drafter,))
+    from specdec.reference.core.sampling import SamplingConfig  # torch, once the prompts and the target are checked
+    from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
+
     if batch_sizes is not None:
         from specdec.reference.core.models import require_causal
         try:
