@@ -17,13 +17,15 @@ fixed gamma, from the joint law of the draft's confidence and acceptance per dra
 - `simulate_rule`: Monte Carlo of any of them (the tests check each closed form against it).
 
 Names follow Leviathan et al. (`alpha`, `c`, v(k) the verify cost of k tokens in target steps,
-v(1) = 1). Model: at draft position i the draft's confidence falls in bin b with probability
-w_i(b) and the token is then accepted with probability a_i(b) (for greedy decoding: the draft's
-token is the target's; at T > 0: E min(1, p/q)), independently across positions given the bins;
-positions past the law's last row reuse it. An iteration's time is c per draft forward plus
-v(L + 1) for the verify pass over L drafts; the speedup is the long-run tokens per unit time
-(renewal-reward: E tokens / E time) against one target step per token. Derivations:
-docs/theory.md, "Dynamic draft length". Pure numpy.
+v(1) = 1). Model: a draft is on track while every token before it was accepted. At draft
+position i on track the draft's confidence falls in bin b with probability w_i(b) and the token
+is then accepted with probability a_i(b) (for greedy decoding: the draft's token is the
+target's; at T > 0: E min(1, p/q)), the rows conditioned on the accepted prefix (one row: the
+same law at every position); past a rejected token the draft's confidence follows `off` (row 1
+when not given), which only decides whether it goes on drafting. Positions past the law's last
+row reuse it. An iteration's time is c per draft forward plus v(L + 1) for the verify pass over
+L drafts; the speedup is the long-run tokens per unit time (renewal-reward: E tokens / E time)
+against one target step per token. Derivations: docs/theory.md, "Dynamic draft length". Pure numpy.
 """
 from __future__ import annotations
 
@@ -39,11 +41,13 @@ from specdec.simulator.checks import FloatArray
 
 @dataclass(frozen=True)
 class ConfidenceLaw:
-    """P(confidence bin b) and P(accepted | b) per draft position (rows past the last reuse it)."""
+    """P(confidence bin b) and P(accepted | b) per draft position on track (rows past the last
+    reuse it), and the confidence law of a draft past a rejected token (`off`, default row 1)."""
 
     edges: FloatArray  # [M + 1] bin edges of the draft's top probability, 0 = e_0 < ... < e_M = 1
     weights: FloatArray  # [K, M] w_i(b); each row sums to 1
     accept: FloatArray  # [K, M] a_i(b) in [0, 1]
+    off: FloatArray | None = None  # [M] bin weights past a rejected draft; None: weights[0]
 
     def __post_init__(self) -> None:
         e, w, a = (np.asarray(x, dtype=np.float64) for x in (self.edges, self.weights, self.accept))
@@ -52,13 +56,35 @@ class ConfidenceLaw:
         if w.ndim != 2 or w.shape != a.shape or w.shape[1] != e.size - 1 or w.shape[0] < 1:
             raise SpecdecError(f"weights and accept must both be [positions, {e.size - 1} bins], got {w.shape}, "
                                f"{a.shape}")
-        if not (np.all(np.isfinite(w)) and np.all(w >= 0) and np.allclose(w.sum(axis=1), 1.0, atol=1e-9)):
-            raise SpecdecError("each position's bin weights must be >= 0 and sum to 1")
+        off = w[0] if self.off is None else np.asarray(self.off, dtype=np.float64)
+        rows = np.vstack([w, off[None, :]]) if off.shape == (w.shape[1],) else None
+        if rows is None or not (np.all(np.isfinite(rows)) and np.all(rows >= 0)
+                                and np.allclose(rows.sum(axis=1), 1.0, atol=1e-9)):
+            raise SpecdecError("each position's bin weights (and the off-track law's) must be >= 0 and sum to 1")
         if not (np.all(np.isfinite(a)) and np.all((a >= 0) & (a <= 1))):
             raise SpecdecError("acceptance per bin must lie in [0, 1]")
         object.__setattr__(self, "edges", e)
         object.__setattr__(self, "weights", w)
         object.__setattr__(self, "accept", a)
+        object.__setattr__(self, "off", off)
+
+    @classmethod
+    def from_counts(cls, edges: npt.ArrayLike, positions: npt.ArrayLike, accepted: npt.ArrayLike,
+                    min_count: float = 20.0) -> "ConfidenceLaw":
+        """The law from counts per (position, bin) ([K, M], or [M] for one row): positions (or
+        their weights), and the summed acceptance there. Row 1 is kept whenever it counts
+        anything; the rows from the first one counting fewer than `min_count` on are dropped
+        (the last kept row stands for them). An empty bin: acceptance 0 (it is never drawn)."""
+        n = np.atleast_2d(np.asarray(positions, dtype=np.float64))
+        s = np.atleast_2d(np.asarray(accepted, dtype=np.float64))
+        if n.shape != s.shape or n.ndim != 2 or n[0].sum() <= 0:
+            raise SpecdecError(f"confidence counts must be [positions, bins] alike and count row 1, got {n.shape}, "
+                               f"{s.shape}")
+        short = np.flatnonzero(n.sum(axis=1) < min_count)
+        k = max(1, int(short[0]) if short.size else n.shape[0])
+        n, s = n[:k], s[:k]
+        accept = np.divide(s, n, out=np.zeros_like(n), where=n > 0)
+        return cls(edges, n / n.sum(axis=1, keepdims=True), np.clip(accept, 0.0, 1.0))
 
     def rows(self, n: int) -> tuple[FloatArray, FloatArray]:
         """(w, a), each [n, M], for positions 1..n."""
@@ -112,40 +138,38 @@ def threshold_prediction(law: ConfidenceLaw, taus: npt.ArrayLike, n_min: int, n_
                          verify_cost: npt.ArrayLike | None = None, keep_last: bool = False) -> RulePrediction:
     """The confidence threshold per tau (arrays [T]). Positions 1..n_min are always drafted; past
     them position i is drafted while every confidence so far (n_min < j <= i) is >= tau
-    (`keep_last`: also the first token below tau, then stop). With s_j = P(conf >= tau), g_j =
-    P(conf >= tau and accepted) and alpha_j = P(accepted):
+    (`keep_last`: also the first token below tau, then stop). On track (every draft so far
+    accepted) s_j = P(conf >= tau), g_j = P(conf >= tau and accepted), alpha_j = P(accepted) come
+    from row j; past a rejection a look passes with o = P_off(conf >= tau) (forced positions:
+    s_j = o = 1, g_j = alpha_j). With on_i = P(looks 1..i passed, 1..i accepted) = prod_{j<=i} g_j
+    and off_i = P(looks 1..i passed, a rejection among 1..i) = on_{i-1} (s_i - g_i) + off_{i-1} o_i:
 
-        drop: P(L >= i) = prod_{n_min < j <= i} s_j,  P(1..i accepted) = prod_{j <= n_min} alpha_j prod_{n_min < j <= i} g_j
-        keep: P(L >= i) = prod_{n_min < j < i} s_j,   P(1..i accepted) = prod_{j <= n_min} alpha_j prod_{n_min < j < i} g_j alpha_i
+        drop: P(L >= i) = on_{i-1} s_i + off_{i-1} o_i,  P(1..i accepted) = on_i
+        keep: P(L >= i) = on_{i-1} + off_{i-1},          P(1..i accepted) = on_{i-1} alpha_i
 
     E tokens = 1 + sum_{i <= n_max} P(1..i accepted); forwards = L, plus the look at position L + 1
-    that stopped a dropping rule (L < n_max); time = c E forwards + E v(L + 1)."""
+    that stopped a dropping rule (L < n_max); time = c E forwards + E v(L + 1). With one row and
+    off = that row, P(L >= i) = prod s_j: positions independent given their bins."""
     _check(n_min, n_max, c)
     w, a = law.rows(n_max)
     above = law.above(taus).astype(float)  # [T, M]
-    s_ = above @ w.T  # [T, n_max]: s_j
-    g = above @ (w * a).T  # [T, n_max]: g_j
-    alpha = (w * a).sum(axis=1)  # [n_max]
     forced = np.arange(1, n_max + 1) <= n_min
-    cont = np.where(forced, alpha, g)  # a position passed on to the next: drafted (and above tau) and accepted
-    step = np.where(forced, 1.0, s_)  # ... and the draft went on past it
-    if keep_last:  # position i is drafted once every look before it passed; its own look only ends the draft
-        accepted = _exclusive_cumprod(cont) * alpha
-        reach = _exclusive_cumprod(step)
-        failed_looks = np.zeros(s_.shape[0])
-    else:  # position i is drafted only if its own look passes; a failed look was a forward spent
-        accepted = np.cumprod(cont, axis=1)
-        reach = np.cumprod(step, axis=1)
-        failed_looks = 1.0 - reach[:, -1]
+    alpha = (w * a).sum(axis=1)  # [n_max]
+    s_ = np.where(forced, 1.0, above @ w.T)  # [T, n_max]: s_j
+    g = np.where(forced, alpha, above @ (w * a).T)  # [T, n_max]: g_j
+    o = np.where(forced, 1.0, (above @ law.off)[:, None])  # [T, n_max]: o_j
+    on, off = np.ones(s_.shape[0]), np.zeros(s_.shape[0])
+    reach, accepted = np.empty_like(s_), np.empty_like(s_)
+    for i in range(n_max):
+        reach[:, i] = on + off if keep_last else on * s_[:, i] + off * o[:, i]
+        accepted[:, i] = on * (alpha[i] if keep_last else g[:, i])
+        on, off = on * g[:, i], on * (s_[:, i] - g[:, i]) + off * o[:, i]
+    # drop: every iteration that stopped short of n_max spent one forward on the look that failed
+    failed_looks = np.zeros(s_.shape[0]) if keep_last else 1.0 - reach[:, -1]
     tokens = 1.0 + accepted.sum(axis=1)
     drafts = reach.sum(axis=1)  # E L = sum_i P(L >= i)
     time = c * (drafts + failed_looks) + _mean_verify(reach, _verify(verify_cost, n_max))
     return RulePrediction(tokens, drafts, drafts + failed_looks, time, tokens / time)
-
-
-def _exclusive_cumprod(x: FloatArray) -> FloatArray:
-    """prod_{j < i} x_j along the last axis (1 at i = 1)."""
-    return np.concatenate([np.ones(x.shape[:-1] + (1,)), np.cumprod(x, axis=-1)[..., :-1]], axis=-1)
 
 
 def _mean_verify(reach: FloatArray, v: FloatArray) -> FloatArray:
@@ -212,20 +236,21 @@ def optimal_stopping(law: ConfidenceLaw, c: float, verify_cost: npt.ArrayLike | 
     lambda dv_{i+1}, dv_{i+1} = v(i + 2) - v(i + 1): a token is worth its chance of being accepted
     with all before it, and costs its share of the verify pass and of the draft at the rate
     lambda. lambda, the long-run rate (= the speedup), is the fixed point of lambda <- E tokens /
-    E time (Dinkelbach's iteration from the best fixed gamma). Exact over the bins; rho on a
-    log-grid of `grid` points (below 1e-12: the draft stops)."""
+    E time (Dinkelbach's iteration from the best fixed gamma). The rule reads rho from the rows
+    (it cannot tell a rejection); its rate is evaluated on track and past a rejection (`off`).
+    Exact over the bins; rho on a log-grid of `grid` points (below 1e-12: the draft stops)."""
     _check(0, n_max, c)
     v = _verify(verify_cost, n_max)
     w, a = law.rows(n_max)
     rate = float(max(threshold_prediction(law, [0.0], g, g, c, v).speedup[0] for g in range(1, n_max + 1)))
     rate = max(rate, 1.0)
     for _ in range(iterations):
-        new = float(_break_even(w, a, v, c, rate, n_max, grid).speedup[0])
+        new = float(_break_even(w, a, law.off, v, c, rate, n_max, grid).speedup[0])
         done = abs(new - rate) <= 1e-9 * rate
         rate = new
         if done:
             break
-    return StoppingPrediction(rate, _break_even(w, a, v, c, rate, n_max, grid))
+    return StoppingPrediction(rate, _break_even(w, a, law.off, v, c, rate, n_max, grid))
 
 
 def break_even_rule(law: ConfidenceLaw, v: FloatArray, c: float, rate: float, n_max: int
@@ -244,13 +269,14 @@ def break_even_rule(law: ConfidenceLaw, v: FloatArray, c: float, rate: float, n_
     return look, draft
 
 
-def _break_even(w: FloatArray, a: FloatArray, v: FloatArray, c: float, rate: float, n_max: int,
+def _break_even(w: FloatArray, a: FloatArray, off_w: FloatArray, v: FloatArray, c: float, rate: float, n_max: int,
                 grid: int) -> RulePrediction:
-    """E tokens, drafts, forwards and time of the break-even rule at `rate` (see optimal_stopping)."""
+    """E tokens, drafts, forwards and time of the break-even rule at `rate` (see optimal_stopping):
+    the mass over rho split into on track (its bins from w_i) and past a rejection (from off_w)."""
     logs = np.linspace(np.log(1e-12), 0.0, grid)
     step = logs[1] - logs[0]
-    mass = np.zeros(grid)
-    mass[-1] = 1.0  # rho = 1: nothing drafted yet
+    on, off = np.zeros(grid), np.zeros(grid)
+    on[-1] = 1.0  # rho = 1: nothing drafted yet
     tokens, drafts, forwards, time = 1.0, 0.0, 0.0, 0.0
     for i in range(n_max):
         rho = np.exp(logs)
@@ -258,17 +284,18 @@ def _break_even(w: FloatArray, a: FloatArray, v: FloatArray, c: float, rate: flo
         gain = rho[:, None] * a[i][None, :]  # [grid, M]: rho a_{i+1}(b)
         take = gain >= rate * dv
         look = (w[i][None, :] * np.where(take, gain - rate * dv, 0.0)).sum(axis=1) >= rate * c
-        time += (mass * ~look).sum() * v[i]  # not looking: ends with i drafts
-        mass = mass * look
-        forwards += mass.sum()
-        share = mass[:, None] * w[i][None, :]
-        time += (share * ~take).sum() * v[i]  # looked and stopped: i drafts
-        drafted = share * take
-        tokens += (drafted * gain).sum()  # P(1..i+1 accepted) = E rho'
-        drafts += drafted.sum()
-        idx = np.clip(np.round((np.log(np.maximum(gain, 1e-300)) - logs[0]) / step).astype(int), 0, grid - 1)
-        mass = np.bincount(idx.ravel(), weights=drafted.ravel(), minlength=grid)
-    time += mass.sum() * v[n_max] + c * forwards
+        time += ((on + off) * ~look).sum() * v[i]  # not looking: ends with i drafts
+        on, off = on * look, off * look
+        forwards += (on + off).sum()
+        share_on, share_off = on[:, None] * w[i][None, :], off[:, None] * off_w[None, :]  # [grid, M]
+        time += ((share_on + share_off) * ~take).sum() * v[i]  # looked and stopped: i drafts
+        drafted_on, drafted_off = share_on * take, share_off * take
+        tokens += (drafted_on * a[i][None, :]).sum()  # P(1..i+1 accepted)
+        drafts += (drafted_on + drafted_off).sum()
+        idx = np.clip(np.round((np.log(np.maximum(gain, 1e-300)) - logs[0]) / step).astype(int), 0, grid - 1).ravel()
+        on = np.bincount(idx, weights=(drafted_on * a[i][None, :]).ravel(), minlength=grid)
+        off = np.bincount(idx, weights=(drafted_on * (1.0 - a[i][None, :]) + drafted_off).ravel(), minlength=grid)
+    time += (on + off).sum() * v[n_max] + c * forwards
     return RulePrediction(np.array([tokens]), np.array([drafts]), np.array([forwards]), np.array([time]),
                           np.array([tokens / time]))
 
@@ -278,19 +305,19 @@ def simulate_rule(law: ConfidenceLaw, look: Callable[[int, float], bool], draft:
                   rng: np.random.Generator) -> RulePrediction:
     """Monte Carlo of a stopping rule over `iterations` iterations. With i drafted so far (rho =
     prod a over their bins): look(i + 1, rho) decides whether to look at position i + 1 (a
-    forward, c); its bin b ~ w_{i+1}; draft(i + 1, rho, b) answers "draft", "draft_stop" (draft it,
+    forward, c); its bin b ~ w_{i+1} on track, ~ off past a rejection; draft(i + 1, rho, b) answers "draft", "draft_stop" (draft it,
     then stop: transformers' threshold) or "stop". Each drafted token is accepted with a(b) while
     all before it were; the iteration yields the accepted prefix + 1 tokens and takes c per look
     plus v(L + 1)."""
     w, a = law.rows(n_max)
     v = _verify(verify_cost, n_max)
-    cum = np.cumsum(w, axis=1)
+    cum, cum_off = np.cumsum(w, axis=1), np.cumsum(law.off)
     tokens = drafts = forwards = time = 0.0
     for _ in range(iterations):
         rho, n, alive, looks = 1.0, 0, True, 0
         while n < n_max and look(n + 1, rho):
             looks += 1
-            b = min(int(np.searchsorted(cum[n], rng.random(), side="right")), w.shape[1] - 1)
+            b = min(int(np.searchsorted(cum[n] if alive else cum_off, rng.random(), side="right")), w.shape[1] - 1)
             verdict = draft(n + 1, rho, b)
             if verdict == "stop":
                 break

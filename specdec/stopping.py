@@ -43,12 +43,11 @@ def _law(d: Any, where: str) -> ConfidenceLaw:
     if not isinstance(d, dict) or not all(k in d for k in ("edges", "positions", "accepted")):
         raise SpecdecError(f"{where} holds no confidence_law (the drafter reports no confidence, or the file predates "
                            "issue 52): write it with `specdec estimate --json` for a chain drafter")
-    n = np.asarray(d["positions"], dtype=np.float64)
-    if n.sum() <= 0:
+    if np.asarray(d["positions"], dtype=np.float64).sum() <= 0:
         raise SpecdecError(f"{where}: the confidence law counts no positions")
-    accept = np.divide(np.asarray(d["accepted"], dtype=np.float64), n, out=np.zeros_like(n), where=n > 0)
-    return ConfidenceLaw(np.asarray(d["edges"], dtype=np.float64), (n / n.sum())[None, :],
-                         np.clip(accept, 0.0, 1.0)[None, :])
+    from specdec.reference.estimate.confidence import confidence_law  # numpy only: plan stays torch-free
+
+    return confidence_law(d)  # per draft position where the file has it, else the pooled row
 
 
 def _costs(cost: Any, where: str) -> tuple[float, tuple[float, ...]]:

@@ -66,7 +66,7 @@ class AlphaEstimate:
     max_gamma: int = 0  # block length of the temperature-0 replay data in `scores`
     alpha_per_position: tuple[float, ...] | None = None  # blockwise heads: alpha_1..alpha_H (conditional)
     alpha_per_position_ci: tuple[tuple[float, float], ...] | None = None
-    confidence_law: dict[str, Any] | None = None  # chain drafters: `estimate.confidence.ConfidenceCounts.to_dict`
+    confidence_law: dict[str, Any] | None = None  # chain drafters: `estimate.confidence` (pooled, per_position)
     scores: list[PositionScores] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,11 +119,12 @@ def summarize(scores: Sequence[PositionScores], lenience: Sequence[float], rng: 
         what += ("; deterministic drafter: beta = p(proposed token) (argmax agreement at T=0), positions "
                  "without a proposal count as rejections")
     per_position = positional_alphas(scores, rng, n_boot, confidence)
-    from specdec.reference.estimate.confidence import confidence_counts
+    from specdec.reference.estimate.confidence import confidence_counts, position_counts
 
-    counts = confidence_counts(scores)
+    counts, rows = confidence_counts(scores), position_counts(scores)
     return AlphaEstimate(
-        confidence_law=None if counts is None else counts.to_dict(),
+        confidence_law=None if counts is None else {**counts.to_dict(),
+                                                    "per_position": None if rows is None else rows.to_dict()},
         alpha_per_position=None if per_position is None else tuple(a for a, _ in per_position),
         alpha_per_position_ci=None if per_position is None else tuple(ci for _, ci in per_position),
         alpha=alpha, alpha_ci=ci, confidence=confidence, n_prompts=len(scores), n_positions=int(beta.size),

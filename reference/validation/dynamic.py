@@ -20,7 +20,7 @@ import numpy as np
 from specdec.reference.core.policy import ConfidenceThreshold, HeuristicSchedule, parse_policy
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.estimate.alpha import AlphaEstimate
-from specdec.reference.estimate.confidence import ConfidenceCounts
+from specdec.reference.estimate.confidence import confidence_law
 from specdec.reference.estimate.cost import CostEstimate
 from specdec.reference.measure.harness import Run
 from specdec.reference.measure.speedup import speedup
@@ -37,12 +37,9 @@ def policy_of(spelling: str, gamma: int):
 
 
 def law_of(alpha: AlphaEstimate):
-    """The estimator's joint law as `ConfidenceLaw` (None when the drafter reports no confidence)."""
-    d = alpha.confidence_law
-    if not d or sum(d["positions"]) == 0:
-        return None
-    return ConfidenceCounts(tuple(d["edges"]), tuple(d["positions"]), tuple(d["accepted"]),
-                            tuple(d["accepted_sq"])).law()
+    """The estimator's joint law as `ConfidenceLaw`, per position where the estimate has it (None
+    when the drafter reports no confidence)."""
+    return confidence_law(alpha.confidence_law)
 
 
 def predict_policy(policy, law, c: float, verify_cost: np.ndarray) -> tuple[float, float, float]:
