@@ -120,4 +120,4 @@ def test_streaky_drafts_need_the_per_position_law(tau, n_max, keep_last) -> None
     assert good.expected_tokens[0] == pytest.approx(tokens, rel=0.03)
     assert good.expected_drafts[0] == pytest.approx(drafts, rel=0.03)
     # the pooled law treats positions as independent: it misses the streaks by far more
-    assert abs(bad.expected_drafts[0] / drafts - 1) > 0.2 and abs(bad.expected_tokens[0] / tokens - 1) > 0.1
+    assert abs(bad.expected_drafts[0] / drafts - 1) > 0.15 and abs(bad.expected_tokens[0] / tokens - 1) > 0.1
