@@ -121,3 +121,11 @@ def test_streaky_drafts_need_the_per_position_law(tau, n_max, keep_last) -> None
     assert good.expected_drafts[0] == pytest.approx(drafts, rel=0.03)
     # the pooled law treats positions as independent: it misses the streaks by far more
     assert abs(bad.expected_drafts[0] / drafts - 1) > 0.15 and abs(bad.expected_tokens[0] / tokens - 1) > 0.1
+
+
+def test_the_validation_estimates_as_deep_as_its_longest_rule_drafts() -> None:
+    from specdec.reference.validation.config import ValidationConfig
+
+    rules = ("confidence:tau=0.3,n_max=6", "heuristic:initial=2,n_max=5,persist=1")
+    assert ValidationConfig(gammas=(1, 2), max_k=7, policies=rules).draft_top == 6
+    assert ValidationConfig(gammas=(1, 3), max_k=7).draft_top == 3

@@ -27,7 +27,7 @@ def score_alpha_share(target, drafters: Mapping[str, Any], alpha_prompts: Sequen
     target: a LoadedModel. The prompts' generators are seeded from (seed, temperature index,
     prompt index), so a share's numbers do not depend on how the prompts were split.
     """
-    gamma_top = max(config.gammas)
+    gamma_top = config.draft_top  # the per-position confidence law needs a row per drafted position
     out = {}
     for ti, temperature in enumerate(config.temperatures):
         draws = torch.Generator(device=output_device(target.model)).manual_seed(derive_seed(config.seed, ti, 2))
@@ -48,5 +48,5 @@ def summarize_alphas(shares: Sequence[dict[float, ScoredPrompts]], n_prompts: in
         for di, name in enumerate(names):
             rng = np.random.default_rng(derive_seed(config.seed, ti, 4, di))
             alphas[(name, temperature)] = alpha_from_scores(merged.scores[name], config.lenience, rng,
-                                                            config.bootstrap, max_gamma=max(config.gammas))
+                                                            config.bootstrap, max_gamma=config.draft_top)
     return alphas, samples

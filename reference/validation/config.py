@@ -90,6 +90,15 @@ class ValidationConfig:
             raise SpecdecError(f"new_tokens must be >= 2, got {self.new_tokens}")
 
     @property
+    def draft_top(self) -> int:
+        """The longest draft any decoded method makes (the gammas, the rules' n_max): the
+        estimator's block width, so that its per-position confidence law has a row for every
+        draft position a rule reaches."""
+        from specdec.reference.core.policy import parse_policy
+
+        return max([max(self.gammas)] + [parse_policy(s, max(self.gammas)).k_max for s in self.policies])
+
+    @property
     def context(self) -> int:
         return self.context_tokens or self.prompt_tokens + self.new_tokens // 2
 
