@@ -178,8 +178,8 @@ def cases(tmp: Path) -> list[tuple[str, list[str], float]]:
         ("plan --method with a quote", plan + [str(tmp / "k3.txt"), "--method", "x' ; touch " + str(tmp / "F")
                                                + " ; echo '"], 2),
         ("heads:DIR,k=8,p=1000 (no DIR)", ["estimate", "--drafter", f"heads:{tmp}/none,k=8,p=1000"], 2),
-        ("heads:DIR,k=2,p=16 (3 heads: 8 paths)", ["estimate", "--drafter", f"heads:{heads_card(tmp / 'heads')},k=2,p=16"],
-         2),
+        ("heads:DIR,k=2,p=16 (3 heads: 8 paths)",
+         ["estimate", "--drafter", f"heads:{heads_card(tmp / 'heads')},k=2,p=16"], 2),
         ("eagle:DIR,tree=\u00b2", ["estimate", "--drafter", f"eagle:{tmp},tree=\u00b2"], 2),
     ]
 

@@ -191,7 +191,8 @@ def heads_lattice_problem(options: dict, n_heads: object, vocab: object) -> str 
     capped at the ids they propose)."""
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in (n_heads, vocab)) \
             or not (1 <= n_heads <= MAX_HEADS and vocab >= 1):
-        return f"the card states {shown(str(n_heads))} heads over {shown(str(vocab))} ids: not a heads card of this version"
+        return (f"the card states {shown(str(n_heads))} heads over {shown(str(vocab))} ids: not a heads card of this "
+                "version")
     k = min(options.get("k", HEADS_DEFAULT_K), vocab)
     p = options.get("p", 1)
     if options and p > k ** n_heads:

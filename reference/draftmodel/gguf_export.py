@@ -179,8 +179,8 @@ def source_problem(folder: str | os.PathLike, tokenizer_gguf: str | os.PathLike)
                   "vocab_size": len(tokens)}
         if any(key in target and target[key] != value for key, value in theirs.items()):
             return (f"the draft was distilled from {target.get('name')!r} ({target.get('layers')} layers, width "
-                    f"{target.get('hidden_size')}, {target.get('vocab_size')} ids); {tokenizer_gguf.name} is a {arch!r} "
-                    f"of {theirs['layers']} layers, width {theirs['hidden_size']}, {theirs['vocab_size']} ids: give "
+                    f"{target.get('hidden_size')}, {target.get('vocab_size')} ids); {tokenizer_gguf.name} is a "
+                    f"{arch!r} of {theirs['layers']} layers, width {theirs['hidden_size']}, {theirs['vocab_size']} ids: give "
                     "that target's own GGUF (--vocab-from)")
         converted = conversion(tokenizer_gguf)
         if converted is not None and "weights_sha256" in target:
