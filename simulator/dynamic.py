@@ -14,7 +14,8 @@ fixed gamma, from the joint law of the draft's confidence and acceptance per dra
   next token when the chance that it is accepted with all before it, rho * a(b), pays for its
   verify cost at the best rate lambda achievable (one-step look-ahead, lambda found by
   Dinkelbach's iteration); evaluated on a grid of rho.
-- `simulate_rule`: Monte Carlo of any of them (the tests check each closed form against it).
+- `simulator.dynamic_monte_carlo`: a Monte Carlo of any of them (the tests check each closed
+  form against it).
 
 Names follow Leviathan et al. (`alpha`, `c`, v(k) the verify cost of k tokens in target steps,
 v(1) = 1). Model: a draft is on track while every token before it was accepted. At draft
@@ -30,7 +31,6 @@ against one target step per token. Derivations: docs/theory.md, "Dynamic draft l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -117,7 +117,7 @@ class RulePrediction:
     speedup: FloatArray
 
 
-def _verify(verify_cost: npt.ArrayLike | None, top: int) -> FloatArray:
+def verify_curve(verify_cost: npt.ArrayLike | None, top: int) -> FloatArray:
     """v(1..top + 1) (1 when not given; the last value past a shorter curve)."""
     if verify_cost is None:
         return np.ones(top + 1)
@@ -168,7 +168,7 @@ def threshold_prediction(law: ConfidenceLaw, taus: npt.ArrayLike, n_min: int, n_
     failed_looks = np.zeros(s_.shape[0]) if keep_last else 1.0 - reach[:, -1]
     tokens = 1.0 + accepted.sum(axis=1)
     drafts = reach.sum(axis=1)  # E L = sum_i P(L >= i)
-    time = c * (drafts + failed_looks) + _mean_verify(reach, _verify(verify_cost, n_max))
+    time = c * (drafts + failed_looks) + _mean_verify(reach, verify_curve(verify_cost, n_max))
     return RulePrediction(tokens, drafts, drafts + failed_looks, time, tokens / time)
 
 
@@ -240,7 +240,7 @@ def optimal_stopping(law: ConfidenceLaw, c: float, verify_cost: npt.ArrayLike | 
     (it cannot tell a rejection); its rate is evaluated on track and past a rejection (`off`).
     Exact over the bins; rho on a log-grid of `grid` points (below 1e-12: the draft stops)."""
     _check(0, n_max, c)
-    v = _verify(verify_cost, n_max)
+    v = verify_curve(verify_cost, n_max)
     w, a = law.rows(n_max)
     rate = float(max(threshold_prediction(law, [0.0], g, g, c, v).speedup[0] for g in range(1, n_max + 1)))
     rate = max(rate, 1.0)
@@ -251,22 +251,6 @@ def optimal_stopping(law: ConfidenceLaw, c: float, verify_cost: npt.ArrayLike | 
         if done:
             break
     return StoppingPrediction(rate, _break_even(w, a, law.off, v, c, rate, n_max, grid))
-
-
-def break_even_rule(law: ConfidenceLaw, v: FloatArray, c: float, rate: float, n_max: int
-                    ) -> tuple[Callable[[int, float], bool], Callable[[int, float, int], str]]:
-    """(look(i, rho), draft(i, rho, b)) of the break-even rule at `rate`, for `simulate_rule`."""
-    w, a = law.rows(n_max)
-    v = _verify(v, n_max)
-
-    def look(i: int, rho: float) -> bool:
-        dv = v[i] - v[i - 1]
-        return float((w[i - 1] * np.maximum(0.0, rho * a[i - 1] - rate * dv)).sum()) >= rate * c
-
-    def draft(i: int, rho: float, b: int) -> str:
-        return "draft" if rho * a[i - 1, b] >= rate * (v[i] - v[i - 1]) else "stop"
-
-    return look, draft
 
 
 def _break_even(w: FloatArray, a: FloatArray, off_w: FloatArray, v: FloatArray, c: float, rate: float, n_max: int,
@@ -298,55 +282,6 @@ def _break_even(w: FloatArray, a: FloatArray, off_w: FloatArray, v: FloatArray, 
     time += (on + off).sum() * v[n_max] + c * forwards
     return RulePrediction(np.array([tokens]), np.array([drafts]), np.array([forwards]), np.array([time]),
                           np.array([tokens / time]))
-
-
-def simulate_rule(law: ConfidenceLaw, look: Callable[[int, float], bool], draft: Callable[[int, float, int], str],
-                  c: float, n_max: int, verify_cost: npt.ArrayLike | None, iterations: int,
-                  rng: np.random.Generator) -> RulePrediction:
-    """Monte Carlo of a stopping rule over `iterations` iterations. With i drafted so far (rho =
-    prod a over their bins): look(i + 1, rho) decides whether to look at position i + 1 (a
-    forward, c); its bin b ~ w_{i+1} on track, ~ off past a rejection; draft(i + 1, rho, b) answers "draft", "draft_stop" (draft it,
-    then stop: transformers' threshold) or "stop". Each drafted token is accepted with a(b) while
-    all before it were; the iteration yields the accepted prefix + 1 tokens and takes c per look
-    plus v(L + 1)."""
-    w, a = law.rows(n_max)
-    v = _verify(verify_cost, n_max)
-    cum, cum_off = np.cumsum(w, axis=1), np.cumsum(law.off)
-    tokens = drafts = forwards = time = 0.0
-    for _ in range(iterations):
-        rho, n, alive, looks = 1.0, 0, True, 0
-        while n < n_max and look(n + 1, rho):
-            looks += 1
-            b = min(int(np.searchsorted(cum[n] if alive else cum_off, rng.random(), side="right")), w.shape[1] - 1)
-            verdict = draft(n + 1, rho, b)
-            if verdict == "stop":
-                break
-            alive = alive and rng.random() < a[n, b]
-            tokens += alive
-            rho *= a[n, b]
-            n += 1
-            if verdict == "draft_stop":
-                break
-        tokens += 1
-        drafts += n
-        forwards += looks
-        time += c * looks + v[n]
-    k = float(iterations)
-    return RulePrediction(np.array([tokens / k]), np.array([drafts / k]), np.array([forwards / k]),
-                          np.array([time / k]), np.array([tokens / time]))
-
-
-def threshold_rule(law: ConfidenceLaw, tau: float, n_min: int, keep_last: bool = False
-                   ) -> tuple[Callable[[int, float], bool], Callable[[int, float, int], str]]:
-    """(look, draft) of the confidence threshold, for `simulate_rule`."""
-    low = law.edges[:-1] < tau - 1e-12  # bins below tau
-
-    def draft(i: int, rho: float, b: int) -> str:
-        if i <= n_min or not low[b]:
-            return "draft"
-        return "draft_stop" if keep_last else "stop"
-
-    return (lambda i, rho: True), draft
 
 
 @dataclass(frozen=True)

@@ -50,3 +50,11 @@ def test_the_law_of_a_tiny_pair(sampling: SamplingConfig) -> None:
                               tuple(law["accepted_sq"]))
     fixed = threshold_prediction(counts.law(), [0.0], 3, 3, 0.0)
     assert fixed.expected_tokens[0] == pytest.approx(expected_tokens(est.alpha, 3))
+    # per draft position: row 1 is the pooled law; row i counts the starts whose drafts 1..i-1 were accepted
+    rows = law["per_position"]
+    assert rows["positions"][0] == pytest.approx(law["positions"]) and rows["accepted"][0] == pytest.approx(law["accepted"])
+    for i in range(1, len(rows["positions"])):
+        reached = sum(np.prod(s.accept()[:i, :s.beta.size - i], axis=0).sum() for s in est.scores)
+        assert sum(rows["positions"][i]) == pytest.approx(reached)
+    if sampling.temperature == 0:  # 0/1 weights: whole counts, accepted ones among them
+        assert np.allclose(rows["positions"], np.round(rows["positions"]))

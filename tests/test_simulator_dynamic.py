@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from specdec.errors import SpecdecError
-from specdec.simulator.dynamic import (ConfidenceLaw, break_even_rule, heuristic_schedule, optimal_stopping,
-                                       simulate_rule, threshold_prediction, threshold_rule)
+from specdec.simulator.dynamic import ConfidenceLaw, heuristic_schedule, optimal_stopping, threshold_prediction
+from specdec.simulator.dynamic_monte_carlo import break_even_rule, simulate_rule, threshold_rule
 from specdec.simulator.positional import positional_expected_tokens, positional_walltime_improvement
 
 EDGES = np.linspace(0.0, 1.0, 6)
