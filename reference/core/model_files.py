@@ -36,3 +36,21 @@ def context_limit(path: str | Path) -> int | None:
         if isinstance(config.get(key), int) and config[key] > 0:
             return int(config[key])
     return None
+
+
+def folder_is_encoder_decoder(path: str | Path) -> bool:
+    """From config.json alone (nothing loaded)."""
+    import json
+
+    try:
+        return bool(json.loads((Path(path) / "config.json").read_text()).get("is_encoder_decoder", False))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def require_causal(path: str | Path, what: str) -> None:
+    """Refuse (SpecdecError) an encoder-decoder folder where `what` needs a causal LM."""
+    from specdec.errors import SpecdecError
+
+    if folder_is_encoder_decoder(path):
+        raise SpecdecError(f"{str(path)!r} is an encoder-decoder; {what} needs a causal LM (docs/encoder-decoder.md)")

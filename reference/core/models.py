@@ -122,14 +122,6 @@ def model_class(path: Path):
                        "nor speech-to-text (AutoModelForSeq2SeqLM / AutoModelForSpeechSeq2Seq)")
 
 
-def require_causal(path: str | Path, what: str) -> None:
-    """Refuse (SpecdecError) an encoder-decoder folder where `what` needs a causal LM."""
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
-
-    if folder_is_encoder_decoder(path):
-        raise SpecdecError(f"{str(path)!r} is an encoder-decoder; {what} needs a causal LM (docs/encoder-decoder.md)")
-
-
 def _offload_folder(device_map) -> str | None:
     """A scratch folder for weights a map sends to "disk", removed when the process ends."""
     if not isinstance(device_map, dict) or "disk" not in device_map.values():

@@ -18,12 +18,12 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
 from specdec.errors import SpecdecError
+from specdec.reference.core.model_files import folder_is_encoder_decoder  # noqa: F401 (re-exported)
 from specdec.reference.core.prompt import TokenPrompt
 
 
@@ -31,16 +31,6 @@ def is_encoder_decoder(model: Any) -> bool:
     """Whether `model` (a module, or its config) is an encoder-decoder."""
     config = getattr(model, "config", model)
     return bool(getattr(config, "is_encoder_decoder", False))
-
-
-def folder_is_encoder_decoder(path: str | Path) -> bool:
-    """From config.json alone (nothing loaded)."""
-    import json
-
-    try:
-        return bool(json.loads((Path(path) / "config.json").read_text()).get("is_encoder_decoder", False))
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def decoder_start(model: torch.nn.Module) -> list[int]:

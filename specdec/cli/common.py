@@ -201,7 +201,7 @@ def preflight_target(target_path: str | None, causal_only: str | None = None) ->
     except (OSError, SpecdecError, json.JSONDecodeError, UnicodeDecodeError) as exc:  # a corrupt config.json too
         raise click.BadParameter(str(exc), param_hint="--target") from None
     if causal_only:
-        from specdec.reference.core.models import require_causal
+        from specdec.reference.core.model_files import require_causal
         try:
             require_causal(path, causal_only)
         except SpecdecError as exc:
