@@ -10,10 +10,11 @@ at once, so a slot's time per step is the pass's), pooled over the repeats; spee
 configuration's throughput / no speculation's, with a 95% bootstrap interval over the
 (repeat, slot) pairs (same prompt and seed). Predicted: `predict_ragged(joint, B, t(B, .),
 o, packed=True)` — llama.cpp puts every slot's pending token and drafts into one batch, not padded
-to the longest row — with joint pi(k, n) from the counters: U = steps - D - A plain steps (k = 0),
-D drafts of G tokens split between the two integer lengths around G / D (their mean kept), their
-accepted counts from the per-position counters; o = c_acc E[N], the cost file's accepted-token
-cost. The crossover: the smallest B from which on speculation stops paying (`crossover`).
+to the longest row — with joint pi(k, n) from the counters (`joint_from_counts`: the plain steps
+at k = 0, the drafts' accepted law from the per-position counters, their lengths around the
+mean draft G / D); o = c_acc E[N], the cost file's accepted-token cost. Request i goes to slot i
+with its prompt cached there first, so that the B slots start decoding together. The
+crossover: the smallest B from which on speculation stops paying (`crossover`).
 """
 from __future__ import annotations
 
