@@ -38,7 +38,8 @@ def read_source(source: str, stdin_text: str | None = None) -> str:
         return _fetch(source)
     path = Path(source)
     if not path.is_file():
-        raise SpecdecError(f"{source}: no such file")
+        what = "not a regular file (a device, FIFO or folder)" if path.exists() else "no such file"
+        raise SpecdecError(f"{source}: {what}")
     try:
         if path.stat().st_size > MAX_SOURCE_BYTES:
             raise SpecdecError(f"{source} is larger than {MAX_SOURCE_BYTES >> 20} MiB: keep its speculative-decoding "

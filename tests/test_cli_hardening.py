@@ -264,6 +264,14 @@ def test_plan_from_a_closed_standard_input_is_one_line(capsys, monkeypatch) -> N
     expect_usage_error(capsys, ["plan", "--from", "-", "--c", "0"], "--from")
 
 
+@pytest.mark.parametrize("source, said", [("/dev/zero", "not a regular file"), ("{dir}", "not a regular file"),
+                                         ("{dir}/missing.txt", "no such file")])
+def test_plan_from_says_what_the_source_is(capsys, tmp_path, source, said) -> None:
+    """`plan --from /dev/zero` was refused as "no such file": it names what the path is."""
+    code, out, err = run(capsys, ["plan", "--from", source.format(dir=tmp_path), "--c", "0"])
+    assert code == 2 and out == "" and err.strip().count("\n") == 0 and said in err, err
+
+
 @pytest.mark.parametrize("cache", ["/dev/null", "/dev/null/below", "{file}", "{file}/below"])
 def test_a_cache_that_cannot_be_a_folder_is_refused_first(capsys, monkeypatch, tmp_path, target, cache) -> None:
     """SPECDEC_CACHE naming a file or a path below one: one line naming it, status 2, before any
