@@ -180,7 +180,7 @@ def heads_value(key: str, value: str) -> int | float | str:
         except ValueError:
             weight = math.nan
         if not 0 <= weight < math.inf:
-            raise SpecdecError(f"heads option w needs a finite number >= 0, got {shown(value)}")
+            raise SpecdecError(f"heads option w needs a finite w >= 0, got {shown(value)}")
         return weight
     return value
 
