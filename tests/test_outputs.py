@@ -126,7 +126,7 @@ def test_a_full_or_read_only_place_is_one_line_and_the_old_file_stays(capsys, tm
 
     monkeypatch.setattr(Path, "write_text", fail)
     code, _, err = run_main(capsys, ["costs", "--config", str(config), "--hardware", "h100-sxm", "--out", str(out)])
-    assert code == 1 and os.strerror(number) in err and len(err.strip().splitlines()) == 1, err
+    assert code == 2 and os.strerror(number) in err and len(err.strip().splitlines()) == 1, err  # issue 53
     assert out.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "costs.json"]
 
 

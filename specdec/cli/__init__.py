@@ -120,12 +120,13 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"Error: {_one_line(str(exc))}", err=True)
         sys.exit(1)
-    except OSError as exc:  # a full disk, a read-only folder: one line; anything else is a bug
+    except OSError as exc:  # a full disk, a read-only folder: one line, status 2 (the place the user named
+        # cannot take the output, as an --out refused up front); anything else is a bug
         if exc.errno not in WRITE_ERRNOS or os.environ.get("SPECDEC_DEBUG"):
             raise
         click.echo(f"Error: cannot write {exc.filename or 'the output'}: {exc.strerror}; nothing was published",
                    err=True)
-        sys.exit(1)
+        sys.exit(2)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
