@@ -80,13 +80,7 @@ def build_model(text: str | os.PathLike, order: int, out: str | os.PathLike, voc
     text, out = Path(text), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise FileExistsError(f"{out} already exists and is not empty: pass force (--force) to replace it")
-    if not text.is_file():
-        raise FileNotFoundError(f"training text {text} not found")
-    lines, tokens, top = _scan(text)
-    if tokens == 0:
-        raise SpecdecError(f"training text {text} is empty: nothing to estimate an n-gram model from")
-    if top >= vocab_size:
-        raise SpecdecError(f"training text {text} holds token id {top}, outside a vocabulary of {vocab_size}")
+    lines, tokens, top = check_text(text, vocab_size)
     with building(out) as work:  # KeyboardInterrupt too: the old model stays, the scratch folder goes
         report = _build_in(work, text, order, out, vocab_size, eos_id, memory, discount_fallback, bin_dir, extra,
                            (lines, tokens))
@@ -128,6 +122,24 @@ def _lines(f, text: Path):
     except UnicodeDecodeError as exc:
         raise SpecdecError(f"training text {text} is not UTF-8 text of token ids (byte {exc.start} of a "
                            "block is invalid)") from None
+
+
+def check_text(text: Path | str, vocab_size: int) -> tuple[int, int, int]:
+    """(non-empty lines, tokens, largest token id) of a training file of token-id lines, checked:
+    it exists, is UTF-8 decimal ids, none negative or outside `vocab_size`, and not empty.
+
+    Raises:
+        FileNotFoundError: no such file. SpecdecError: any other problem of its contents.
+    """
+    text = Path(text)
+    if not text.is_file():
+        raise FileNotFoundError(f"training text {text} not found")
+    lines, tokens, top = _scan(text)
+    if tokens == 0:
+        raise SpecdecError(f"training text {text} is empty: nothing to estimate an n-gram model from")
+    if top >= vocab_size:
+        raise SpecdecError(f"training text {text} holds token id {top}, outside a vocabulary of {vocab_size}")
+    return lines, tokens, top
 
 
 def _scan(text: Path) -> tuple[int, int, int]:

@@ -179,11 +179,17 @@ def test_cli_build_from_text_prints_json(tmp_path, corpus_file) -> None:
 def test_cli_errors_are_one_line(tmp_path, corpus_file) -> None:
     proc = run_cli("ngram", "build", "--order", "3", "--text", str(tmp_path / "missing.txt"),
                    "--vocab-size", "10", "--out", str(tmp_path / "o"))
-    assert proc.returncode == 1
-    assert proc.stderr.strip().startswith("Error: training text") and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == 2  # issue 53: a --text problem is the option's (it was exit 1)
+    assert proc.stderr.strip().startswith("Error: Invalid value for --text: training text")
+    assert len(proc.stderr.strip().splitlines()) == 1
     proc = run_cli("ngram", "build", "--order", "3", "--text", str(corpus_file), "--vocab-size", "100",
                    "--out", str(tmp_path / "o"))
-    assert proc.returncode == 1 and "outside a vocabulary of 100" in proc.stderr
+    assert proc.returncode == 2 and "outside a vocabulary of 100" in proc.stderr and "--text" in proc.stderr
+    bad = tmp_path / "words.txt"
+    bad.write_text("a b c\n")
+    proc = run_cli("ngram", "build", "--order", "3", "--text", str(bad), "--vocab-size", "100",
+                   "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "decimal token ids" in proc.stderr and not (tmp_path / "o").exists()
     proc = run_cli("ngram", "build", "--order", "9", "--text", str(corpus_file), "--vocab-size", "500",
                    "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and "'--order': must be in [1, 5], got 9" in proc.stderr

@@ -123,6 +123,13 @@ def build(order, corpus_name, text_path, vocab_size, eos_id, out, force, memory,
             raise click.BadParameter("--text needs --vocab-size", param_hint="--vocab-size")
         if eos_id is not None and eos_id >= vocab_size:
             raise click.BadParameter(f"must be below --vocab-size {vocab_size}, got {eos_id}", param_hint="--eos-id")
+        from specdec.errors import SpecdecError
+        from specdec.ngram.build import check_text
+
+        try:  # the file's problems are the option's: status 2, before anything is built
+            check_text(text_path, vocab_size)
+        except (SpecdecError, FileNotFoundError) as exc:
+            raise click.BadParameter(str(exc), param_hint="--text") from None
         report = build_model(text_path, order, out, vocab_size=vocab_size, eos_id=eos_id, memory=memory,
                              discount_fallback=discount_fallback, bin_dir=kenlm_bin,
                              extra={"corpus": "text", "text": str(text_path)}, force=force)
