@@ -142,5 +142,5 @@ def test_text_that_is_not_utf8(tmp_path) -> None:
     path.write_bytes(b"1 2 3\n\xff\xfe 4\n")
     done = run("ngram", "build", "--order", "2", "--text", str(path), "--vocab-size", "10", "--out",
                str(tmp_path / "o"))
-    assert done.returncode == 1 and "ids.txt" in done.stderr and "UTF-8" in done.stderr
+    assert done.returncode == 2 and "ids.txt" in done.stderr and "UTF-8" in done.stderr  # issue 53: the option's
     assert len(done.stderr.strip().splitlines()) == 1
