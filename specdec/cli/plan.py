@@ -137,8 +137,8 @@ class EngineChoice(click.Choice):
               help=f"With --trees: plan with {DRAFT_MS_HELP}")
 @click.option("--stopping", "stopping_path", metavar="ESTIMATE", type=cost_file_type,
               help="Instead: plan a confidence-threshold stopping rule (tau, n_min, n_max) from the confidence law and "
-                   "costs of an estimate (`specdec estimate --json`) or a validation.json, with llama.cpp's and "
-                   "transformers' flags, the best fixed gamma beside it and the break-even ceiling (issue 52).")
+                   "costs of an estimate (`specdec estimate --json`) or a validation.json, with each engine's "
+                   "flags, the best fixed gamma beside it and the break-even ceiling (docs/theory.md).")
 @click.option("--category", default=None, help="With --stopping: the category of a file with several.")
 @click.option("--drafter", "stopping_drafter", default=None,
               help="With --stopping on a validation.json: the drafter's label.")
