@@ -108,34 +108,29 @@ stop_build() { if [ -n "$BUILD_PID" ]; then kill -TERM -- "-$BUILD_PID" 2>/dev/n
 trap stop_build EXIT
 trap 'stop_build; exit 130' INT
 trap 'stop_build; exit 143' TERM
-# llama.cpp's server (5-6 min on 2 cores, once per source and CPU) is built in the background: from the
-# start when the toolchain is there (the set-up leaves a core idle while it downloads and unpacks), at
-# the lowest priority once the drafters train; the job waits for it before anything is timed.
+# llama.cpp's server (5-6 min on 2 cores, once per source and CPU) is built in the background at the
+# lowest priority, from the start when the toolchain is there (the set-up leaves a core idle while it
+# downloads and unpacks; at nice 0 beside it the set-up ran 257 s against 174 and the fast kernel's
+# timing was disturbed), else right after the set-up; the job waits for it before anything is timed.
 # setsid: a process group to stop it by; it also makes a scheduler autogroup of its own, whose share is
 # a whole session's whatever nice says (the answers ran 1.4x and the target's passes 4.5x slower beside
-# it), so that group's own nice is set too (/proc/PID/autogroup; no-op without autogroups).
+# it), so that group's own nice is raised too (/proc/self/autogroup; no-op without autogroups).
 start_build() {
-  stamp "llama.cpp: building llama-server in the background at nice $1 (log: $OUT/llamacpp-build.log)"
-  setsid bash -c "echo $1 > /proc/self/autogroup 2>/dev/null; exec nice -n $1 bash scripts/llamacpp.sh" \
+  stamp "llama.cpp: building llama-server in the background (log: $OUT/llamacpp-build.log)"
+  setsid bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null; exec nice -n 19 bash scripts/llamacpp.sh' \
     >"$OUT/llamacpp-build.log" 2>&1 &
   BUILD_PID=$!
 }
-lower_build() {  # every process of the build's group, and the compilers its make starts from now on
-  if [ -n "$BUILD_PID" ]; then
-    echo 19 > "/proc/$BUILD_PID/autogroup" 2>/dev/null || true
-    renice -n 19 -g "$BUILD_PID" >/dev/null 2>&1 || true
-  fi
-}
 if [ "$ENGINE" = 1 ] && command -v cmake >/dev/null && command -v c++ >/dev/null && command -v curl >/dev/null; then
-  start_build 0
+  start_build
 fi
 
 stamp "1/7 set-up (scripts/setup.sh)"
 SPECDEC_LLAMACPP=0 bash scripts/setup.sh
 staged set-up
 SPECDEC="$ROOT/.venv/bin/specdec"
-if [ "$ENGINE" = 1 ]; then
-  if [ -z "$BUILD_PID" ]; then start_build 19; else lower_build; fi  # the toolchain came with the set-up
+if [ "$ENGINE" = 1 ] && [ -z "$BUILD_PID" ]; then
+  start_build  # the toolchain came with the set-up
 fi
 
 NG="$ROOT/.cache/ngram/main"

@@ -13,9 +13,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 import torch
 
@@ -36,6 +33,7 @@ from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from tests.fakes import noisy_copy, random_eagle, random_heads
 from tests.stats_helpers import chi_square_pvalue
 from tests.tiny_models import exact_joint, sampled_joint, tiny_llama
+from tests.toy_modules import import_toy
 
 GREEDY = SamplingConfig(temperature=0.0)
 PROMPT = [5, 9, 2, 33, 7]
@@ -211,11 +209,7 @@ class Alternate(PolicyBase):
 
 
 def test_a_rule_is_one_module_and_one_registry_line(tmp_path, monkeypatch) -> None:
-    (tmp_path / "toy_policy.py").write_text(TOY)
-    spec = importlib.util.spec_from_file_location("toy_policy", tmp_path / "toy_policy.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "toy_policy", module)
-    spec.loader.exec_module(module)
+    module = import_toy(tmp_path, "toy_policy", TOY, monkeypatch)
     monkeypatch.setitem(policies.POLICIES, "alternate", module.Alternate)  # the one line
     policy = parse_policy("alternate", 3)
     assert policy == module.Alternate(3)

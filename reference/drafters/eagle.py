@@ -196,3 +196,21 @@ class EagleDrafter(DrafterBase):
                                "chain (eagle:PATH) and time the tree with `specdec decode --baseline`")
         from specdec.reference.estimate.eagle_scorer import EagleScorer
         return EagleScorer(target, self.draft, max_gamma)
+
+
+def build_drafter(arg: str, target, **place) -> tuple[EagleDrafter, str]:
+    """The registry's builder of `eagle:PATH[,tree=N[,topk=K]][,weights=...]`."""
+    from specdec.reference.drafters.factory import require_output_layer
+    from specdec.reference.drafters.spec import eagle_args
+    from specdec.reference.eagle.store import load_eagle
+
+    path, tree, weights = eagle_args(arg)
+    require_output_layer(target, "the feature draft drafts")
+    draft, _ = load_eagle(path, target.model, target.path)
+    note = f"feature draft, {draft.depth_text(draft.depth)} ({draft.shape.hidden} wide) over {draft.vocab.numel()} ids"
+    if weights == "bf16" or (weights == "auto" and target.backend == "fast"):
+        draft.packed_bf16()
+        note += ", matrices in bfloat16 panels"
+    if tree is not None:
+        note += f"; dynamic trees of {tree[1]} nodes, top-{tree[0]} per depth"
+    return EagleDrafter(draft, target.vocab_size, tree), note

@@ -79,3 +79,39 @@ class HeadsDrafter(DrafterBase):
                               generator: torch.Generator | None):
         from specdec.reference.estimate.heads_scorer import HeadsScorer
         return HeadsScorer(target, self.heads, max_gamma)
+
+
+def build_drafter(arg: str, target, device: str = "cpu", dtype: str = "float32", device_map=None
+                  ) -> tuple[DrafterBase, str]:
+    """The registry's builder of `heads:PATH[,k=K,p=P,...]`: the heads' chain, or with options the
+    p best paths of their top-k lattice, rescored by an n-gram or an LM of the target's vocabulary."""
+    from specdec.reference.drafters.factory import require_output_layer
+    from specdec.reference.drafters.spec import heads_args
+    from specdec.reference.heads.store import load_heads
+
+    path, options = heads_args(arg)
+    require_output_layer(target, "heads draft")
+    heads, _ = load_heads(path, target.model, target.path)
+    if target.backend == "fast":
+        from specdec.reference.core.backend import use_backend
+        use_backend(heads, "fast")
+    note = f"{heads.n_heads} heads over {heads.vocab.numel()} ids (drafts at most {heads.n_heads} tokens)"
+    if not options:
+        return HeadsDrafter(heads, target.vocab_size), note
+    from specdec.reference.drafters.lattice import LatticeDrafter
+    rescorer, what = None, ""
+    if "ngram" in options:
+        from specdec.ngram.model import NgramModel
+        rescorer, what = NgramModel.load(options["ngram"], target.vocab_size), "n-gram"
+    elif "lm" in options:
+        from specdec.reference.core.models import check_pair, load_model
+        from specdec.reference.heads.lm_rescorer import LMRescorer
+        lm = load_model(options["lm"], device=device, dtype=dtype, backend=target.backend, device_map=device_map)
+        note += "; " + (check_pair(target, lm) or "rescorer vocabulary matches")
+        rescorer, what = LMRescorer(lm.model, target.vocab_size), "LM"
+    local = options.get("rescore") == "local"
+    k, p, w = options.get("k", 4), options.get("p", 1), options.get("w", 1.0 if rescorer is not None else 0.0)
+    how = (f"the path of the top-{k} lattice chosen left to right (local rescoring)" if local
+           else f"the {p} best paths of the top-{k} lattice")
+    return LatticeDrafter(heads, target.vocab_size, k, p, rescorer, w, local), (
+        note + f"; {how}" + (f", {what} weight {w:g}" if rescorer is not None else ""))

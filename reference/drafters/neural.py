@@ -134,3 +134,14 @@ class NeuralSlots:
 
     def commit(self, slot: int, verdict: Verdict, scored: Scored) -> None:
         self.draft.commit(slot, verdict)
+
+
+def build_drafter(arg: str, target, device: str = "cpu", dtype: str = "float32", device_map=None
+                  ) -> tuple[NeuralDrafter, str | None]:
+    """The registry's builder of `model:PATH`: the draft model on the target's backend, on `device`
+    or spread by `device_map`; the note says how the vocabularies were reconciled."""
+    from specdec.reference.core.models import check_pair, load_model
+
+    draft = load_model(arg, device=device, dtype=dtype, backend=target.backend, device_map=device_map)
+    note = check_pair(target, draft)
+    return NeuralDrafter(draft.model, vocab_size=target.vocab_size), note

@@ -104,3 +104,8 @@ def _ints(tokens: Sequence[int] | torch.Tensor) -> list[int]:
     if isinstance(tokens, torch.Tensor):
         return tokens.reshape(-1).tolist()
     return [int(t) for t in tokens]
+
+
+def build_drafter(arg: str, target, **place) -> tuple[NgramDrafter, None]:
+    """The registry's builder of `ngram:PATH` (ids beyond the model's are the target's padding rows)."""
+    return NgramDrafter(arg, vocab_size=target.vocab_size), None

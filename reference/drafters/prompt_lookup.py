@@ -75,3 +75,11 @@ class PromptLookupDrafter(DrafterBase):
 
     def commit(self, verdict: Verdict, scored: Scored) -> None:
         self._append(verdict.tokens.tolist())
+
+
+def build_drafter(arg: str | None, target, **place) -> tuple[PromptLookupDrafter, None]:
+    """The registry's builder of `lookup[:N[:earliest|latest]]`."""
+    from specdec.reference.drafters.spec import lookup_args
+
+    n, match = lookup_args(arg)
+    return PromptLookupDrafter(max_ngram=n, match=match), None

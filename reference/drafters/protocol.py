@@ -140,3 +140,8 @@ class NoDrafter(DrafterBase):
 
     def commit(self, verdict: Verdict, scored: Scored) -> None:
         pass
+
+
+def build_drafter(arg: str | None, target, **place) -> tuple[NoDrafter, None]:
+    """The registry's builder of kind "none" (`specdec.reference.drafters.spec.DRAFTER_KINDS`)."""
+    return NoDrafter(), None

@@ -24,36 +24,27 @@
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
+from typing import Callable
 
 from specdec.errors import SpecdecError
-
-SPEC_HELP = ("none | lookup[:N[:earliest|latest]] (prompt lookup) | ngram:PATH (KenLM) | model:PATH (HF causal LM "
-             "folder or .gguf file) | heads:PATH (heads on the target) | eagle:PATH[,tree=N,topk=K,weights=W] "
-             "(feature draft on the target)")
-KINDS = ("none", "lookup", "ngram", "model", "heads", "eagle")
-PATH_KINDS = ("ngram", "model", "heads", "eagle")
 
 
 @dataclass(frozen=True)
 class DrafterSpec:
-    kind: str  # one of KINDS
+    kind: str  # a key of DRAFTER_KINDS
     arg: str | None = None
 
     @classmethod
     def parse(cls, spec: str) -> "DrafterSpec":
         kind, _, arg = spec.partition(":")
-        if kind not in KINDS:
-            raise SpecdecError(f"unknown drafter {shown(spec)}: expected {SPEC_HELP}")
-        if kind in PATH_KINDS and not arg:
+        if kind not in DRAFTER_KINDS:
+            raise SpecdecError(f"unknown drafter {shown(spec)}: expected {spec_help()}")
+        entry = DRAFTER_KINDS[kind]
+        if entry.needs_path and not arg:
             raise SpecdecError(f"drafter {kind!r} needs a path: {kind}:PATH")
-        if kind == "lookup":
-            lookup_args(arg)  # validates
-        if kind == "heads":
-            heads_args(arg)  # validates
-        if kind == "eagle":
-            eagle_args(arg)  # validates
+        if entry.check is not None:
+            entry.check(arg)  # validates (one line, SpecdecError)
         return cls(kind, arg or None)
 
     @property
@@ -86,7 +77,7 @@ class DrafterSpec:
             return [path] + [options[key] for key in ("ngram", "lm") if key in options]
         if self.kind == "eagle":
             return [eagle_args(self.arg)[0]]
-        return [self.arg] if self.kind in PATH_KINDS else []
+        return [self.arg] if DRAFTER_KINDS[self.kind].needs_path else []
 
 
 def split_label(spec: str) -> tuple[str, str]:
@@ -225,3 +216,44 @@ def eagle_args(arg: str | None) -> tuple[str, tuple[int, int] | None, str]:
     if "topk" in options and "tree" not in options:
         raise SpecdecError("eagle option topk=K shapes a tree: add tree=N (the node budget)")
     return path, (options.get("topk", 4), options["tree"]) if "tree" in options else None, weights
+
+
+# ---- the registry: one line per drafter kind ------------------------------------------------
+
+@dataclass(frozen=True)
+class DrafterKind:
+    """One kind of the grammar. module: where it is built, a module with
+    `build_drafter(arg, target, device="cpu", dtype="float32", device_map=None) -> (Drafter, note)`
+    (imported only when one is built, so parsing stays torch-free); usage: its spelling for the
+    help; needs_path: `KIND:PATH`; check: validates the argument before anything loads (one-line
+    SpecdecError; None: any); causal_only: it reads a causal target's own states (no
+    encoder-decoder)."""
+
+    module: str
+    usage: str
+    needs_path: bool = False
+    check: Callable[[str | None], object] | None = None
+    causal_only: bool = False
+
+
+DRAFTER_KINDS: dict[str, DrafterKind] = {
+    "none": DrafterKind("specdec.reference.drafters.protocol", "none"),
+    "lookup": DrafterKind("specdec.reference.drafters.prompt_lookup", "lookup[:N[:earliest|latest]] (prompt lookup)",
+                          check=lookup_args),
+    "ngram": DrafterKind("specdec.reference.drafters.ngram", "ngram:PATH (KenLM)", needs_path=True),
+    "model": DrafterKind("specdec.reference.drafters.neural", "model:PATH (HF causal LM folder or .gguf file)",
+                         needs_path=True),
+    "heads": DrafterKind("specdec.reference.drafters.heads", "heads:PATH (heads on the target)", needs_path=True,
+                         check=heads_args, causal_only=True),
+    "eagle": DrafterKind("specdec.reference.drafters.eagle",
+                         "eagle:PATH[,tree=N,topk=K,weights=W] (feature draft on the target)", needs_path=True,
+                         check=eagle_args, causal_only=True),
+}
+
+
+def spec_help() -> str:
+    """Every kind's spelling, for help texts and refusals."""
+    return " | ".join(kind.usage for kind in DRAFTER_KINDS.values())
+
+
+SPEC_HELP = spec_help()  # the built-in kinds, for click's help strings (built at import)

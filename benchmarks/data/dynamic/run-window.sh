@@ -1,0 +1,15 @@
+# Issue 52, the estimation window matched to the decodes: the tau grid of run.sh again, with the
+# estimator scoring exactly the stretch the decodes generate (--alpha-new-tokens = --new-tokens = 24,
+# 10 prompts x 24 positions per workload and temperature) and 5 decode prompts instead of 3.
+# Nothing is fitted: every rule is predicted from that estimate and the timed costs. Run quiet,
+# under the team lock:
+#   flock /tmp/specdec-heavy.lock bash benchmarks/data/dynamic/run-window.sh OUT_DIR
+cd /work/main
+OUT=${1:-/tmp/dyn52w}
+echo "start $(date -u)" >&2
+P="--draft-policy confidence:tau=0.3,n_max=6 --draft-policy confidence:tau=0.5,n_max=6 --draft-policy confidence:tau=0.7,n_max=6 --draft-policy confidence:tau=0.9,n_max=6 --draft-policy heuristic:initial=2,n_max=6,persist=1"
+.venv/bin/specdec validate --workload code,edit \
+  --drafter d2=model:.cache/drafts/d2 --drafter 4-gram=ngram:.cache/ngram/main/plain-4gram \
+  --gammas 1,2 $P --temperatures 0,1 --prompts 5 --new-tokens 24 --alpha-tokens 240 --alpha-new-tokens 24 \
+  --retries 1 --max-k 7 --timing-repeats 5 --sweep-repeats 1 --no-figures --out "$OUT"
+echo "end $(date -u)" >&2
