@@ -4,10 +4,12 @@ Each slot-iteration proposes K drafts and accepts N of them with the joint distr
 pi(k, n) (measured: `BatchResult.joint`; or from per-position acceptances with K = gamma:
 `joint_from_alphas`). Rows are independent. A pass feeds every row its pending token and its
 drafts, padded to the longest row, so it costs t(B, M + 1) with M = max of the B rows' K, and
-every row's drafting and verdict add o seconds:
+every row's drafting and verdict add o seconds, and a draft model that drafts every row in one
+forward adds d(B) seconds a pass (its gamma batched forwards: d(B) = gamma t_d(B, 1), not B times
+one row's; o is then the rest, the verdicts):
 
     P(M <= m)       = F(m)^B,  F the distribution function of K,
-    E[iteration]    = sum_m P(M = m) t(B, m + 1) + B o,
+    E[iteration]    = sum_m P(M = m) t(B, m + 1) + B o + d(B),
     throughput(B)   = B E[N + 1] / E[iteration]                      tokens/s (renewal-reward),
     speedup(B)      = throughput(B) / (B / (t(B, 1) + B o_0))         against plain batched decoding.
 
@@ -75,27 +77,28 @@ def joint_from_alphas(alphas: npt.ArrayLike, gamma: int) -> np.ndarray:
 
 
 def predict_ragged(joint: npt.ArrayLike, batch: int, seconds: npt.ArrayLike, overhead: float,
-                   base_overhead: float = 0.0, packed: bool = False) -> RaggedPrediction:
+                   base_overhead: float = 0.0, packed: bool = False, draft_seconds: float = 0.0) -> RaggedPrediction:
     """The module doc's prediction at batch size `batch`.
 
     seconds: t(batch, k) for k = 1..K' (K' >= the largest proposal + 1); overhead: o, seconds of
     drafting and verdicts per row per pass; base_overhead: o_0, the same for plain decoding;
-    packed: rows end to end, not padded to the longest (module doc)."""
+    packed: rows end to end, not padded to the longest (module doc); draft_seconds: d(B), a
+    batched draft model's seconds per pass for all the rows (0: drafting is in o)."""
     p = check_joint(joint)
     t = np.asarray(seconds, dtype=np.float64)
     if batch < 1:
         raise SpecdecError(f"batch size must be >= 1, got {batch}")
     if t.ndim != 1 or t.size < p.shape[0] or not np.all(np.isfinite(t)) or t.min() <= 0:
         raise SpecdecError(f"t(B, k) must be positive for k = 1..{p.shape[0]} (proposals up to {p.shape[0] - 1})")
-    if not (np.isfinite(overhead) and overhead >= 0 and np.isfinite(base_overhead) and base_overhead >= 0):
-        raise SpecdecError("the per-row overheads must be finite seconds >= 0")
+    if not all(np.isfinite(x) and x >= 0 for x in (overhead, base_overhead, draft_seconds)):
+        raise SpecdecError("the per-row overheads and the draft's seconds must be finite seconds >= 0")
     pk = p.sum(axis=1)  # P(K = k)
     if packed:
-        return _predict_packed(p, pk, batch, t, overhead, base_overhead)
+        return _predict_packed(p, pk, batch, t, overhead, base_overhead, draft_seconds)
     cdf = np.cumsum(pk)
     p_max = np.diff(np.concatenate([[0.0], cdf ** batch]))  # P(M = m)
     pass_seconds = t[:p.shape[0]]  # t(B, m + 1), m = 0..K
-    iteration = float(p_max @ pass_seconds) + batch * overhead
+    iteration = float(p_max @ pass_seconds) + batch * overhead + draft_seconds
     tokens = float(p.sum(axis=0) @ (np.arange(p.shape[0]) + 1))  # E[N + 1]
     throughput = batch * tokens / iteration
     base = batch / (t[0] + batch * base_overhead)
@@ -103,7 +106,7 @@ def predict_ragged(joint: npt.ArrayLike, batch: int, seconds: npt.ArrayLike, ove
     others = np.diff(np.concatenate([[0.0], cdf ** (batch - 1)])) if batch > 1 else np.eye(1, p.shape[0])[0]
     k_idx, n_idx, m_idx = np.meshgrid(*(np.arange(p.shape[0]),) * 3, indexing="ij")
     weight = p[:, :, None] * others[None, None, :] * (n_idx + 1) / tokens
-    value = (pass_seconds[np.maximum(k_idx, m_idx)] + batch * overhead) / (n_idx + 1)
+    value = (pass_seconds[np.maximum(k_idx, m_idx)] + batch * overhead + draft_seconds) / (n_idx + 1)
     keep = weight > 0
     return RaggedPrediction(batch, iteration, throughput, throughput / base, value[keep], weight[keep])
 
@@ -114,20 +117,20 @@ def _packed_seconds(t: np.ndarray, batch: int, drafted: np.ndarray) -> np.ndarra
 
 
 def _predict_packed(p: np.ndarray, pk: np.ndarray, batch: int, t: np.ndarray, overhead: float,
-                    base_overhead: float) -> RaggedPrediction:
+                    base_overhead: float, draft_seconds: float) -> RaggedPrediction:
     """predict_ragged with the pass priced at the rows' summed drafts (module doc)."""
     others = np.ones(1)  # law of the other B - 1 rows' summed K
     for _ in range(batch - 1):
         others = np.convolve(others, pk)
     p_sum = np.convolve(others, pk)  # law of S over the B rows
-    iteration = float(p_sum @ _packed_seconds(t, batch, np.arange(p_sum.size))) + batch * overhead
+    iteration = float(p_sum @ _packed_seconds(t, batch, np.arange(p_sum.size))) + batch * overhead + draft_seconds
     tokens = float(p.sum(axis=0) @ (np.arange(p.shape[0]) + 1))
     throughput = batch * tokens / iteration
     base = batch / (t[0] + batch * base_overhead)
     k_idx, n_idx, s_idx = np.meshgrid(np.arange(p.shape[0]), np.arange(p.shape[0]), np.arange(others.size),
                                       indexing="ij")
     weight = p[:, :, None] * others[None, None, :] * (n_idx + 1) / tokens
-    value = (_packed_seconds(t, batch, k_idx + s_idx) + batch * overhead) / (n_idx + 1)
+    value = (_packed_seconds(t, batch, k_idx + s_idx) + batch * overhead + draft_seconds) / (n_idx + 1)
     keep = weight > 0
     return RaggedPrediction(batch, iteration, throughput, throughput / base, value[keep], weight[keep])
 

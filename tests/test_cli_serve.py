@@ -29,6 +29,14 @@ def test_serve_bench_writes_tables_json_and_figure(tiny_pair, tmp_path, capsys) 
                 assert p["tokens"] >= max(p["batch"], 3) * 6 * 2  # two blocks, every slot busy to the budget
             if m["method"] == "baseline":
                 assert all(p["speedup"] == 1.0 and p["predicted_speedup"] == 1.0 for p in m["points"])
+            # the draft model drafts every row in one forward: its pass's drafting is gamma t_d(B, 1), timed
+            steps = ctx["draft_step_seconds"]
+            assert list(steps) == ["tiny"] and all(s > 0 for s in steps["tiny"].values())
+            for p in m["points"]:
+                gamma = int(m["method"].rsplit("=", 1)[1]) if m["method"].startswith("tiny") else 0
+                expected = gamma * steps["tiny"][str(p["batch"])] if gamma else 0.0
+                assert p["predicted_draft_seconds"] == pytest.approx(expected)
+        assert "Draft model tiny, one forward of every row" in (out / "serve.md").read_text()
 
 
 @pytest.mark.parametrize("args, option", [

@@ -107,3 +107,20 @@ def test_refusals() -> None:
         predict_ragged(VARIABLE, 4, T16, float("nan"))
     with pytest.raises(SpecdecError, match="quantile"):
         weighted_quantile([1.0], [1.0], 1.0)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_batched_drafts_seconds_add_to_the_pass_once(packed) -> None:
+    """d(B) seconds a pass for all the rows is B rows' overhead of d(B) / B each: the same
+    iteration, throughput and latency law; and it slows the batch by exactly d(B) a pass."""
+    t, d = T16, 0.012
+    for b in (1, 4, 8):
+        drafted = predict_ragged(VARIABLE, b, t, 0.001, 0.0005, packed=packed, draft_seconds=d)
+        spread = predict_ragged(VARIABLE, b, t, 0.001 + d / b, 0.0005, packed=packed)
+        assert drafted.iteration_seconds == pytest.approx(spread.iteration_seconds)
+        assert drafted.speedup == pytest.approx(spread.speedup)
+        assert drafted.latency_quantile(0.5) == pytest.approx(spread.latency_quantile(0.5))
+        bare = predict_ragged(VARIABLE, b, t, 0.001, 0.0005, packed=packed)
+        assert drafted.iteration_seconds - bare.iteration_seconds == pytest.approx(d)
+    with pytest.raises(SpecdecError, match="draft's seconds"):
+        predict_ragged(VARIABLE, 4, t, 0.0, draft_seconds=-1.0)

@@ -44,6 +44,10 @@ class NeuralDrafter(DrafterBase):
         self.session = KVSession(model)
         self.vocab_size = vocab_size
 
+    @property
+    def draft_model(self) -> PreTrainedModel:
+        return self.session.model
+
     def fork(self) -> "NeuralDrafter":
         """The same draft model with a KV session of its own."""
         return NeuralDrafter(self.session.model, self.vocab_size)

@@ -90,6 +90,7 @@ class DrafterBase:
     tree = False
     fallback = True
     max_draft: int | None = None
+    draft_model: torch.nn.Module | None = None  # a model that drafts every slot in one forward (serve-bench times it)
 
     def c_hat(self, target_flops: float) -> float:
         return 0.0

@@ -16,7 +16,10 @@ The crossover: the smallest B from which on every speedup is below 1.
 Predicted per method with `specdec.simulator.ragged`: its (proposed, accepted) law and its
 per-row drafting/verdict seconds from its own B = 1 run, t(B, k, L) timed in the same session
 through the same scorer at L = prompt + new_tokens / 2 (so B > 1 is predicted from batch-1
-quantities and the pass-time table only). Method and numbers: docs/batching.md.
+quantities and the pass-time tables only). A draft model drafts every row in one forward, so its
+share of the per-row seconds does not grow as B times one row's: its own t_d(B, 1) is timed the
+same way, a pass's drafting is gamma t_d(B, 1), and the per-row rest (the verdicts) is what the
+smallest batch's run spent beyond gamma t_d(B_min, 1). Method and numbers: docs/batching.md.
 """
 from __future__ import annotations
 
@@ -105,6 +108,9 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
         progress(f"context {context}: timing t(B, k) for B = {list(config.batch_sizes)}, k = 1..{max_gamma + 1}")
         timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_gamma + 1,
                                      config.timing_repeats, layout=config.layout)
+        draft_steps = {name: time_batched_passes(d.draft_model, prompts[0] + prompts[-1], config.batch_sizes, timed_at,
+                                                 1, config.timing_repeats, layout=config.layout)
+                       for name, d in drafters.items() if getattr(d, "draft_model", None) is not None}
         prefixes: dict = {}
         measured: dict[str, dict[int, dict[str, Any]]] = {}
         for b in config.batch_sizes:
@@ -125,26 +131,36 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
                 progress(f"context {context} B={b} {m.name}: {row['throughput']:.1f} tokens/s, speedup "
                          f"{comparison.speedup:.3f} [{comparison.ci[0]:.3f}, {comparison.ci[1]:.3f}]")
             del scorer
+        drafting = {f"{name} gamma={g}": (g, dict(zip(t.batch_sizes, (row[0] for row in t.seconds))))
+                    for name, t in draft_steps.items() for g in config.gammas}
         out["contexts"].append({"context": context, "timed_at": timed_at, "timing": timing.to_dict(),
-                                "methods": _with_predictions(measured, timing, config)})
+                                "draft_step_seconds": {name: dict(zip(t.batch_sizes, (row[0] for row in t.seconds)))
+                                                       for name, t in draft_steps.items()},
+                                "methods": _with_predictions(measured, timing, config, drafting)})
     return out
 
 
-def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, config: ServeConfig
-                      ) -> list[dict[str, Any]]:
+def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, config: ServeConfig,
+                      drafting: dict[str, tuple[int, dict[int, float]]] | None = None) -> list[dict[str, Any]]:
+    """Each method's points with their predictions; drafting: {method: (gamma, {B: t_d(B, 1)})} for
+    the methods whose draft model drafts every row in one forward (module doc)."""
     sizes = list(config.batch_sizes)
     table = dict(zip(timing.batch_sizes, timing.seconds))
     base1 = measured["baseline"][sizes[0]]
     rows = []
     for name, by_b in measured.items():
         first = by_b[sizes[0]]
+        gamma, step = (drafting or {}).get(name, (0, {}))
+        per_row = max(first["row_overhead"] - gamma * step.get(sizes[0], 0.0) / sizes[0], 0.0) if step \
+            else first["row_overhead"]
         points = []
         for b in sizes:
-            pred = predict_ragged(first["joint"], b, table[b], first["row_overhead"], base1["row_overhead"])
+            draft = gamma * step[b] if step else 0.0
+            pred = predict_ragged(first["joint"], b, table[b], per_row, base1["row_overhead"], draft_seconds=draft)
             m = by_b[b]
             points.append(m | {"batch": b, "predicted_speedup": pred.speedup, "predicted_throughput": pred.throughput,
                                "predicted_p50": pred.latency_quantile(0.5),  # no p99: module doc
-                               "error": pred.speedup / m["speedup"] - 1})
+                               "predicted_draft_seconds": draft, "error": pred.speedup / m["speedup"] - 1})
         rows.append({"method": name, "points": points,
                      "crossover": crossover(sizes, [p["speedup"] for p in points]),
                      "predicted_crossover": crossover(sizes, [p["predicted_speedup"] for p in points])})

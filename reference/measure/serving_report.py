@@ -17,6 +17,10 @@ def serve_markdown(result: Mapping[str, Any]) -> str:
                   "|---|" + "---|" * len(t["seconds"][0])]
         lines += [f"| {b} | " + " | ".join(f"{1000 * s:.1f}" for s in row) + " |"
                   for b, row in zip(t["batch_sizes"], t["seconds"])]
+        for name, steps in (ctx.get("draft_step_seconds") or {}).items():
+            lines += ["", f"Draft model {name}, one forward of every row: "
+                      + ", ".join(f"t_d({b}, 1) {1000 * s:.2f} ms" for b, s in steps.items())
+                      + " (a pass's drafting: gamma of them)"]
         lines += ["", "| method | B | measured speedup [95% CI] | predicted | error | tokens/s | predicted tokens/s | "
                   "p50 ms (pred) | p99 ms (measured only) | goodput tokens/s |", "|---|---|---|---|---|---|---|---|---|---|"]
         for m in ctx["methods"]:
