@@ -108,8 +108,8 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
         progress(f"context {context}: timing t(B, k) for B = {list(config.batch_sizes)}, k = 1..{max_gamma + 1}")
         timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_gamma + 1,
                                      config.timing_repeats, layout=config.layout)
-        draft_steps = {name: time_batched_passes(d.draft_model, prompts[0] + prompts[-1], config.batch_sizes, timed_at,
-                                                 1, config.timing_repeats, layout=config.layout)
+        draft_steps = {name: _one_forward(time_batched_passes(d.draft_model, prompts[0] + prompts[-1], config.batch_sizes,
+                                                              timed_at, 1, config.timing_repeats, layout=config.layout))
                        for name, d in drafters.items() if getattr(d, "draft_model", None) is not None}
         prefixes: dict = {}
         measured: dict[str, dict[int, dict[str, Any]]] = {}
@@ -117,7 +117,7 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
             scorer = BatchScorer(model, b, context + config.new_tokens + max_gamma + 2, config.layout, prefixes)
             budget = max(b, len(prompts)) * config.new_tokens
             methods = [Batched("baseline", scorer, prompts, budget)] + [
-                Batched(f"{name} gamma={g}", scorer, prompts, budget, drafter, g)
+                Batched(method_name(name, g), scorer, prompts, budget, drafter, g)
                 for name, drafter in drafters.items() for g in config.gammas]
             for m in methods:  # warm-up: first-call allocations count against no method
                 decode_batch(scorer, m.drafter, prompts, 2, m.gamma, GREEDY, None, token_budget=b)
@@ -131,13 +131,20 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
                 progress(f"context {context} B={b} {m.name}: {row['throughput']:.1f} tokens/s, speedup "
                          f"{comparison.speedup:.3f} [{comparison.ci[0]:.3f}, {comparison.ci[1]:.3f}]")
             del scorer
-        drafting = {f"{name} gamma={g}": (g, dict(zip(t.batch_sizes, (row[0] for row in t.seconds))))
-                    for name, t in draft_steps.items() for g in config.gammas}
+        drafting = {method_name(name, g): (g, steps) for name, steps in draft_steps.items() for g in config.gammas}
         out["contexts"].append({"context": context, "timed_at": timed_at, "timing": timing.to_dict(),
-                                "draft_step_seconds": {name: dict(zip(t.batch_sizes, (row[0] for row in t.seconds)))
-                                                       for name, t in draft_steps.items()},
+                                "draft_step_seconds": draft_steps,
                                 "methods": _with_predictions(measured, timing, config, drafting)})
     return out
+
+
+def method_name(drafter: str, gamma: int) -> str:
+    return f"{drafter} gamma={gamma}"
+
+
+def _one_forward(timing) -> dict[int, float]:
+    """{B: t(B, 1)} of a batch timing."""
+    return {b: row[0] for b, row in zip(timing.batch_sizes, timing.seconds)}
 
 
 def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, config: ServeConfig,
@@ -150,9 +157,10 @@ def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, co
     rows = []
     for name, by_b in measured.items():
         first = by_b[sizes[0]]
-        gamma, step = (drafting or {}).get(name, (0, {}))
-        per_row = max(first["row_overhead"] - gamma * step.get(sizes[0], 0.0) / sizes[0], 0.0) if step \
-            else first["row_overhead"]
+        gamma, step = (drafting or {}).get(name, (0, None))
+        per_row = first["row_overhead"]
+        if step:  # the smallest batch's per-row seconds beyond its drafting forwards
+            per_row = max(per_row - gamma * step[sizes[0]] / sizes[0], 0.0)
         points = []
         for b in sizes:
             draft = gamma * step[b] if step else 0.0
