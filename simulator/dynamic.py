@@ -108,13 +108,16 @@ class ConfidenceLaw:
 @dataclass(frozen=True)
 class RulePrediction:
     """Per rule (arrays over the rules evaluated): E tokens, E draft tokens and forwards, E time
-    (target steps) and speedup per iteration."""
+    (target steps) and speedup per iteration; the threshold rule also the law of the draft
+    length, P(L = 0..n_max) [T, n_max + 1] (an engine's own costs price it: its verify of 1 + L
+    tokens is not linear in L)."""
 
     expected_tokens: FloatArray
     expected_drafts: FloatArray
     expected_forwards: FloatArray
     iteration_time: FloatArray
     speedup: FloatArray
+    length_law: FloatArray | None = None
 
 
 def verify_curve(verify_cost: npt.ArrayLike | None, top: int) -> FloatArray:
@@ -168,15 +171,15 @@ def threshold_prediction(law: ConfidenceLaw, taus: npt.ArrayLike, n_min: int, n_
     failed_looks = np.zeros(s_.shape[0]) if keep_last else 1.0 - reach[:, -1]
     tokens = 1.0 + accepted.sum(axis=1)
     drafts = reach.sum(axis=1)  # E L = sum_i P(L >= i)
-    time = c * (drafts + failed_looks) + _mean_verify(reach, verify_curve(verify_cost, n_max))
-    return RulePrediction(tokens, drafts, drafts + failed_looks, time, tokens / time)
+    p_len = _length_law(reach)
+    time = c * (drafts + failed_looks) + p_len @ verify_curve(verify_cost, n_max)
+    return RulePrediction(tokens, drafts, drafts + failed_looks, time, tokens / time, p_len)
 
 
-def _mean_verify(reach: FloatArray, v: FloatArray) -> FloatArray:
-    """E v(L + 1) from P(L >= i), i = 1..n ([T, n]) and v(1..n + 1)."""
+def _length_law(reach: FloatArray) -> FloatArray:
+    """P(L = 0..n) from P(L >= i), i = 1..n ([..., n])."""
     ahead = np.concatenate([reach, np.zeros(reach.shape[:-1] + (1,))], axis=-1)  # P(L >= i), i = 1..n + 1
-    p_len = np.concatenate([1.0 - ahead[..., :1], ahead[..., :-1] - ahead[..., 1:]], axis=-1)  # P(L = 0..n)
-    return p_len @ v
+    return np.concatenate([1.0 - ahead[..., :1], ahead[..., :-1] - ahead[..., 1:]], axis=-1)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from specdec.engines.llamacpp.validation import DRAFT_TOP_K as LLAMA_TOP_K
 from specdec.errors import SpecdecError
 from specdec.simulator.dynamic import ConfidenceLaw, heuristic_schedule, plan_stopping, threshold_prediction
 from specdec.simulator.prediction import effective_cost
@@ -37,6 +38,7 @@ class StoppingInputs:
     c: float  # c' (overhead folded in when known)
     verify_cost: tuple[float, ...]  # v'(1..K)
     source: str  # what was read, for the report
+    top_k: int = 0  # the law's confidence: the top probability renormalised over the top k (0: all)
 
 
 def _law(d: Any, where: str) -> ConfidenceLaw:
@@ -94,13 +96,14 @@ def read_stopping_inputs(path: Path, category: str | None = None, drafter: str |
             return hits[0]
         alpha, cost = pick(data["alpha"]), pick(data.get("cost") or [])
         where = f"{where} {alpha['drafter']} at T={alpha['temperature']:g}"
-        law = _law(alpha.get("confidence_law"), where)
+        law, top_k = _law(alpha.get("confidence_law"), where), (alpha.get("confidence_law") or {}).get("top_k", 0)
     else:
         if drafter is not None or temperature is not None:
             raise SpecdecError(f"{path} is one estimate: --drafter and --temperature choose within a validation.json")
         law, cost = _law(data.get("confidence_law"), where), data.get("cost")
+        top_k = data["confidence_law"].get("top_k", 0)
     c, v = _costs(cost, where)
-    return StoppingInputs(law, c, v, where)
+    return StoppingInputs(law, c, v, where, int(top_k or 0))
 
 
 def stopping_plan(inputs: StoppingInputs, max_n: int) -> dict[str, Any]:
@@ -128,7 +131,12 @@ def stopping_plan(inputs: StoppingInputs, max_n: int) -> dict[str, Any]:
         "decoder": {**rule(drop), "flags": f"--draft-policy confidence:tau={drop.tau:g},n_min={drop.n_min},"
                                            f"n_max={drop.n_max}"},
         "llama.cpp": {**rule(llama), "flags": f"--spec-draft-p-min {llama.tau:g} --spec-draft-n-min 0 "
-                                              f"--spec-draft-n-max {llama.n_max}"},
+                                              f"--spec-draft-n-max {llama.n_max}",
+                      **({} if inputs.top_k == LLAMA_TOP_K else {
+                          "note": f"the law's confidence is the top probability over "
+                                  f"{'all tokens' if not inputs.top_k else f'the top {inputs.top_k}'}; llama.cpp's "
+                                  f"p-min reads it renormalised over the draft's top {LLAMA_TOP_K}: estimate with "
+                                  f"--confidence-top-k {LLAMA_TOP_K} for its tau"})},
         "transformers": {**rule(hf), "flags": f"assistant_confidence_threshold={hf.tau:g}, num_assistant_tokens="
                                               f"{hf.n_max}, num_assistant_tokens_schedule=\"constant\""},
         "transformers_heuristic": {"speedup": schedule.speedup, "cap": top,
@@ -150,7 +158,7 @@ def stopping_text(d: dict[str, Any]) -> str:
         lines += [f"{name}: tau {r['tau']:g}, n_min {r['n_min']}, n_max {r['n_max']} ({what}) -> {r['speedup']:.3f}X "
                   f"({100 * r['gain_over_fixed_gamma']:+.1f}% over fixed gamma {fixed['gamma']}; "
                   f"{r['expected_tokens']:.2f} tokens, {r['expected_drafts']:.2f} drafts per iteration)",
-                  f"  {r['flags']}"]
+                  f"  {r['flags']}"] + ([f"  note: {r['note']}"] if r.get("note") else [])
     h = d["transformers_heuristic"]
     lines += [f"transformers heuristic schedule (+2 / -1): {h['speedup']:.3f}X", f"  {h['flags']}"]
     return "\n".join(lines)

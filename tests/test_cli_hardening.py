@@ -123,6 +123,8 @@ def test_sampling_transform_is_finite_for_any_temperature() -> None:
     (["--lenience", "0,1"], "--lenience"),
     (["--temperature", "inf"], "--temperature"),
     (["--drafter", "none"], "--drafter"),
+    (["--confidence-top-k", "10"], "--confidence-top-k"),    # prompt lookup reports no confidence
+    (["--confidence-top-k", "-1"], "--confidence-top-k"),
 ])
 def test_estimate_usage_errors(capsys, target, args, option) -> None:
     expect_usage_error(capsys, ["estimate", "--target", str(target), "--drafter", "lookup", *args], option)

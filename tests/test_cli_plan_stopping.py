@@ -57,6 +57,10 @@ def test_stopping_plan_matches_the_simulator(tmp_path) -> None:
     assert d["decoder"]["gain_over_fixed_gamma"] == pytest.approx(d["decoder"]["speedup"] / d["fixed_gamma"]["speedup"] - 1)
     text = _plan("--stopping", str(_estimate(tmp_path)), "--max-gamma", "8").output
     assert "--spec-draft-p-min" in text and "num_assistant_tokens" in text and "ceiling" in text
+    # llama.cpp's p-min reads the top-10 renormalised confidence: a law over every token says so
+    assert "--confidence-top-k 10" in got["note"] and "note: the law's confidence" in text
+    top10 = _estimate(tmp_path, confidence_law={**_law(), "top_k": 10})
+    assert "note" not in json.loads(_plan("--stopping", str(top10), "--max-gamma", "8", "--json").output)["llama.cpp"]
 
 
 def test_stopping_reads_a_validation_file(tmp_path) -> None:

@@ -20,9 +20,9 @@ from specdec.costfiles import read_batch_times
 from specdec.engines.llamacpp.config import config_lines, ngram_flags
 from specdec.engines.llamacpp.server import default_model, find_binary
 from specdec.engines.llamacpp.batches import joint_from_counts
-from specdec.engines.llamacpp.estimated import gamma_of, predicted_b
-from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, from_flags, metrics_page, ngram,
-                                                 predicted_seconds, synthetic)
+from specdec.engines.llamacpp.estimated import category_estimates, gamma_of, predicted_b
+from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, draft_passes, from_flags, metrics_page,
+                                                 ngram, predicted_seconds, synthetic)
 from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
 from tests.cli_helpers import run_main, strict_json
@@ -66,6 +66,8 @@ def no_new_servers():
     (["validate", "--costs", "COSTS", "--workloads", "nosuch", "--out", "x.json"], "--workloads"),
     (["validate", "--costs", "COSTS", "--batch-sizes", "1,4", "--out", "x.json"], "--batch-sizes"),
     (["validate", "--costs", "COSTS", "--draft", "TARGET", "--out", "x.json"], "--draft"),
+    (["validate", "--costs", "COSTS", "--draft-p-min", "0.5,0.3", "--out", "x.json"], "--draft-p-min"),
+    (["validate", "--costs", "COSTS", "--draft-p-min", "1.5", "--out", "x.json"], "--draft-p-min"),
     (["validate", "--costs", "COSTS", "--draft", "/etc/hostname", "--out", "x.json"], "--draft"),
     (["validate", "--costs", "COSTS", "--estimate", "nope=x.json", "--out", "x.json"], "--estimate"),
     (["validate", "--costs", "COSTS", "--estimate", "none=/etc/hostname", "--out", "x.json"], "--estimate"),
@@ -101,31 +103,74 @@ def test_a_draft_models_tokens_are_priced_at_its_own_step() -> None:
     costs = EngineCosts((100,), ((0.010, 0.016, 0.020, 0.024),), 0.0, (("/m/d.gguf", (100,), (0.002,)),))
     config = draft(Path("/m/d.gguf"), 3)
     assert config.draft_model == Path("/m/d.gguf") and "--spec-draft-n-max 3" in config.command_line()
+    assert (config.n_max, config.p_min, config.label) == (3, 0.0, "draft d g3")
     rec = Record("d", 0, "p", "c", 0, tokens=21, decode_ms=0, prompt_tokens=90, drafts=5, draft_tokens=15,
                  accepted=5)
-    # 20 steps: 5 verify steps of 4 tokens, 10 plain; the draft: (15 + 5) one-token passes at 2 ms
-    assert predicted_seconds(rec, costs, config.draft_model)[0] == pytest.approx(10 * 0.010 + 5 * 0.024 + 20 * 0.002)
+    # 20 tokens: 5 verify steps of 4 tokens, 10 plain: 15 target steps, each followed by the draft's pass
+    # over its batch; 5 drafts of 3: one pass for the last sampled token and one after each token but the 3rd
+    assert predicted_seconds(rec, costs, config)[0] == pytest.approx(10 * 0.010 + 5 * 0.024 + (15 + 15) * 0.002)
     with pytest.raises(SpecdecError, match="did not time the draft"):
         costs.t_draft(Path("/m/other.gguf"), 100)
+
+
+def test_a_confidence_cut_off_prices_the_traced_draft_lengths() -> None:
+    """At p-min > 0 a draft stops where its confidence fell (one more pass: the look that failed)
+    and every plain step was an attempt that drafted nothing (two passes: the batch, the look)."""
+    costs = EngineCosts((100,), ((0.010, 0.016, 0.020, 0.024),), 0.0, (("/m/d.gguf", (100,), (0.002,)),))
+    config = draft(Path("/m/d.gguf"), 3, 0.5)
+    assert (config.p_min, config.label) == (0.5, "draft d g3 p0.5") and "--spec-draft-p-min 0.5" in config.command_line()
+    # 20 tokens: 4 drafts (lengths 1, 2, 3, 3; 9 tokens, 4 accepted), 12 plain steps
+    rec = Record("d", 0, "p", "c", 0, tokens=21, decode_ms=0, prompt_tokens=90, drafts=4, draft_tokens=9,
+                 accepted=4, lengths=[0, 1, 1, 2])
+    steps, attempts, looks = 16, 16, 9 - 2  # the two full drafts need no pass after their last token
+    assert draft_passes(rec, config) == steps + attempts + looks
+    verify = costs.t(1 + 9 / 4, 100.5)
+    assert predicted_seconds(rec, costs, config)[0] == pytest.approx(12 * 0.010 + 4 * verify + 39 * 0.002)
+    with pytest.raises(SpecdecError, match="no traced draft lengths"):
+        draft_passes(Record("d", 0, "p", "c", 0, 21, 0, 90, 4, 9, 4), config)
+    # nothing drafted in 20 steps: each still paid the pass over its batch and the look that failed
+    assert draft_passes(Record("d", 0, "p", "c", 0, 21, 0, 90, 0, 0, 0, lengths=[0]), config) == 40
 
 
 def test_prediction_b_prices_the_estimators_replay() -> None:
     costs = EngineCosts((100,), ((0.010, 0.016, 0.020, 0.024),), 0.0, (("/m/d.gguf", (100,), (0.002,)),))
     rec = Record("x", 0, "p", "code", 0, tokens=11, decode_ms=0, prompt_tokens=95, drafts=0, draft_tokens=0,
                  accepted=0)
-    replay = {"code": {"tokens_per_iteration": 2.0, "proposed": [0.25, 0.0, 0.0, 0.75]}}
+    estimate = {"category": "code", "replay": {"3": {"tokens_per_iteration": 2.0, "proposed": [1, 0, 0, 3]}}}
     lookup = from_flags("n1", "--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 3")
     assert gamma_of(lookup) == 3
     # per token: (0.25 t(1) + 0.75 t(4)) / 2 against t(1)
-    assert predicted_b(lookup, [rec], replay, costs) == pytest.approx(0.010 / ((0.25 * 0.010 + 0.75 * 0.024) / 2))
+    assert predicted_b(lookup, [rec], category_estimates(estimate, lookup, Path("e")), costs) == pytest.approx(
+        0.010 / ((0.25 * 0.010 + 0.75 * 0.024) / 2))
     synth = from_flags("s", "--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 3 "
                             "--spec-synth-rates 0.5,0.25,0.125")
     tokens = 1 + 0.75 * 0.875  # the rates, not the replay's tokens, on the replay's proposals
-    assert predicted_b(synth, [rec], replay, costs) == pytest.approx(
+    assert predicted_b(synth, [rec], category_estimates(estimate, synth, Path("e")), costs) == pytest.approx(
         0.010 / ((0.25 * 0.010 + 0.75 * 0.024) / tokens))
     model = draft(Path("/m/d.gguf"), 3)
-    assert predicted_b(model, [rec], replay, costs) == pytest.approx(
+    assert predicted_b(model, [rec], category_estimates(estimate, model, Path("e")), costs) == pytest.approx(
         0.010 / ((0.25 * 0.010 + 0.75 * (0.024 + 4 * 0.002)) / 2))
+
+
+def test_prediction_b_of_a_cut_off_reads_the_top_10_confidence_law() -> None:
+    """Half the positions at confidence 0.25 never accepted, half at 0.97 always: at p-min 0.5 and
+    n_max 2, P(L = 0, 1, 2) = 0.5, 0.25, 0.25, E tokens 1.75, draft forwards 0.75 + 0.75 failed
+    looks, plus the pass over the verified batch."""
+    from specdec.reference.estimate.confidence import ConfidenceCounts
+
+    costs = EngineCosts((100,), ((0.010, 0.016, 0.020, 0.024),), 0.0, (("/m/d.gguf", (100,), (0.002,)),))
+    rec = Record("x", 0, "p", "code", 0, tokens=11, decode_ms=0, prompt_tokens=95, drafts=0, draft_tokens=0,
+                 accepted=0)
+    law = ConfidenceCounts.of(np.array([0.25, 0.97] * 50), np.array([0.0, 1.0] * 50)).to_dict()
+    config = draft(Path("/m/d.gguf"), 2, 0.5)
+    with pytest.raises(SpecdecError, match="top 10"):
+        category_estimates({"category": "code", "confidence_law": law}, config, Path("e"))
+    (e,) = category_estimates({"category": "code", "confidence_law": {**law, "top_k": 10}}, config,
+                              Path("e")).values()
+    assert e.proposed == pytest.approx([0.5, 0.25, 0.25]) and e.tokens == pytest.approx(1.75)
+    assert e.passes == pytest.approx(2.5)
+    per_iteration = 0.5 * 0.010 + 0.25 * 0.016 + 0.25 * 0.020 + 2.5 * 0.002
+    assert predicted_b(config, [rec], {"code": e}, costs) == pytest.approx(0.010 / (per_iteration / 1.75))
 
 
 def test_the_joint_from_the_engines_counters_keeps_its_means() -> None:
@@ -239,13 +284,18 @@ def test_batches_and_a_draft_model_row_on_a_real_server(capsys, tmp_path) -> Non
     code, stdout, err = run_main(capsys, [
         "llamacpp", "validate", "--costs", str(out), "--workloads", "edit", "--prompts", "1", "--temperatures", "0",
         "--repeats", "1", "--new-tokens", "16", "--grid", grid, "--draft", str(target), "--draft-gammas", "2",
-        "--estimate", f"s={estimate}", "--no-advise", "--out", str(result)])
+        "--draft-p-min", "0,0.5", "--estimate", f"s={estimate}", "--no-advise", "--out", str(result)])
     assert code == 0, err
     v = strict_json(result.read_text())
     cells = {c["config"]: c for c in v["cells"]}
     row = cells[f"draft {target.stem} g2"]
     assert row["mean_draft"] == pytest.approx(2, abs=0.5) and row["tokens_per_step"] > 1.5  # its own drafts accepted
     assert 0 < row["predicted"] < 5 and 0 < cells["s"]["predicted_b"] < 5 and "pred (b)" in stdout
+    assert 0 < cells[f"draft {target.stem} g2 p0.5"]["predicted"] < 5
+    # the trace's draft lengths, read from the real server's log, agree with its own counters
+    traced = [r for r in v["records"] if r["config"].startswith("draft")]
+    assert traced and all(sum(r["lengths"]) == r["drafts"] and r["drafts"] > 0 and
+                          sum(n * k for n, k in enumerate(r["lengths"])) == r["draft_tokens"] for r in traced)
 
 
 def test_a_server_that_dies_mid_run_is_one_line_and_no_orphan(capsys, tmp_path) -> None:

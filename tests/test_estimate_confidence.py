@@ -58,3 +58,32 @@ def test_the_law_of_a_tiny_pair(sampling: SamplingConfig) -> None:
         assert sum(rows["positions"][i]) == pytest.approx(reached)
     if sampling.temperature == 0:  # 0/1 weights: whole counts, accepted ones among them
         assert np.allclose(rows["positions"], np.round(rows["positions"]))
+
+
+def test_a_top_k_confidence_is_the_top_probability_renormalised_over_the_top_k() -> None:
+    """What llama.cpp's --spec-draft-p-min reads (its draft sampler keeps the top 10): the same
+    positions and acceptance, only the confidence renormalised, by hand; a scorer without a
+    confidence is refused."""
+    from specdec.errors import SpecdecError
+    from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+    from specdec.reference.estimate.shares import score_chunks
+    from specdec.reference.estimate.teacher_forced import top_confidence
+
+    assert top_confidence(torch.tensor([[0.5, 0.3, 0.2]]), 2).tolist() == pytest.approx([0.625])
+    assert top_confidence(torch.tensor([[0.5, 0.3, 0.2]])).tolist() == pytest.approx([0.5])
+    target, draft = tiny_llama(TINY_VOCAB, seed=0, sharpness=4.0), tiny_llama(TINY_VOCAB, seed=1, sharpness=4.0)
+    prompts = random_prompts(4, 7, seed=0)
+    args = (target, {"d": NeuralDrafter(draft, TINY_VOCAB)}, prompts, [range(4)], 12, SamplingConfig(0.0), 0,
+            TINY_VOCAB, (1.0,), 4, 4)
+    full, top3 = score_chunks(*args), score_chunks(*args, confidence_top_k=3)
+    with torch.inference_mode():
+        logits = continuation_logits(draft, full.samples, range(4))
+    by_hand = torch.cat([(lambda t: t[:, 0] / t.sum(-1))(x.float().softmax(-1).topk(3, -1).values)
+                         for x in logits]).double().numpy()
+    got = np.concatenate([s.confidence for s in top3.scores["d"]])
+    assert got == pytest.approx(by_hand, abs=1e-6)
+    assert np.all(got >= np.concatenate([s.confidence for s in full.scores["d"]]) - 1e-9)
+    assert all(np.array_equal(a.beta, b.beta) for a, b in zip(full.scores["d"], top3.scores["d"]))
+    with pytest.raises(SpecdecError, match="no confidence"):
+        score_chunks(target, {"l": PromptLookupDrafter()}, prompts, [range(4)], 12, SamplingConfig(0.0), 0,
+                     TINY_VOCAB, (1.0,), 4, 4, confidence_top_k=3)

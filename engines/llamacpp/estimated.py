@@ -10,7 +10,12 @@ configuration's gamma:
     seconds per token = (sum_k P(k) [t(1 + k, L) + [k > 0] (k + 1) t_d(1, L)] + (E - 1) c_acc) / E,
 
 t_d the draft model's own step (0 without one; `validation.py` prices it the same way), and the
-speedup = sum over requests of (n - 1) t(1, L) / sum of (n - 1) seconds per token. Synthetic
+speedup = sum over requests of (n - 1) t(1, L) / sum of (n - 1) seconds per token. A draft model
+with a confidence cut-off (--spec-draft-p-min tau > 0) stops where the replay cannot say: there
+P(k), E and the draft's forwards F per iteration come from the estimate's joint law of confidence
+and acceptance per position (`simulator.dynamic.threshold_prediction`, the confidence renormalised
+over the draft's top 10 as the engine's sampler does: `specdec estimate --confidence-top-k 10`),
+and an iteration's draft passes are F + 1 (its forwards and the pass over the batch verified). Synthetic
 acceptance (`--spec-synth-rates P_1..P_gamma`, unconditional rates) is known exactly: there
 E = 1 + sum_k P(k) sum_{i <= k} P_i, with P(k) from the estimate of the drafter that proposes
 (for `ngram-simple --spec-ngram-simple-size-n 1`: prompt lookup on the last token, `lookup:1`).
@@ -22,49 +27,71 @@ n-grams, llama.cpp's never does: for N > 1 the rules differ). ngram-mod has no s
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from specdec.engines.llamacpp.validation import Config, EngineCosts, Record
+from specdec.engines.llamacpp.validation import DRAFT_TOP_K, Config, EngineCosts, Record
 from specdec.errors import SpecdecError
-
-
-def flag_value(config: Config, *names: str) -> str | None:
-    for name in names:
-        if name in config.flags[:-1]:
-            return config.flags[config.flags.index(name) + 1]
-    return None
 
 
 def gamma_of(config: Config) -> int:
     """The longest draft the configuration makes (what the replay is read at)."""
-    rates = flag_value(config, "--spec-synth-rates")
+    rates = config.flag("--spec-synth-rates")
     if rates is not None:
         return len(rates.split(","))
-    value = (flag_value(config, "--spec-ngram-simple-size-m") if config.spec_type == "ngram-simple" else
-             flag_value(config, "--spec-draft-n-max", "--draft-max", "--draft"))
+    value = (config.flag("--spec-ngram-simple-size-m") if config.spec_type == "ngram-simple" else
+             config.flag("--spec-draft-n-max", "--draft-max", "--draft"))
     if value is None:
         raise SpecdecError(f"{config.label}: no draft length in its flags for prediction (b)")
     return int(value)
 
 
 def synthetic_rates(config: Config) -> list[float] | None:
-    rates = flag_value(config, "--spec-synth-rates")
+    rates = config.flag("--spec-synth-rates")
     return None if rates is None else [float(x) for x in rates.split(",")]
 
 
-def category_replays(estimate: dict, gamma: int, path: Path) -> dict[str, dict]:
-    """{category: the replay at gamma} of a `specdec estimate --json` output (one category or several)."""
+@dataclass(frozen=True)
+class Estimated:
+    """One category of an estimate, as prediction (b) reads it: per iteration P(k) for k =
+    0..gamma, E tokens, and the draft model's passes (None: priced from P(k) as k + 1)."""
+
+    proposed: np.ndarray
+    tokens: float
+    passes: float | None = None
+
+
+def category_estimates(estimate: dict, config: Config, path: Path) -> dict[str, Estimated]:
+    """{category: Estimated} of a `specdec estimate --json` output (one category or several) for
+    the configuration: its replay at its gamma, or at a p-min above 0 its confidence law."""
+    from specdec.reference.estimate.confidence import confidence_law
+    from specdec.simulator.dynamic import threshold_prediction
+
     reports = estimate["categories"] if "categories" in estimate else {estimate.get("category", ""): estimate}
+    gamma, rates = gamma_of(config), synthetic_rates(config)
     out = {}
     for category, report in reports.items():
+        if config.draft_model is not None and config.p_min > 0:
+            d = report.get("confidence_law")
+            if not d or d.get("top_k") != DRAFT_TOP_K:
+                raise SpecdecError(f"{path}: no confidence law over the draft's top {DRAFT_TOP_K} for {category!r} "
+                                   f"(`specdec estimate --confidence-top-k {DRAFT_TOP_K}`, this version)")
+            law = confidence_law(d)
+            if law is None:
+                raise SpecdecError(f"{path}: its confidence law for {category!r} counts nothing")
+            p = threshold_prediction(law, [config.p_min], 0, gamma, 0.0)
+            out[category] = Estimated(p.length_law[0], float(p.expected_tokens[0]),
+                                      float(p.expected_forwards[0]) + 1.0)
+            continue
         replay = (report.get("replay") or {}).get(str(gamma))
         if replay is None or "proposed" not in replay:
             raise SpecdecError(f"{path}: no replay at gamma {gamma} with the proposal law for {category!r} "
                                "(`specdec estimate --max-k` above gamma, this version)")
-        out[category] = replay
+        proposed, tokens = iteration(replay, rates)
+        out[category] = Estimated(proposed, tokens)
     return out
 
 
@@ -78,19 +105,20 @@ def iteration(replay: dict, rates: list[float] | None) -> tuple[np.ndarray, floa
     return proposed, 1.0 + float(proposed @ reach[:proposed.size])
 
 
-def predicted_b(config: Config, records: Sequence[Record], replays: dict[str, dict], costs: EngineCosts) -> float:
+def predicted_b(config: Config, records: Sequence[Record], estimated: dict[str, Estimated],
+                costs: EngineCosts) -> float:
     """Prediction (b) of one configuration over its requests (module doc)."""
-    rates = synthetic_rates(config)
     base = spec = 0.0
     for r in records:
-        if r.category not in replays:
+        if r.category not in estimated:
             raise SpecdecError(f"{config.label}: the estimate has no category {r.category!r}")
-        p_k, tokens = iteration(replays[r.category], rates)
+        e = estimated[r.category]
         context = r.prompt_tokens + r.tokens / 2
         t_d = 0.0 if config.draft_model is None else costs.t_draft(config.draft_model, context)
-        k = np.arange(p_k.size)
-        per_iteration = float(p_k @ (np.array([costs.t(1 + x, context) for x in k]) + np.where(k > 0, k + 1, 0) * t_d))
-        per_token = (per_iteration + (tokens - 1) * costs.accept_seconds) / tokens
+        k = np.arange(e.proposed.size)
+        verify = float(e.proposed @ np.array([costs.t(1 + x, context) for x in k]))
+        passes = float(e.proposed @ np.where(k > 0, k + 1, 0)) if e.passes is None else e.passes
+        per_token = (verify + passes * t_d + (e.tokens - 1) * costs.accept_seconds) / e.tokens
         n = max(r.tokens - 1, 1)
         base += n * costs.t(1, context)
         spec += n * per_token

@@ -46,6 +46,7 @@ class ServerConfig:
     parallel: int = 1  # -np: slots (concurrent sequences)
     threads: int | None = None  # -t; None: the engine's default
     extra: tuple[str, ...] = ()  # any other flags, passed as they are
+    env: tuple[tuple[str, str], ...] = ()  # environment variables set for the server (LLAMA_TRACE)
 
     def flags(self) -> list[str]:
         """The flags that set speculation (what a result records beside its numbers)."""
@@ -220,7 +221,8 @@ class LlamaServer:
         with _lock:
             self.process = subprocess.Popen(server_argv(self.binary, self.config, port), stdin=subprocess.DEVNULL,
                                             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-                                            preexec_fn=_die_with_parent)
+                                            preexec_fn=_die_with_parent,
+                                            env={**os.environ, **dict(self.config.env)} if self.config.env else None)
             _live.add(self)
 
     def _wait_healthy(self) -> None:

@@ -13,13 +13,18 @@ t(k, L) the cost file's B = 1 table at the request's context L (linear in k betw
 lengths — the drafts' lengths vary and only their mean is reported — and in L between the timed
 contexts), c_acc its cost per accepted token. Predicted speedup = (sum (n - 1) t(1, L)) / (sum time)
 over the cell's requests. Nothing is fitted on the grid: the costs come from their own run.
-A draft model (`--spec-type draft-simple -md GGUF`) adds (G + D) t_d(1, L): per draft, n_max
-one-token passes of the draft and one over the batch the target verified (last logits only:
-about a one-token pass, the draft's output matrix dominating it; common/speculative.cpp), t_d(1, L)
-the draft's own plain step in the engine (`specdec llamacpp costs --draft`).
+A draft model (`--spec-type draft-simple -md GGUF`) adds its passes at t_d(1, L), the draft's own
+plain step in the engine (`specdec llamacpp costs --draft`), counted as common/speculative.cpp
+runs them (`draft_passes`): one over every batch the target decoded (last logits only: about a
+one-token pass, the draft's output matrix dominating it), and per attempt to draft one for the
+last sampled token plus one for each drafted token but an n_max-th. The draft's lengths, which
+the counters do not give, come from the server's trace (LLAMA_TRACE=1: "accepted a/n draft
+tokens" per verify step), read per request.
 """
 from __future__ import annotations
 
+import re
+import time
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +42,9 @@ from specdec.errors import SpecdecError
 DRAFT_MODEL_FLAGS = ("--spec-draft-model", "-md", "--model-draft")  # this build's names (llama-server --help)
 BOOTSTRAP = 2000  # resamples of the (prompt, repeat) pairs for the speedup's 95% interval
 POSITIONS = 1024  # per-position counters kept (as many as a draft can be long)
+DRAFT_TOP_K = 10  # draft-simple's sampler keeps the top 10 and softmaxes them: --spec-draft-p-min reads that
+TRACE = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")  # server-context.cpp, LLAMA_TRACE > 0
+TRACE_WAIT_S = 5.0  # the log is written by a worker thread: wait this long for a request's lines
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,26 @@ class Config:
     flags: tuple[str, ...] = ()  # the flags that set its draft length (and synthetic acceptance)
 
     def server(self, model: Path, threads: int | None, ctx: int) -> ServerConfig:
-        return ServerConfig(model, spec_type=self.spec_type, threads=threads, ctx_size=ctx, extra=self.flags)
+        """A draft model's server traces its steps (the draft lengths `draft_passes` needs)."""
+        env = (("LLAMA_TRACE", "1"),) if self.draft_model is not None else ()
+        return ServerConfig(model, spec_type=self.spec_type, threads=threads, ctx_size=ctx, extra=self.flags, env=env)
+
+    def flag(self, *names: str) -> str | None:
+        """The value of the first of `names` among the flags (None: not given)."""
+        for name in names:
+            if name in self.flags[:-1]:
+                return self.flags[self.flags.index(name) + 1]
+        return None
+
+    @property
+    def p_min(self) -> float:
+        """--spec-draft-p-min (this build's default: 0)."""
+        return float(self.flag("--spec-draft-p-min", "--draft-p-min") or 0.0)
+
+    @property
+    def n_max(self) -> int:
+        """--spec-draft-n-max (this build's default: 3)."""
+        return int(self.flag("--spec-draft-n-max", "--draft-max", "--draft") or 3)
 
     def command_line(self) -> str:
         return " ".join(([] if self.spec_type is None else ["--spec-type", self.spec_type]) + list(self.flags))
@@ -56,10 +83,8 @@ class Config:
     @property
     def draft_model(self) -> Path | None:
         """The draft model's GGUF (-md and its aliases), when it drafts with one."""
-        for flag in DRAFT_MODEL_FLAGS:
-            if flag in self.flags[:-1]:
-                return Path(self.flags[self.flags.index(flag) + 1])
-        return None
+        name = self.flag(*DRAFT_MODEL_FLAGS)
+        return None if name is None else Path(name)
 
 
 def from_flags(label: str, flags: str) -> Config:
@@ -87,11 +112,13 @@ def synthetic(gamma: int, p: float) -> Config:
                    "--spec-synth-rates", rates))
 
 
-def draft(gguf: Path, gamma: int) -> Config:
-    """llama.cpp's draft-model speculation: `gamma` tokens a step from the GGUF's greedy drafts
-    (--spec-draft-p-min 0: no confidence cut, so every draft is gamma long)."""
-    return Config(f"draft {gguf.stem} g{gamma}", "draft-simple",
-                  ("--spec-draft-model", str(gguf), "--spec-draft-n-max", str(gamma), "--spec-draft-p-min", "0"))
+def draft(gguf: Path, gamma: int, p_min: float = 0.0) -> Config:
+    """llama.cpp's draft-model speculation: up to `gamma` tokens a step from the GGUF's greedy
+    drafts, stopped at the first whose confidence (its top-10 renormalised probability) is below
+    p_min (0: no cut, every draft gamma long)."""
+    return Config(f"draft {gguf.stem} g{gamma}" + (f" p{p_min:g}" if p_min else ""), "draft-simple",
+                  ("--spec-draft-model", str(gguf), "--spec-draft-n-max", str(gamma),
+                   "--spec-draft-p-min", f"{p_min:g}"))
 
 
 def default_grid() -> list[Config]:
@@ -125,6 +152,7 @@ class Record:
     draft_tokens: int
     accepted: int
     per_pos: list[int] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)  # drafts by length 0, 1, ... (traced servers; else empty)
 
 
 def counters(client: Client) -> tuple[np.ndarray, np.ndarray]:
@@ -168,18 +196,34 @@ def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Seq
                     order = order[turn % len(order):] + order[:turn % len(order)]
                     turn += 1
                     for i in order:
-                        before = counters(clients[i])
+                        before, logged = counters(clients[i]), len(servers[i].log_text())
                         done = send(clients[i], request, new_tokens, temperature, seed=seed + 1000 * r + turn)
                         after = counters(clients[i])
+                        lengths = (traced_lengths(servers[i], logged, int(after[0][0] - before[0][0]))
+                                   if servers[i].config.env else [])
                         head = (after[0] - before[0]).astype(int)
                         width = max(len(after[1]), len(before[1]))
                         pos = (np.pad(after[1], (0, width - len(after[1])))
                                - np.pad(before[1], (0, width - len(before[1])))).astype(int)
                         records.append(Record(configs[i].label, temperature, request.name, request.category, r,
                                               done.tokens, done.decode_ms, int(done.timings.get("prompt_n", 0)),
-                                              *head.tolist(), [int(x) for x in pos]))
+                                              *head.tolist(), [int(x) for x in pos], lengths))
         log(f"repeat {r + 1}/{repeats} done")
     return records
+
+
+def traced_lengths(server: LlamaServer, offset: int, drafts: int) -> list[int]:
+    """Drafts by length (index = tokens drafted) from the trace lines the server logged past
+    `offset`, once as many as its counters' `drafts` have been written (SpecdecError if not)."""
+    deadline = time.monotonic() + TRACE_WAIT_S
+    while True:
+        found = [int(m.group(2)) for m in TRACE.finditer(server.log_text()[offset:])]
+        if len(found) >= drafts:
+            break
+        if time.monotonic() > deadline:
+            raise SpecdecError(f"llama-server's trace shows {len(found)} drafts where its counters show {drafts}")
+        time.sleep(0.02)
+    return np.bincount(np.asarray(found, dtype=np.int64), minlength=1).tolist()  # [0]: traced, nothing drafted
 
 
 # ---- the engine's costs, and prediction (a) -----------------------------------------------
@@ -224,15 +268,33 @@ class EngineCosts:
         return float(np.interp(context, self.contexts, per_context))
 
 
-def predicted_seconds(record: Record, costs: EngineCosts, draft_model: Path | None = None) -> tuple[float, float]:
+def draft_passes(record: Record, config: Config) -> float:
+    """The draft model's passes over the request's steps (common/speculative.cpp, module doc): S =
+    steps the target decoded (plain and verify), attempts = D drafts plus, at p-min > 0, every
+    plain step (an attempt that drafted nothing; at p-min 0 every attempt drafts), F = drafts
+    that reached n_max (the trace's; untraced at p-min 0: all D):
+
+        passes = S + attempts + G - F."""
+    steps = max(record.tokens - 1, 1) - record.accepted
+    attempts = record.drafts + (steps - record.drafts if config.p_min > 0 else 0)
+    if record.lengths or not record.drafts:
+        full = sum(record.lengths[config.n_max:])
+    elif config.p_min > 0:
+        raise SpecdecError(f"{config.label}: no traced draft lengths to price a p-min draft (LLAMA_TRACE)")
+    else:
+        full = record.drafts
+    return steps + attempts + record.draft_tokens - full
+
+
+def predicted_seconds(record: Record, costs: EngineCosts, config: Config | None = None) -> tuple[float, float]:
     """(prediction (a)'s time for the request's steps, the same tokens' time without speculation)."""
     steps = max(record.tokens - 1, 1)
     context = record.prompt_tokens + record.tokens / 2
     t1 = costs.t(1, context)
     plain = steps - record.drafts - record.accepted
     verify = costs.t(1 + record.draft_tokens / record.drafts, context) if record.drafts else 0.0
-    drafting = 0.0 if draft_model is None else (record.draft_tokens + record.drafts) * costs.t_draft(draft_model,
-                                                                                                     context)
+    model = None if config is None else config.draft_model
+    drafting = 0.0 if model is None else draft_passes(record, config) * costs.t_draft(model, context)
     return plain * t1 + record.drafts * verify + record.accepted * costs.accept_seconds + drafting, steps * t1
 
 
@@ -255,10 +317,10 @@ class Cell:
 
 
 def cells(records: Sequence[Record], costs: EngineCosts, seed: int = 0,
-          draft_models: dict[str, Path] | None = None) -> list[Cell]:
+          configs: Sequence[Config] = ()) -> list[Cell]:
     """Every (configuration, temperature) but "none", paired with "none" on (prompt, repeat);
-    draft_models: {label: GGUF} of the configurations that draft with a model (priced too)."""
-    draft_models = draft_models or {}
+    configs: the grid's, those that draft with a model priced with its passes too."""
+    labels = {c.label: c for c in configs}
     rng = np.random.default_rng(seed)
     base = {(r.temperature, r.prompt, r.repeat): r for r in records if r.config == "none"}
     out = []
@@ -280,7 +342,7 @@ def cells(records: Sequence[Record], costs: EngineCosts, seed: int = 0,
 
         everything = np.arange(len(pairs))
         boot = [ratio(rng.integers(0, len(pairs), len(pairs))) for _ in range(BOOTSTRAP)]
-        predicted = [predicted_seconds(r, costs, draft_models.get(label)) for r in rows]
+        predicted = [predicted_seconds(r, costs, labels.get(label)) for r in rows]
         steps = sum(max(r.tokens - 1, 1) - r.accepted for r in rows)
         drafts = sum(r.drafts for r in rows)
         out.append(Cell(label, temperature, ratio(everything), (float(np.percentile(boot, 2.5)),
@@ -362,8 +424,7 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
     if gamma > 0 and flags is None:
         raise SpecdecError(f"{source}: the plan writes draft-length flags for the n-gram types only, not {spec_type}")
     advised = from_flags("advice", flags) if flags else Config("advice", None)
-    models = {c.label: c.draft_model for c in configs if c.draft_model is not None}
-    grid = [c for c in cells(records, costs, seed, models) if c.temperature == temperature]
+    grid = [c for c in cells(records, costs, seed, configs) if c.temperature == temperature]
     best = sorted(grid, key=lambda c: -c.measured)[:2]
     labels = {c.label: c for c in configs}
     rivals = [labels[c.config] for c in best if c.config in labels]
@@ -371,7 +432,7 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
         f"{advised.command_line() or 'no speculation'}; against {', '.join(c.label for c in rivals)}")
     second = run_grid(binary, model, [Config("none", None), advised, *rivals], requests, [temperature], repeats,
                       new_tokens, threads, log, seed + 7)
-    measured = {c.config: c for c in cells(second, costs, seed, models)}
+    measured = {c.config: c for c in cells(second, costs, seed, configs)}
     advice_speedup = measured["advice"].measured if gamma > 0 else 1.0
     top = max([advice_speedup] + [measured[c.label].measured for c in rivals if c.label in measured])
     return {"temperature": temperature, "source": source, "context": context, "gamma": gamma,

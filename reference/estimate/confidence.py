@@ -1,7 +1,8 @@
 """The joint law of the draft's confidence and acceptance (issue 52), from the estimator's
 teacher-forced positions: the draft's confidence at a position is the top probability of its
 unadjusted distribution there (before temperature, top-k, top-p: what the decoder's confidence
-policy and llama.cpp's --spec-draft-p-min read), its acceptance beta = sum_x min(p, q) (at T = 0
+policy reads; renormalised over the top k with `specdec estimate --confidence-top-k k`, what
+llama.cpp's --spec-draft-p-min reads at k = 10), its acceptance beta = sum_x min(p, q) (at T = 0
 the argmax agreement). Counts are stored, rates derived: per confidence bin the positions, the
 sum of beta and of beta^2, from which P(bin) and E(beta | bin) with a normal interval follow.
 

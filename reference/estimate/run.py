@@ -58,6 +58,7 @@ class EstimateConfig:
     batch_sizes: tuple[int, ...] | None = None
     batch_max_k: int = 8
     seed: int = 0
+    confidence_top_k: int = 0  # the confidence law's: the top probability renormalised over the top k (0: all)
 
     @property
     def max_gamma(self) -> int:
@@ -93,7 +94,8 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
                                             ranks.share(len(ids), config.batch_size), config.new_tokens,
                                             config.sampling, config.seed, target.vocab_size, config.lenience,
                                             min(config.batch_size, 8), config.max_gamma, generator=generator,
-                                            progress=ranks.main, sources=names)
+                                            progress=ranks.main, sources=names,
+                                            confidence_top_k=config.confidence_top_k)
         return (target, draft, note, prompt_set), shares
 
     start = time.perf_counter()
@@ -140,6 +142,8 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
               "processes": {"count": ranks.world_size, "per_rank": scored.ranks,
                             "threads_per_process": torch.get_num_threads()},
               "seed": config.seed, **est.to_dict()}
+    if report.get("confidence_law"):
+        report["confidence_law"]["top_k"] = config.confidence_top_k
     warnings = _warnings(config, n_prompts)
     if all(s.accept() is not None for s in est.scores):
         report["replay"] = _replay(est, config.max_gamma)

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.prompt import as_prompt
@@ -44,17 +45,24 @@ def score_chunks(model: torch.nn.Module, drafters: Mapping[str, Any], prompts: S
                  chunks: Sequence[range], new_tokens: int, sampling: SamplingConfig, seed: int, vocab_size: int,
                  lenience: Sequence[float], score_batch: int, max_gamma: int,
                  generator: torch.Generator | None = None, progress: bool = False,
-                 sources: Sequence[str] = ()) -> ScoredPrompts:
+                 sources: Sequence[str] = (), confidence_top_k: int = 0) -> ScoredPrompts:
     """Sample and score the prompts of `chunks` (ranges of indices into `prompts`).
 
     Each chunk is one generation batch and is scored in batches of score_batch inside it, so
     a chunk's numbers do not depend on which other chunks this process has. generator serves
-    protocol drafters that draw (their draws do not enter beta).
+    protocol drafters that draw (their draws do not enter beta). confidence_top_k > 0: the
+    drafters' confidence renormalised over their top k (`teacher_forced.top_confidence`; the
+    scorers that report a confidence have the attribute, any other is refused).
     """
     indices = [i for chunk in chunks for i in chunk]
     bar = progress_bar(len(indices) * new_tokens, f"sampling and scoring (T={sampling.temperature:g}, "
                        f"{len(indices)} of {len(prompts)} prompts)", "tok", progress)
     scorers = {name: d.teacher_forced_scorer(model, max_gamma, generator) for name, d in drafters.items()}
+    for name, scorer in scorers.items():
+        if confidence_top_k:
+            if not hasattr(scorer, "confidence_top_k"):
+                raise SpecdecError(f"{name}: its scorer reports no confidence to renormalise over a top k")
+            scorer.confidence_top_k = confidence_top_k
     continuations: list[list[int]] = []
     scores: dict[str, list[PositionScores]] = {name: [] for name in drafters}
     generation = scoring = 0.0

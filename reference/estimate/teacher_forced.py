@@ -93,6 +93,17 @@ class DraftRows:
     confidence: torch.Tensor | None = None  # [n] top probability of the unadjusted draft distribution
 
 
+def top_confidence(probs: torch.Tensor, top_k: int = 0) -> torch.Tensor:
+    """[n] the draft's confidence at each row of probs [n, V]: its top probability, or with top_k
+    > 0 that probability renormalised over the k most likely tokens (what llama.cpp's draft-simple
+    compares with --spec-draft-p-min: its draft sampler keeps the top 10 and softmaxes them;
+    `specdec.engines.llamacpp.validation.DRAFT_TOP_K`)."""
+    if top_k <= 0:
+        return probs.max(-1).values
+    top = probs.topk(min(top_k, probs.shape[-1]), dim=-1).values
+    return top[..., 0] / top.sum(-1).clamp_min(torch.finfo(top.dtype).tiny)
+
+
 class DraftScorer(Protocol):
     """Teacher-forced draft rows for a batch of sequences."""
 
@@ -132,15 +143,15 @@ def continuation_logits(model: torch.nn.Module, samples: TargetSamples, indices:
 class NeuralScorer:
     """q from a Hugging Face causal LM with the target's vocabulary, batched teacher forcing."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.model = model
+    def __init__(self, model: torch.nn.Module, confidence_top_k: int = 0) -> None:
+        self.model, self.confidence_top_k = model, confidence_top_k
 
     def rows(self, samples: TargetSamples, indices: Sequence[int], sampling: SamplingConfig,
              vocab_size: int) -> list[DraftRows]:
         out = []
         for logits in continuation_logits(self.model, samples, indices):
             logits = fit_vocab(logits, vocab_size)  # [n, V]
-            confidence = logits.float().softmax(-1).max(-1).values
+            confidence = top_confidence(logits.float().softmax(-1), self.confidence_top_k)
             if sampling.greedy:
                 out.append(DraftRows(None, logits.argmax(-1), chain=True, confidence=confidence))
             else:
@@ -151,8 +162,8 @@ class NeuralScorer:
 class NgramScorer:
     """q from a KenLM n-gram drafter (`NgramDrafter.score_sequence`), adjusted like its proposals."""
 
-    def __init__(self, drafter) -> None:
-        self.drafter = drafter
+    def __init__(self, drafter, confidence_top_k: int = 0) -> None:
+        self.drafter, self.confidence_top_k = drafter, confidence_top_k
 
     def rows(self, samples: TargetSamples, indices: Sequence[int], sampling: SamplingConfig,
              vocab_size: int) -> list[DraftRows]:
@@ -162,7 +173,7 @@ class NgramScorer:
             q_all = self.drafter.score_sequence(prompt + cont[:-1])  # [L, V] natural probabilities
             q = torch.from_numpy(np.ascontiguousarray(q_all[len(prompt) - 1:]))  # [n, V]
             stop = self.drafter.model.eos_id if self.drafter.stop_at_eos else None
-            confidence = q.max(-1).values
+            confidence = top_confidence(q, self.confidence_top_k)
             if sampling.greedy:
                 out.append(DraftRows(None, q.argmax(-1), chain=True, stop_token=stop, confidence=confidence))
             else:

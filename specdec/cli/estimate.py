@@ -66,11 +66,15 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @click.option("--processes", type=Number(int, 1, MAX_PROCESSES), default=1, show_default=True,
               help="Split the prompts over this many processes on this machine (launched through torchrun's API "
                    "once the options are checked; the same alpha as one process, docs/distributed.md).")
+@click.option("--confidence-top-k", type=Number(int, 0, 1 << 20), default=0, show_default=True,
+              help="The confidence law's draft confidence: the top probability renormalised over the draft's k most "
+                   "likely tokens, as an engine's cut-off reads it (llama.cpp's --spec-draft-p-min: 10); 0: over "
+                   "all of them. model: and ngram: drafters.")
 @seed_option
 @json_option
 def estimate(target_path, device, dtype, device_map, draft_device_map, backend, drafter, tokens, new_tokens,
              prompt_tokens, prompts_file, encoder_inputs, workloads, categories, chat_template, max_prompt_tokens, truncate, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, contexts, max_k,
-             timing_repeats, no_timing, batch_sizes, batch_max_k, processes, seed, as_json):
+             timing_repeats, no_timing, batch_sizes, batch_max_k, processes, confidence_top_k, seed, as_json):
     """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k);
     with --batch-sizes also t(B, k) per batch size.
 
@@ -83,6 +87,9 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
                            prompt_tokens, encoder_inputs)
     path, limit = preflight_target(target_path)
     check_drafter_kinds(path, (drafter,))
+    if confidence_top_k and drafter.partition(":")[0] not in ("model", "ngram"):
+        raise click.BadParameter(f"{drafter.partition(':')[0]!r} drafters report no confidence to renormalise "
+                                 "(model: and ngram: do)", param_hint="--confidence-top-k")
     from specdec.reference.core.sampling import SamplingConfig  # torch, once the prompts and the target are checked
     from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
 
@@ -125,7 +132,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
                             source=source, lenience=lenience,
                             batch_size=batch_size, bootstrap=bootstrap, context=context, contexts=contexts, max_k=max_k,
                             timing_repeats=timing_repeats, timing=not no_timing, batch_sizes=batch_sizes,
-                            batch_max_k=batch_max_k, seed=seed)
+                            batch_max_k=batch_max_k, seed=seed, confidence_top_k=confidence_top_k)
     report = run_batch_timing(config) if batch_only else run_estimate(config)
     if report is None:  # a torchrun rank other than 0: rank 0 prints
         return

@@ -152,6 +152,11 @@ def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_
 @click.option("--draft-gammas", default="1,3", show_default=True,
               type=NumberList(int, 1, 64, increasing=True, what="draft lengths"),
               help="Draft lengths of the --draft rows (--spec-draft-n-max).")
+@click.option("--draft-p-min", "draft_p_mins", default="0", show_default=True,
+              type=NumberList(float, 0, 1, increasing=True, what="confidence cut-offs"),
+              help="Confidence cut-offs of the --draft rows (--spec-draft-p-min), a row per (length, cut-off); "
+                   "prediction (b) of a cut-off above 0 reads the estimate's confidence law (`specdec estimate "
+                   "--confidence-top-k 10`).")
 @click.option("--estimate", "estimates", multiple=True, metavar="LABEL=FILE",
               help="Prediction (b) for the configuration LABEL: `specdec estimate --json` of its specdec drafter on "
                    "the same prompts (the draft's HF folder, lookup:1 for a 1-token ngram-simple lookup and the "
@@ -170,7 +175,8 @@ def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The result (JSON): every request, every cell, the advice.")
 def validate(llama_server, model, threads, costs_path, workloads, per_workload, prompts_file, temperatures, repeats,
-             new_tokens, grid_spec, draft_gguf, draft_gammas, estimates, advise, advise_from, batch_sizes, seed, out) -> None:
+             new_tokens, grid_spec, draft_gguf, draft_gammas, draft_p_mins, estimates, advise, advise_from, batch_sizes, seed,
+             out) -> None:
     """Run a grid of speculative configurations in llama-server on the workload prompts, paired with
     no speculation, and print per configuration and temperature: the measured speedup (95%
     bootstrap interval over prompt x repeat pairs), tokens per step and prediction (a) from the
@@ -189,7 +195,8 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
                                  param_hint="--costs") from None
     configs = v.default_grid() if grid_spec is None else _grid(grid_spec)
     if draft_gguf is not None:
-        configs += [v.draft(_model(draft_gguf, "--draft"), g) for g in draft_gammas]
+        gguf_draft = _model(draft_gguf, "--draft")
+        configs += [v.draft(gguf_draft, g, p) for g in draft_gammas for p in draft_p_mins]
     replays = _estimates(estimates, configs)
     for c in configs:  # a draft model's tokens are priced at its own step: the cost file must hold it
         if c.draft_model is not None:
@@ -218,8 +225,7 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
               "grid": [{"label": c.label, "flags": c.command_line()} for c in configs],
               "temperatures": list(temperatures), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
               "prompts": [r.name for r in requests], "records": v.as_dicts(records),
-              "cells": [v.asdict(c) for c in v.cells(records, costs, seed, {c.label: c.draft_model for c in configs
-                                                                             if c.draft_model is not None})],
+              "cells": [v.asdict(c) for c in v.cells(records, costs, seed, configs)],
               "baselines": v.baselines(records, costs)}
     _with_b(result, records, configs, replays, costs)
     if advise:
@@ -234,8 +240,8 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
 
 
 def _estimates(specs, configs) -> dict:
-    """{(label, temperature): {category: replay at the label's gamma}} from --estimate LABEL=FILE."""
-    from specdec.engines.llamacpp.estimated import category_replays, gamma_of
+    """{(label, temperature): {category: `Estimated`}} from --estimate LABEL=FILE."""
+    from specdec.engines.llamacpp.estimated import category_estimates
     from specdec.errors import SpecdecError
     from specdec.strict_json import loads
 
@@ -252,7 +258,7 @@ def _estimates(specs, configs) -> dict:
             temperatures = {float(r["sampling"]["temperature"]) for r in reports.values()}
             if len(temperatures) != 1:
                 raise SpecdecError("its categories were sampled at different temperatures")
-            out[(label, temperatures.pop())] = category_replays(data, gamma_of(labels[label]), Path(name))
+            out[(label, temperatures.pop())] = category_estimates(data, labels[label], Path(name))
         except (SpecdecError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise click.BadParameter(f"{name}: not a usable `specdec estimate --json` output ({str(exc)[:160]})",
                                      param_hint="--estimate") from None
