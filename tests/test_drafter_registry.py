@@ -86,3 +86,31 @@ def test_the_built_in_kinds_are_registry_lines() -> None:
     for name, kind in specs.DRAFTER_KINDS.items():
         assert callable(importlib.import_module(kind.module).build_drafter), name
     assert specs.SPEC_HELP == specs.spec_help()
+
+
+def test_a_kinds_files_and_preflight_come_from_its_line(tmp_path, monkeypatch) -> None:
+    """What a spec names and how its files are checked are the kind's (no branch on kind names):
+    a toy kind reading two files, one a KenLM model, is refused by every command's drafter
+    option through its own preflight, in one line, before any model loads."""
+    def files(arg):
+        first, second = arg.split("+")
+        return specs.SpecFiles((first, second), ngrams=(second,), tree=True)
+
+    def preflight(arg):
+        raise SpecdecError(f"pair:{arg}: the pair disagrees")
+
+    monkeypatch.setitem(specs.DRAFTER_KINDS, "pair", DrafterKind("toy_pair", "pair:A+B", needs_path=True, files=files,
+                                                                 preflight=preflight))
+    spec = DrafterSpec.parse("pair:a+b")
+    assert (spec.paths, spec.ngram_paths, spec.model_paths, spec.tree) == (["a", "b"], ["b"], [], True)
+    assert DrafterSpec.parse("model:m").model_paths == ["m"] and DrafterSpec.parse("ngram:n").ngram_paths == ["n"]
+    assert DrafterSpec.parse("eagle:e,tree=8").tree and not DrafterSpec.parse("heads:h").tree
+    first = tmp_path / "a"
+    first.mkdir()
+    result = CliRunner().invoke(cli, ["decode", "--prompt", "w1", "--target", str(tmp_path), "--drafter",
+                                      f"pair:{first}+{tmp_path / 'nothing'}"])
+    assert result.exit_code == 2 and "no such file or folder" in result.output
+    (tmp_path / "b.arpa").write_text("\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0\t5\n\n\\end\\\n")
+    result = CliRunner().invoke(cli, ["decode", "--prompt", "w1", "--target", str(tmp_path), "--drafter",
+                                      f"pair:{first}+{tmp_path / 'b.arpa'}"])
+    assert result.exit_code == 2 and "the pair disagrees" in result.output and "Traceback" not in result.output

@@ -48,36 +48,89 @@ class DrafterSpec:
         return cls(kind, arg or None)
 
     @property
+    def files(self) -> "SpecFiles":
+        """What the argument names, as the kind reads it (`DrafterKind.files`)."""
+        kind = DRAFTER_KINDS[self.kind]
+        if kind.files is not None:
+            return kind.files(self.arg)
+        return SpecFiles((self.arg,)) if kind.needs_path and self.arg else SpecFiles()
+
+    @property
     def tree(self) -> bool:
         """Whether the drafter proposes token trees (a heads lattice: heads with options; a feature
         draft with tree=N); the drafter object says so too (`Drafter.tree`)."""
-        if self.kind == "eagle":
-            return eagle_args(self.arg)[1] is not None
-        return self.kind == "heads" and bool(heads_args(self.arg)[1])
+        return self.files.tree
 
     @property
     def model_paths(self) -> list[str]:
         """The causal LMs the spec names (model:PATH, heads' lm=PATH): folders or .gguf files."""
-        if self.kind == "heads":
-            return [path for key, path in heads_args(self.arg)[1].items() if key == "lm"]
-        return [self.arg] if self.kind == "model" else []
+        return list(self.files.models)
 
     @property
     def ngram_paths(self) -> list[str]:
         """The KenLM models the spec names (ngram:PATH, heads' ngram=PATH)."""
-        if self.kind == "heads":
-            return [path for key, path in heads_args(self.arg)[1].items() if key == "ngram"]
-        return [self.arg] if self.kind == "ngram" else []
+        return list(self.files.ngrams)
 
     @property
     def paths(self) -> list[str]:
         """The files or folders the spec names (checked to exist before any model loads)."""
-        if self.kind == "heads":
-            path, options = heads_args(self.arg)
-            return [path] + [options[key] for key in ("ngram", "lm") if key in options]
-        if self.kind == "eagle":
-            return [eagle_args(self.arg)[0]]
-        return [self.arg] if DRAFTER_KINDS[self.kind].needs_path else []
+        return list(self.files.paths)
+
+    def preflight(self) -> None:
+        """The kind's own check of its files, once they exist (one-line SpecdecError), before any
+        model loads: a heads lattice against the heads' card, a feature draft's folder."""
+        check = DRAFTER_KINDS[self.kind].preflight
+        if check is not None:
+            check(self.arg)
+
+
+@dataclass(frozen=True)
+class SpecFiles:
+    """What a spec's argument names: every file or folder (checked to exist), the causal LMs and
+    the KenLM models among them, and whether the drafter it builds proposes trees."""
+
+    paths: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    ngrams: tuple[str, ...] = ()
+    tree: bool = False
+
+
+def model_files(arg: str | None) -> SpecFiles:
+    return SpecFiles((arg,), models=(arg,))
+
+
+def ngram_files(arg: str | None) -> SpecFiles:
+    return SpecFiles((arg,), ngrams=(arg,))
+
+
+def heads_files(arg: str | None) -> SpecFiles:
+    """The heads' folder and its rescorer (ngram=PATH or lm=PATH); options make a lattice (a tree)."""
+    path, options = heads_args(arg)
+    return SpecFiles((path, *(options[key] for key in ("ngram", "lm") if key in options)),
+                     models=tuple(v for k, v in options.items() if k == "lm"),
+                     ngrams=tuple(v for k, v in options.items() if k == "ngram"), tree=bool(options))
+
+
+def eagle_files(arg: str | None) -> SpecFiles:
+    path, tree, _ = eagle_args(arg)
+    return SpecFiles((path,), tree=tree is not None)
+
+
+def heads_preflight(arg: str | None) -> None:
+    """The lattice's size (the card's heads and vocabulary) bounds p before anything loads."""
+    from specdec.reference.heads.files import read_card
+
+    path, options = heads_args(arg)
+    card = read_card(path)
+    problem = heads_lattice_problem(options, card.get("n_heads"), card.get("vocab"))
+    if problem:
+        raise SpecdecError(f"heads:{shown(arg)}: {problem}")
+
+
+def eagle_preflight(arg: str | None) -> None:
+    from specdec.reference.eagle.files import eagle_folder
+
+    eagle_folder(eagle_args(arg)[0])
 
 
 def split_label(spec: str) -> tuple[str, str]:
@@ -227,27 +280,30 @@ class DrafterKind:
     (imported only when one is built, so parsing stays torch-free); usage: its spelling for the
     help; needs_path: `KIND:PATH`; check: validates the argument before anything loads (one-line
     SpecdecError; None: any); causal_only: it reads a causal target's own states (no
-    encoder-decoder)."""
+    encoder-decoder); files: what the argument names (`SpecFiles`; None: PATH itself when
+    needs_path); preflight: checks those files' contents once they exist (None: nothing more)."""
 
     module: str
     usage: str
     needs_path: bool = False
     check: Callable[[str | None], object] | None = None
     causal_only: bool = False
+    files: Callable[[str | None], SpecFiles] | None = None
+    preflight: Callable[[str | None], None] | None = None
 
 
 DRAFTER_KINDS: dict[str, DrafterKind] = {
     "none": DrafterKind("specdec.reference.drafters.protocol", "none"),
     "lookup": DrafterKind("specdec.reference.drafters.prompt_lookup", "lookup[:N[:earliest|latest]] (prompt lookup)",
                           check=lookup_args),
-    "ngram": DrafterKind("specdec.reference.drafters.ngram", "ngram:PATH (KenLM)", needs_path=True),
+    "ngram": DrafterKind("specdec.reference.drafters.ngram", "ngram:PATH (KenLM)", needs_path=True, files=ngram_files),
     "model": DrafterKind("specdec.reference.drafters.neural", "model:PATH (HF causal LM folder or .gguf file)",
-                         needs_path=True),
+                         needs_path=True, files=model_files),
     "heads": DrafterKind("specdec.reference.drafters.heads", "heads:PATH (heads on the target)", needs_path=True,
-                         check=heads_args, causal_only=True),
+                         check=heads_args, causal_only=True, files=heads_files, preflight=heads_preflight),
     "eagle": DrafterKind("specdec.reference.drafters.eagle",
                          "eagle:PATH[,tree=N,topk=K,weights=W] (feature draft on the target)", needs_path=True,
-                         check=eagle_args, causal_only=True),
+                         check=eagle_args, causal_only=True, files=eagle_files, preflight=eagle_preflight),
 }
 
 

@@ -50,9 +50,9 @@ def require_drafter(spec: str, why: str) -> None:
 def check_heads_prompts(spec: str, prompt_tokens: int) -> None:
     """A usage error when heads (which draft from the state under the prompt's last-but-one
     token) are estimated on prompts shorter than 2 tokens."""
-    from specdec.reference.drafters.spec import DrafterSpec
+    from specdec.reference.drafters.spec import DRAFTER_KINDS, DrafterSpec
 
-    if DrafterSpec.parse(spec).kind in ("heads", "eagle") and prompt_tokens < 2:
+    if DRAFTER_KINDS[DrafterSpec.parse(spec).kind].causal_only and prompt_tokens < 2:  # on the target's states
         raise click.BadParameter(f"{spec}: drafters on the target's features need prompts of at least 2 tokens",
                                  param_hint="--prompt-tokens")
 

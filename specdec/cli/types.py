@@ -138,20 +138,13 @@ class DrafterSpecType(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         from specdec.errors import SpecdecError
-        from specdec.reference.drafters.spec import DrafterSpec, shown, split_label
+        from specdec.reference.drafters.spec import DrafterSpec, split_label
 
         if isinstance(value, tuple):
             return value
         label, text = split_label(value) if self.labelled else (value, value)
         try:
             spec = DrafterSpec.parse(text)
-            if spec.kind == "heads":  # the lattice's size (the card's heads) bounds p before anything loads
-                from specdec.reference.drafters.spec import heads_args, heads_lattice_problem
-                from specdec.reference.heads.files import read_card
-                card = read_card(spec.paths[0])
-                problem = heads_lattice_problem(heads_args(spec.arg)[1], card.get("n_heads"), card.get("vocab"))
-                if problem:
-                    raise SpecdecError(f"heads:{shown(spec.arg)}: {problem}")
             for path in spec.model_paths:
                 check_model_path(path)
             for path in spec.paths:
@@ -164,9 +157,7 @@ class DrafterSpecType(click.ParamType):
                 from specdec.ngram.model import resolve_arpa
                 for path in spec.ngram_paths:
                     resolve_arpa(path)
-            if spec.kind == "eagle":
-                from specdec.reference.eagle.files import eagle_folder
-                eagle_folder(spec.paths[0])
+            spec.preflight()
         except (SpecdecError, OSError) as exc:
             self.fail(str(exc), param, ctx)
         return (label, text) if self.labelled else text
