@@ -5,8 +5,8 @@ pi(k, n) (measured: `BatchResult.joint`; or from per-position acceptances with K
 `joint_from_alphas`). Rows are independent. A pass feeds every row its pending token and its
 drafts, padded to the longest row, so it costs t(B, M + 1) with M = max of the B rows' K, and
 every row's drafting and verdict add o seconds, and a draft model that drafts every row in one
-forward adds d(B) seconds a pass (its gamma batched forwards: d(B) = gamma t_d(B, 1), not B times
-one row's; o is then the rest, the verdicts):
+forward adds d(B) seconds a pass (its gamma batched forwards, not B times one row's, the first
+feeding what the verdicts committed: `draft_pass_seconds`; o is then the rest, the verdicts):
 
     P(M <= m)       = F(m)^B,  F the distribution function of K,
     E[iteration]    = sum_m P(M = m) t(B, m + 1) + B o + d(B),
@@ -133,6 +133,43 @@ def _predict_packed(p: np.ndarray, pk: np.ndarray, batch: int, t: np.ndarray, ov
     value = (_packed_seconds(t, batch, k_idx + s_idx) + batch * overhead + draft_seconds) / (n_idx + 1)
     keep = weight > 0
     return RaggedPrediction(batch, iteration, throughput, throughput / base, value[keep], weight[keep])
+
+
+def draft_pass_seconds(joint: npt.ArrayLike, batch: int, draft_seconds: npt.ArrayLike, packed: bool = False) -> float:
+    """d(B): a batched draft model's seconds per pass. It runs M forwards, M the longest of the B
+    rows' proposals (a row drafts K tokens, one a forward; none when no row drafts), and its first
+    forward feeds every drafting row what its last verdict committed past the draft's cache: one
+    token, or two when that verdict accepted the row's whole draft (the last drafted token is
+    appended, never fed). Passes independent, rows independent; with f = P(N = K > 0) and a =
+    P(K > 0) under pi(k, n), P(M <= m) = F(m)^B and t_d(B, k) = draft_seconds[k - 1]:
+
+        d(B)  = sum_{m >= 1} P(M = m) (m - 1) t_d(B, 1) + first,
+        first = P(M >= 1) t_d(B, 1) + (1 - (1 - f a)^B) (t_d(B, 2) - t_d(B, 1))   padded (widest row),
+              = P(M >= 1) t_d(B, 1 + f)                                          packed (mean width).
+
+    At B = 1 the second token is nearly free on a one-row pass; at B = 16 the two-token forward
+    runs twice the rows, which on a CPU can cost several one-token forwards (docs/batching.md)."""
+    p = check_joint(joint)
+    t = np.asarray(draft_seconds, dtype=np.float64)
+    if t.ndim != 1 or t.size < 2 or not np.all(np.isfinite(t)) or t.min() <= 0:
+        raise SpecdecError("the draft's t_d(B, k) must be positive seconds for k = 1, 2")
+    if batch < 1:
+        raise SpecdecError(f"batch size must be >= 1, got {batch}")
+    p = p / p.sum()
+    full, drafts = float(np.trace(p[1:, 1:])), float(p[1:].sum())  # f = P(N = K > 0), a = P(K > 0)
+    p_max = np.diff(np.concatenate([[0.0], np.cumsum(p.sum(axis=1)) ** batch]))  # P(M = m)
+    some = 1.0 - p_max[0]  # P(M >= 1)
+    first = some * float(np.interp(1 + full, (1, 2), t[:2])) if packed else \
+        some * t[0] + (1 - (1 - full * drafts) ** batch) * (t[1] - t[0])
+    return float(p_max @ np.maximum(np.arange(p_max.size) - 1, 0)) * float(t[0]) + first
+
+
+def longest_proposal(joint: npt.ArrayLike, batch: int) -> float:
+    """E[M], M the longest of B independent rows' proposals under pi(k, n): the forwards a batched
+    draft model runs a pass (`draft_pass_seconds`)."""
+    p = check_joint(joint)
+    p_max = np.diff(np.concatenate([[0.0], np.cumsum(p.sum(axis=1) / p.sum()) ** batch]))
+    return float(p_max @ np.arange(p_max.size))
 
 
 def crossover(sizes: Sequence[int], speedups: Sequence[float]) -> int | None:

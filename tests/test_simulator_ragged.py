@@ -124,3 +124,37 @@ def test_a_batched_drafts_seconds_add_to_the_pass_once(packed) -> None:
         assert drafted.iteration_seconds - bare.iteration_seconds == pytest.approx(d)
     with pytest.raises(SpecdecError, match="draft's seconds"):
         predict_ragged(VARIABLE, 4, t, 0.0, draft_seconds=-1.0)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+@pytest.mark.parametrize("batch", [1, 4, 16])
+def test_the_drafts_first_forward_feeds_what_the_verdicts_committed(packed, batch) -> None:
+    """d(B) against a Monte Carlo of 40,000 passes: every row draws its (proposed, accepted) pair
+    for this pass and, independently, for the pass before; the draft runs as many forwards as this
+    pass's longest proposal (none when no row drafts); a drafting row whose previous verdict
+    accepted its whole draft feeds two tokens to the first, any other one; padded, that forward is
+    as wide as the widest fed row; packed, the fed rows' mean width."""
+    from specdec.simulator.ragged import draft_pass_seconds, longest_proposal
+
+    t_d = np.array([0.004, 0.011])
+    rng = np.random.default_rng(0)
+    p = VARIABLE / VARIABLE.sum()
+    k, _ = np.divmod(rng.choice(p.size, size=(40_000, batch), p=p.ravel()), p.shape[1])
+    k_before, n_before = np.divmod(rng.choice(p.size, size=(40_000, batch), p=p.ravel()), p.shape[1])
+    two = (n_before == k_before) & (k_before > 0)
+    fed = k > 0
+    if packed:
+        width = 1 + np.divide((two & fed).sum(axis=1), fed.sum(axis=1), out=np.zeros(40_000), where=fed.any(axis=1))
+        first = np.interp(width, (1, 2), t_d)
+    else:
+        first = np.where((two & fed).any(axis=1), t_d[1], t_d[0])
+    longest = k.max(axis=1)
+    simulated = np.where(longest > 0, first + (longest - 1) * t_d[0], 0.0)
+    got = draft_pass_seconds(VARIABLE, batch, t_d, packed)
+    assert got == pytest.approx(simulated.mean(), abs=5 * simulated.std() / np.sqrt(simulated.size) + 1e-12)
+    assert longest_proposal(VARIABLE, batch) == pytest.approx(longest.mean(), abs=5 * longest.std() / 200 + 1e-12)
+    # rows that always draft 2 and never accept both: two one-token forwards a pass
+    never = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    assert draft_pass_seconds(never, batch, t_d, packed) == pytest.approx(2 * t_d[0])
+    with pytest.raises(SpecdecError, match="k = 1, 2"):
+        draft_pass_seconds(VARIABLE, batch, t_d[:1])

@@ -47,7 +47,7 @@ class BatchResult(DecodeResult):
     time_prefill as in the batch-1 loop (the slots' prefills summed, excluded from decode).
 
     iteration_seconds[i]: decode seconds of pass i (drafting, the pass, verdicts); pass_seconds[i]:
-    the target pass alone;
+    the target pass alone; draft_seconds[i]: its proposals alone;
     emitted[i][s]: tokens slot s emitted in pass i (0: idle); joint[k, n]: slot-iterations that
     proposed k drafts and accepted n; request_seconds: per finished request (in `outputs` order)."""
 
@@ -55,6 +55,7 @@ class BatchResult(DecodeResult):
     batch: int = 1
     iteration_seconds: list[float] = field(default_factory=list)
     pass_seconds: list[float] = field(default_factory=list)
+    draft_seconds: list[float] = field(default_factory=list)
     emitted: list[list[int]] = field(default_factory=list)
     joint: np.ndarray = field(default_factory=lambda: np.zeros((1, 1), dtype=np.int64))
     request_seconds: list[float] = field(default_factory=list)
@@ -124,6 +125,7 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
         done = step(requests)
         result.iteration_seconds.append(done.seconds)
         result.pass_seconds.append(done.pass_seconds)
+        result.draft_seconds.append(done.draft_seconds)
         result.emitted.append(done.emitted)
         for _, k, n in done.outcomes:
             result.joint[k, n] += 1

@@ -89,12 +89,14 @@ class Request:
 @dataclass
 class StepResult:
     """emitted[s]: tokens slot s took (0: idle); outcomes: (slot, drafts proposed, accepted) of
-    every busy slot; seconds: the step; pass_seconds: its target pass alone."""
+    every busy slot; seconds: the step; pass_seconds: its target pass alone; draft_seconds: the
+    drafters' proposals alone."""
 
     emitted: list[int]
     outcomes: list[tuple[int, int, int]]
     seconds: float
     pass_seconds: float
+    draft_seconds: float = 0.0
 
 
 @dataclass
@@ -149,4 +151,4 @@ class Step:
         self.stats.time_draft += t_draft + t_commit
         self.stats.time_verify += t_pass + t_verify
         self.stats.new_tokens += sum(emitted)
-        return StepResult(emitted, outcomes, t_draft + t_pass + t_verify + t_commit, t_pass)
+        return StepResult(emitted, outcomes, t_draft + t_pass + t_verify + t_commit, t_pass, t_draft)

@@ -17,9 +17,15 @@ Predicted per method with `specdec.simulator.ragged`: its (proposed, accepted) l
 per-row drafting/verdict seconds from its own B = 1 run, t(B, k, L) timed in the same session
 through the same scorer at L = prompt + new_tokens / 2 (so B > 1 is predicted from batch-1
 quantities and the pass-time tables only). A draft model drafts every row in one forward, so its
-share of the per-row seconds does not grow as B times one row's: its own t_d(B, 1) is timed the
-same way, a pass's drafting is gamma t_d(B, 1), and the per-row rest (the verdicts) is what the
-smallest batch's run spent beyond gamma t_d(B_min, 1). Method and numbers: docs/batching.md.
+share of the per-row seconds does not grow as B times one row's: its own t_d(B, k), k = 1, 2, is
+timed the same way, a pass's drafting d(B) is its first forward over what the verdicts committed
+and a one-token forward per further token of the longest proposal
+(`simulator.ragged.draft_pass_seconds`) plus, per forward, the proposing work around it that the
+smallest batch measured beyond its forwards (sampling, bookkeeping), and the
+per-row rest (the verdicts) is what the smallest batch's run spent beyond d(B_min). The drafting
+each pass measured (`draft_pass_seconds`: the proposals alone, timed by the step) stands beside
+d(B); at B_min it is d's calibration, at every larger B a prediction.
+Method and numbers: docs/batching.md.
 """
 from __future__ import annotations
 
@@ -37,7 +43,8 @@ from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.estimate.batch_timing import time_batched_passes
 from specdec.reference.measure.harness import Run, measure
 from specdec.reference.measure.speedup import speedup
-from specdec.simulator.ragged import crossover, predict_ragged, weighted_quantile
+from specdec.simulator.ragged import (crossover, draft_pass_seconds, longest_proposal, predict_ragged,
+                                      weighted_quantile)
 
 GREEDY = SamplingConfig(0.0)
 
@@ -86,8 +93,9 @@ def summarize(runs: Sequence[Run], slo_seconds: float) -> dict[str, Any]:
     busy = sum(int(np.count_nonzero(x.emitted)) for x in results)
     overhead = sum(sum(x.iteration_seconds) - sum(x.pass_seconds) for x in results) / busy
     joint = sum(x.joint for x in results)
-    return {"throughput": tokens / seconds, "tokens": tokens, "seconds": seconds,
-            "passes": sum(x.passes for x in results),
+    passes = sum(x.passes for x in results)
+    return {"throughput": tokens / seconds, "tokens": tokens, "seconds": seconds, "passes": passes,
+            "draft_pass_seconds": sum(sum(x.draft_seconds) for x in results) / max(passes, 1),
             "latency_p50": weighted_quantile(values, weights, 0.5), "latency_p99": weighted_quantile(values, weights, 0.99),
             "tpot_met": float(met), "goodput": float(met) * tokens / seconds, "row_overhead": overhead,
             "joint": joint.tolist(), "alpha": DecodeStats.total([x.stats for x in results]).alpha()}
@@ -108,8 +116,8 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
         progress(f"context {context}: timing t(B, k) for B = {list(config.batch_sizes)}, k = 1..{max_gamma + 1}")
         timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_gamma + 1,
                                      config.timing_repeats, layout=config.layout)
-        draft_steps = {name: _one_forward(time_batched_passes(d.draft_model, prompts[0] + prompts[-1], config.batch_sizes,
-                                                              timed_at, 1, config.timing_repeats, layout=config.layout))
+        draft_steps = {name: _by_batch(time_batched_passes(d.draft_model, prompts[0] + prompts[-1], config.batch_sizes,
+                                                           timed_at, 2, config.timing_repeats, layout=config.layout))
                        for name, d in drafters.items() if getattr(d, "draft_model", None) is not None}
         prefixes: dict = {}
         measured: dict[str, dict[int, dict[str, Any]]] = {}
@@ -131,7 +139,7 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
                 progress(f"context {context} B={b} {m.name}: {row['throughput']:.1f} tokens/s, speedup "
                          f"{comparison.speedup:.3f} [{comparison.ci[0]:.3f}, {comparison.ci[1]:.3f}]")
             del scorer
-        drafting = {method_name(name, g): (g, steps) for name, steps in draft_steps.items() for g in config.gammas}
+        drafting = {method_name(name, g): steps for name, steps in draft_steps.items() for g in config.gammas}
         out["contexts"].append({"context": context, "timed_at": timed_at, "timing": timing.to_dict(),
                                 "draft_step_seconds": draft_steps,
                                 "methods": _with_predictions(measured, timing, config, drafting)})
@@ -142,37 +150,47 @@ def method_name(drafter: str, gamma: int) -> str:
     return f"{drafter} gamma={gamma}"
 
 
-def _one_forward(timing) -> dict[int, float]:
-    """{B: t(B, 1)} of a batch timing."""
-    return {b: row[0] for b, row in zip(timing.batch_sizes, timing.seconds)}
+def _by_batch(timing) -> dict[int, list[float]]:
+    """{B: [t(B, 1), t(B, 2), ...]} of a batch timing."""
+    return {b: list(row) for b, row in zip(timing.batch_sizes, timing.seconds)}
 
 
 def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, config: ServeConfig,
-                      drafting: dict[str, tuple[int, dict[int, float]]] | None = None) -> list[dict[str, Any]]:
-    """Each method's points with their predictions; drafting: {method: (gamma, {B: t_d(B, 1)})} for
-    the methods whose draft model drafts every row in one forward (module doc)."""
+                      drafting: dict[str, dict[int, list[float]]] | None = None) -> list[dict[str, Any]]:
+    """Each method's points with their predictions; drafting: {method: {B: t_d(B, 1..2)}} for the
+    methods whose draft model drafts every row in one forward (module doc)."""
     sizes = list(config.batch_sizes)
     table = dict(zip(timing.batch_sizes, timing.seconds))
     base1 = measured["baseline"][sizes[0]]
     rows = []
     for name, by_b in measured.items():
         first = by_b[sizes[0]]
-        gamma, step = (drafting or {}).get(name, (0, None))
-        per_row = first["row_overhead"]
-        if step:  # the smallest batch's per-row seconds beyond its drafting forwards
-            per_row = max(per_row - gamma * step[sizes[0]] / sizes[0], 0.0)
+        draft = _draft_seconds(first, sizes, (drafting or {}).get(name))
+        per_row = max(first["row_overhead"] - draft[sizes[0]] / sizes[0], 0.0)  # the verdicts' rest
         points = []
         for b in sizes:
-            draft = gamma * step[b] if step else 0.0
-            pred = predict_ragged(first["joint"], b, table[b], per_row, base1["row_overhead"], draft_seconds=draft)
+            pred = predict_ragged(first["joint"], b, table[b], per_row, base1["row_overhead"], draft_seconds=draft[b])
             m = by_b[b]
             points.append(m | {"batch": b, "predicted_speedup": pred.speedup, "predicted_throughput": pred.throughput,
                                "predicted_p50": pred.latency_quantile(0.5),  # no p99: module doc
-                               "predicted_draft_seconds": draft, "error": pred.speedup / m["speedup"] - 1})
+                               "predicted_draft_seconds": draft[b], "error": pred.speedup / m["speedup"] - 1})
         rows.append({"method": name, "points": points,
                      "crossover": crossover(sizes, [p["speedup"] for p in points]),
                      "predicted_crossover": crossover(sizes, [p["predicted_speedup"] for p in points])})
     return rows
+
+
+def _draft_seconds(first: dict[str, Any], sizes: Sequence[int], steps: dict[int, list[float]] | None
+                   ) -> dict[int, float]:
+    """{B: d(B)}: the draft's forwards (`draft_pass_seconds`) plus, per forward, the proposing
+    work around it (sampling, bookkeeping) that the smallest batch's run measured beyond them."""
+    if not steps:
+        return {b: 0.0 for b in sizes}
+    forwards = {b: draft_pass_seconds(first["joint"], b, steps[b]) for b in sizes}
+    looks = {b: longest_proposal(first["joint"], b) for b in sizes}
+    b0 = sizes[0]
+    around = max(first["draft_pass_seconds"] - forwards[b0], 0.0) / looks[b0] if looks[b0] > 0 else 0.0
+    return {b: forwards[b] + around * looks[b] for b in sizes}
 
 
 class _Clock:

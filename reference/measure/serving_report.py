@@ -19,8 +19,15 @@ def serve_markdown(result: Mapping[str, Any]) -> str:
                   for b, row in zip(t["batch_sizes"], t["seconds"])]
         for name, steps in (ctx.get("draft_step_seconds") or {}).items():
             lines += ["", f"Draft model {name}, one forward of every row: "
-                      + ", ".join(f"t_d({b}, 1) {1000 * s:.2f} ms" for b, s in steps.items())
-                      + " (a pass's drafting: gamma of them)"]
+                      + ", ".join(f"t_d({b}, 1..2) {1000 * s[0]:.2f} / {1000 * s[1]:.2f} ms" for b, s in steps.items())
+                      + " (a pass's drafting: a forward over what the verdicts committed, then gamma - 1 of one "
+                        "token)", "", "| method | B | drafting a pass, measured ms | predicted ms | error |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {m['method']} | {p['batch']} | {1000 * p['draft_pass_seconds']:.2f} | "
+                      f"{1000 * p['predicted_draft_seconds']:.2f} | "
+                      f"{100 * (p['predicted_draft_seconds'] / p['draft_pass_seconds'] - 1):+.1f}% |"
+                      for m in ctx["methods"] if m["method"].startswith(f"{name} gamma=") for p in m["points"]
+                      if p["draft_pass_seconds"] > 0]
         lines += ["", "| method | B | measured speedup [95% CI] | predicted | error | tokens/s | predicted tokens/s | "
                   "p50 ms (pred) | p99 ms (measured only) | goodput tokens/s |", "|---|---|---|---|---|---|---|---|---|---|"]
         for m in ctx["methods"]:
