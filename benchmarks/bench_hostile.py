@@ -257,6 +257,7 @@ def run_case(argv: list[str], timeout: float = 30.0, signum: int | None = None,
                 time.sleep(after)
                 os.kill(child, signum)
                 start = time.perf_counter()
+                proc.wait(timeout=timeout)  # stdin still open: it must stop on the signal, not on an EOF
             out, _ = proc.communicate(timeout=timeout)
             code: int | None = proc.returncode
         except subprocess.TimeoutExpired:

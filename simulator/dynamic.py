@@ -105,6 +105,19 @@ class ConfidenceLaw:
         return self.edges[None, :-1] >= t[:, None] - 1e-12
 
 
+def confidence_law(d: dict | None, min_count: float = 20.0) -> ConfidenceLaw | None:
+    """The law an estimate's "confidence_law" entry holds (the counts of
+    `specdec.reference.estimate.confidence`): per draft position where it has "per_position" (rows
+    counting fewer than min_count dropped), else the pooled row; None when the entry is missing
+    or counts nothing."""
+    if not d or sum(d.get("positions", ())) == 0:
+        return None
+    rows = d.get("per_position")
+    if rows:
+        return ConfidenceLaw.from_counts(d["edges"], rows["positions"], rows["accepted"], min_count)
+    return ConfidenceLaw.from_counts(d["edges"], d["positions"], d["accepted"], min_count=0.0)
+
+
 @dataclass(frozen=True)
 class RulePrediction:
     """Per rule (arrays over the rules evaluated): E tokens, E draft tokens and forwards, E time

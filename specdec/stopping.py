@@ -28,7 +28,8 @@ import numpy as np
 
 from specdec.engines.llamacpp.validation import DRAFT_TOP_K as LLAMA_TOP_K
 from specdec.errors import SpecdecError
-from specdec.simulator.dynamic import ConfidenceLaw, heuristic_schedule, plan_stopping, threshold_prediction
+from specdec.simulator.dynamic import (ConfidenceLaw, confidence_law, heuristic_schedule, plan_stopping,
+                                      threshold_prediction)
 from specdec.simulator.prediction import effective_cost
 
 
@@ -47,8 +48,6 @@ def _law(d: Any, where: str) -> ConfidenceLaw:
                            "issue 52): write it with `specdec estimate --json` for a chain drafter")
     if np.asarray(d["positions"], dtype=np.float64).sum() <= 0:
         raise SpecdecError(f"{where}: the confidence law counts no positions")
-    from specdec.reference.estimate.confidence import confidence_law  # numpy only: plan stays torch-free
-
     return confidence_law(d)  # per draft position where the file has it, else the pooled row
 
 

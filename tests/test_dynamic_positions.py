@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from specdec.reference.estimate.confidence import (ConfidenceCounts, PositionCounts, confidence_counts,
-                                                   confidence_law, position_counts)
+                                                   position_counts)
 from specdec.reference.estimate.replay import accept_from_match
-from specdec.simulator.dynamic import ConfidenceLaw, threshold_prediction
+from specdec.simulator.dynamic import ConfidenceLaw, confidence_law, threshold_prediction
 
 EDGES = (0.0, 0.25, 0.5, 0.75, 1.0)
 

@@ -205,7 +205,7 @@ def test_ngram_flags_set_the_draft_length_llama_cpp_reads() -> None:
 
 
 def test_advice_keeps_ngram_simple_at_the_lookup_its_counts_came_from() -> None:
-    from specdec.engines.llamacpp.validation import advised_gamma
+    from specdec.engines.llamacpp.advice import advised_gamma
     speedups = [1.0, 1.011, 0.99, 0.97, 0.95]  # gamma 1 best: for ngram-simple it would shorten the lookup
     assert advised_gamma(speedups, "ngram-simple") == 0
     assert advised_gamma([1.0, 1.02, 1.05, 1.04], "ngram-simple") == 3

@@ -67,8 +67,7 @@ class Estimated:
 def category_estimates(estimate: dict, config: Config, path: Path) -> dict[str, Estimated]:
     """{category: Estimated} of a `specdec estimate --json` output (one category or several) for
     the configuration: its replay at its gamma, or at a p-min above 0 its confidence law."""
-    from specdec.reference.estimate.confidence import confidence_law
-    from specdec.simulator.dynamic import threshold_prediction
+    from specdec.simulator.dynamic import confidence_law, threshold_prediction
 
     reports = estimate["categories"] if "categories" in estimate else {estimate.get("category", ""): estimate}
     gamma, rates = gamma_of(config), synthetic_rates(config)

@@ -142,15 +142,3 @@ def confidence_counts(scores: Sequence, edges: Sequence[float] = EDGES) -> Confi
         return None
     return ConfidenceCounts.of(np.concatenate([s.confidence for s in known]),
                                np.concatenate([s.beta for s in known]), edges)
-
-
-def confidence_law(d: dict[str, Any] | None, min_count: float = 20.0):
-    """The `ConfidenceLaw` an estimate's "confidence_law" entry gives: per position where it has
-    "per_position" (files since the position-conditioned law), else the pooled row; None when
-    the entry is missing or counts nothing."""
-    if not d or sum(d.get("positions", ())) == 0:
-        return None
-    if d.get("per_position"):
-        return PositionCounts.from_dict(d["edges"], d["per_position"]).law(min_count)
-    return ConfidenceCounts(tuple(d["edges"]), tuple(d["positions"]), tuple(d["accepted"]),
-                            tuple(d["accepted_sq"])).law()

@@ -20,12 +20,11 @@ import numpy as np
 from specdec.reference.core.policy import ConfidenceThreshold, HeuristicSchedule, parse_policy
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.estimate.alpha import AlphaEstimate
-from specdec.reference.estimate.confidence import confidence_law
 from specdec.reference.estimate.cost import CostEstimate
 from specdec.reference.measure.harness import Run
 from specdec.reference.measure.speedup import speedup
 from specdec.reference.validation.config import TOLERANCE
-from specdec.simulator.dynamic import heuristic_schedule, threshold_prediction
+from specdec.simulator.dynamic import confidence_law, heuristic_schedule, threshold_prediction
 from specdec.simulator.prediction import effective_cost
 
 REGRET_GOAL = 0.03

@@ -229,8 +229,10 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
               "baselines": v.baselines(records, costs)}
     _with_b(result, records, configs, replays, costs)
     if advise:
-        result["advice"] = [v.advise(binary, gguf, records, costs, cost_data, configs, advise_from, t, requests, repeats,
-                                     new_tokens, threads, log, seed) for t in temperatures]
+        from specdec.engines.llamacpp.advice import advise as advice_run
+
+        result["advice"] = [advice_run(binary, gguf, records, costs, cost_data, configs, advise_from, t, requests,
+                                       repeats, new_tokens, threads, log, seed) for t in temperatures]
     for a in result.get("advice", []):  # the counts the plan read, as the page `plan --from` takes
         page = out.with_name(f"{out.stem}.T{a['temperature']:g}.metrics.txt")
         page.write_text(a["metrics_page"])

@@ -24,7 +24,8 @@ from specdec.reference.core.policy import parse_policy
 from specdec.reference.data.prompts import PromptSource
 from specdec.reference.data.encoder_inputs import load_target_prompts
 from specdec.reference.drafters.factory import make_drafter
-from specdec.reference.estimate.confidence import ConfidenceCounts, confidence_law
+from specdec.reference.estimate.confidence import ConfidenceCounts
+from specdec.simulator.dynamic import confidence_law
 from specdec.reference.distributed.ranks import Ranks
 from specdec.reference.validation.alphas import score_alpha_share, summarize_alphas
 from specdec.reference.validation.config import ValidationConfig

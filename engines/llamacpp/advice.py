@@ -1,0 +1,75 @@
+"""The advice run (`specdec llamacpp validate --advise`): `specdec plan --from` the engine's counts
+of one grid configuration, with the engine's cost file, picks a draft length; its printed flags
+run against no speculation and the grid's two best configurations, and the regret is measured
+(docs/engines.md, "llama.cpp in the loop")."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from specdec.engines.llamacpp.config import NGRAM_SIZE_N
+from specdec.engines.llamacpp.validation import (Config, EngineCosts, Record, Request, as_dicts, cells, from_flags,
+                                                 metrics_page, run_grid)
+from specdec.errors import SpecdecError
+
+
+def advised_gamma(speedups: Sequence[float], spec_type: str | None) -> int:
+    """The plan's best draft length among those the source's type can run with the acceptance its
+    counts measured: ngram-simple never drafts fewer tokens than its lookup (`copy_max < size_n`
+    returns no draft), so a gamma below NGRAM_SIZE_N shortens the lookup too (size-n = gamma), a
+    different drafter whose acceptance the counts (taken at size-n NGRAM_SIZE_N) do not describe:
+    measured 0.83x where a 1.01x was planned at gamma 1 (2026-11-26)."""
+    allowed = [g for g in range(len(speedups)) if g == 0 or spec_type != "ngram-simple" or g >= NGRAM_SIZE_N]
+    return max(allowed, key=lambda g: (speedups[g], -g))
+
+def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCosts, cost_data: dict,
+           configs: Sequence[Config], source: str, temperature: float, requests: Sequence[Request], repeats: int, new_tokens: int,
+           threads: int | None, log: Callable[[str], None] = lambda line: None, seed: int = 0) -> dict:
+    """`plan --from <source's counts at this temperature> --c 0 --batch-cost-file <costs> --context L`,
+    then its printed flags for the source's n-gram type run against no speculation and the grid's
+    two best configurations at this temperature (interleaved, fresh servers): the regret is the
+    best one's measured speedup over the advice's, minus 1 (0 when the advice is the best)."""
+    from specdec.engines.acceptance import acceptance_from_counts
+    from specdec.engines.configs import engine_config
+    from specdec.engines.metrics import read_counts
+    from specdec.simulator.batch import BatchTimes, batch_times_at
+    from specdec.simulator.engine_plan import engine_plan
+
+    rows = [r for r in records if r.config == source and r.temperature == temperature]
+    page = metrics_page(rows)
+    context = int(np.median([r.prompt_tokens + r.tokens / 2 for r in rows]))
+    tables = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
+    tables = [BatchTimes(tuple(t["batch_sizes"]), tuple(tuple(x) for x in t["seconds"]), t.get("device"),
+                         t.get("context_tokens")) for t in tables]
+    lo, hi = min(t.context_tokens for t in tables), max(t.context_tokens for t in tables)
+    batch = batch_times_at(tables, min(max(context, lo), hi)) if len(tables) > 1 else tables[0]
+    counts = read_counts(page)
+    plan = engine_plan(acceptance_from_counts(counts), 0.0, counts.source, batch_times=batch)
+    config = engine_config(plan, "llamacpp", "ngram")
+    spec_type = next(c.spec_type for c in configs if c.label == source)
+    gamma = advised_gamma(plan.plan.walltime_improvement, spec_type)
+    flags = (config.get("flags_ngram") or {}).get(spec_type) if gamma > 0 else None
+    if gamma > 0 and flags is None:
+        raise SpecdecError(f"{source}: the plan writes draft-length flags for the n-gram types only, not {spec_type}")
+    advised = from_flags("advice", flags) if flags else Config("advice", None)
+    grid = [c for c in cells(records, costs, seed, configs) if c.temperature == temperature]
+    best = sorted(grid, key=lambda c: -c.measured)[:2]
+    labels = {c.label: c for c in configs}
+    rivals = [labels[c.config] for c in best if c.config in labels]
+    log(f"T={temperature:g}: plan from {source} (context {context}): gamma {gamma} -> "
+        f"{advised.command_line() or 'no speculation'}; against {', '.join(c.label for c in rivals)}")
+    second = run_grid(binary, model, [Config("none", None), advised, *rivals], requests, [temperature], repeats,
+                      new_tokens, threads, log, seed + 7)
+    measured = {c.config: c for c in cells(second, costs, seed, configs)}
+    advice_speedup = measured["advice"].measured if gamma > 0 else 1.0
+    top = max([advice_speedup] + [measured[c.label].measured for c in rivals if c.label in measured])
+    return {"temperature": temperature, "source": source, "context": context, "gamma": gamma,
+            "predicted": float(plan.plan.walltime_improvement[gamma]), "flags": advised.command_line(),
+            "plan_command": f"specdec plan --from METRICS --c 0 --batch-cost-file COSTS --context "
+                            f"{min(max(context, lo), hi)} --engine llamacpp",
+            "engine_config": config, "metrics_page": page,
+            "measured": {k: asdict(c) for k, c in measured.items()}, "advice_measured": advice_speedup,
+            "regret": top / advice_speedup - 1, "records": as_dicts(second)}
