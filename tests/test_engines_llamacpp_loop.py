@@ -21,8 +21,8 @@ from specdec.engines.llamacpp.config import config_lines, ngram_flags
 from specdec.engines.llamacpp.server import default_model, find_binary
 from specdec.engines.llamacpp.batches import joint_from_counts
 from specdec.engines.llamacpp.estimated import category_estimates, gamma_of, predicted_b
-from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, draft_passes, from_flags, metrics_page,
-                                                 ngram, predicted_seconds, synthetic)
+from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, draft_lengths, draft_passes, from_flags,
+                                                 metrics_page, ngram, predicted_seconds, synthetic)
 from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
 from tests.cli_helpers import run_main, strict_json
@@ -130,6 +130,22 @@ def test_a_confidence_cut_off_prices_the_traced_draft_lengths() -> None:
         draft_passes(Record("d", 0, "p", "c", 0, 21, 0, 90, 4, 9, 4), config)
     # nothing drafted in 20 steps: each still paid the pass over its batch and the look that failed
     assert draft_passes(Record("d", 0, "p", "c", 0, 21, 0, 90, 0, 0, 0, lengths=[0]), config) == 40
+
+
+def test_draft_lengths_read_a_captured_trace() -> None:
+    """tests/fixtures/llamacpp/trace_draft_simple.log: a real llama-server's log of one request of a
+    draft-model row (LLAMA_TRACE=1, n-max 4, p-min 0.5; `capture.py trace`): the lengths it gives
+    agree with the counters the same server reported around the request, and pricing reads them."""
+    fixtures = Path(__file__).parent / "fixtures" / "llamacpp"
+    counts = strict_json((fixtures / "trace_draft_simple.json").read_text())
+    lengths = draft_lengths((fixtures / "trace_draft_simple.log").read_text())
+    assert len(lengths) <= 5 and lengths[0] == 0 and lengths[1] > 0  # p-min cut drafts short of n-max 4
+    assert sum(lengths) == counts["drafts"] and sum(n * k for n, k in enumerate(lengths)) == counts["draft_tokens"]
+    rec = Record("d", 0, "p", "code", 0, 65, 0, 80, counts["drafts"], counts["draft_tokens"],
+                 counts["accepted_tokens"], lengths=lengths)
+    steps = 64 - counts["accepted_tokens"]
+    assert draft_passes(rec, from_flags("d", counts["flags"])) == 2 * steps + counts["draft_tokens"] - sum(lengths[4:])
+    assert draft_lengths("no trace here") == [0]
 
 
 def test_prediction_b_prices_the_estimators_replay() -> None:

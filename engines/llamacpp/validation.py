@@ -56,9 +56,13 @@ class Config:
     flags: tuple[str, ...] = ()  # the flags that set its draft length (and synthetic acceptance)
 
     def server(self, model: Path, threads: int | None, ctx: int) -> ServerConfig:
-        """A draft model's server traces its steps (the draft lengths `draft_passes` needs)."""
-        env = (("LLAMA_TRACE", "1"),) if self.draft_model is not None else ()
+        env = (("LLAMA_TRACE", "1"),) if self.traced else ()
         return ServerConfig(model, spec_type=self.spec_type, threads=threads, ctx_size=ctx, extra=self.flags, env=env)
+
+    @property
+    def traced(self) -> bool:
+        """A draft model's server traces its steps (the draft lengths `draft_passes` needs)."""
+        return self.draft_model is not None
 
     def flag(self, *names: str) -> str | None:
         """The value of the first of `names` among the flags (None: not given)."""
@@ -196,7 +200,7 @@ def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Seq
                     order = order[turn % len(order):] + order[:turn % len(order)]
                     turn += 1
                     for i in order:
-                        traced = bool(servers[i].config.env)
+                        traced = configs[i].traced
                         before, logged = counters(clients[i]), len(servers[i].log_text()) if traced else 0
                         done = send(clients[i], request, new_tokens, temperature, seed=seed + 1000 * r + turn)
                         after = counters(clients[i])
@@ -212,18 +216,22 @@ def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Seq
     return records
 
 
+def draft_lengths(log: str) -> list[int]:
+    """Drafts by length (index = tokens drafted) in a stretch of a traced server's log: one
+    "accepted a/n draft tokens" line per verify step (LLAMA_TRACE > 0). [0]: nothing drafted."""
+    return np.bincount(np.asarray([int(m.group(2)) for m in TRACE.finditer(log)], dtype=np.int64),
+                       minlength=1).tolist()
+
+
 def traced_lengths(server: LlamaServer, offset: int, drafts: int) -> list[int]:
-    """Drafts by length (index = tokens drafted) from the trace lines the server logged past
-    `offset`, once as many as its counters' `drafts` have been written (SpecdecError if not)."""
+    """`draft_lengths` of what the server logged past `offset`, once as many drafts as its
+    counters' `drafts` have been written (the log's writer is a thread; SpecdecError if not)."""
     deadline = time.monotonic() + TRACE_WAIT_S
-    while True:
-        found = [int(m.group(2)) for m in TRACE.finditer(server.log_text()[offset:])]
-        if len(found) >= drafts:
-            break
+    while sum(lengths := draft_lengths(server.log_text()[offset:])) < drafts:
         if time.monotonic() > deadline:
-            raise SpecdecError(f"llama-server's trace shows {len(found)} drafts where its counters show {drafts}")
+            raise SpecdecError(f"llama-server's trace shows {sum(lengths)} drafts where its counters show {drafts}")
         time.sleep(0.02)
-    return np.bincount(np.asarray(found, dtype=np.int64), minlength=1).tolist()  # [0]: traced, nothing drafted
+    return lengths
 
 
 # ---- the engine's costs, and prediction (a) -----------------------------------------------
