@@ -5,8 +5,8 @@ pi(k, n) (measured: `BatchResult.joint`; or from per-position acceptances with K
 `joint_from_alphas`). Rows are independent. A pass feeds every row its pending token and its
 drafts, padded to the longest row, so it costs t(B, M + 1) with M = max of the B rows' K, and
 every row's drafting and verdict add o seconds, and a draft model that drafts every row in one
-forward adds d(B) seconds a pass (its gamma batched forwards, not B times one row's, the first
-feeding what the verdicts committed: `draft_pass_seconds`; o is then the rest, the verdicts):
+forward adds d(B) seconds a pass (its batched forwards, not B times one row's, the first feeding
+what the verdicts committed: `draft_pass_seconds`; o is then the rest, the verdicts):
 
     P(M <= m)       = F(m)^B,  F the distribution function of K,
     E[iteration]    = sum_m P(M = m) t(B, m + 1) + B o + d(B),
@@ -96,7 +96,7 @@ def predict_ragged(joint: npt.ArrayLike, batch: int, seconds: npt.ArrayLike, ove
     if packed:
         return _predict_packed(p, pk, batch, t, overhead, base_overhead, draft_seconds)
     cdf = np.cumsum(pk)
-    p_max = np.diff(np.concatenate([[0.0], cdf ** batch]))  # P(M = m)
+    p_max = _longest_law(pk, batch)  # P(M = m)
     pass_seconds = t[:p.shape[0]]  # t(B, m + 1), m = 0..K
     iteration = float(p_max @ pass_seconds) + batch * overhead + draft_seconds
     tokens = float(p.sum(axis=0) @ (np.arange(p.shape[0]) + 1))  # E[N + 1]
@@ -157,19 +157,23 @@ def draft_pass_seconds(joint: npt.ArrayLike, batch: int, draft_seconds: npt.Arra
         raise SpecdecError(f"batch size must be >= 1, got {batch}")
     p = p / p.sum()
     full, drafts = float(np.trace(p[1:, 1:])), float(p[1:].sum())  # f = P(N = K > 0), a = P(K > 0)
-    p_max = np.diff(np.concatenate([[0.0], np.cumsum(p.sum(axis=1)) ** batch]))  # P(M = m)
-    some = 1.0 - p_max[0]  # P(M >= 1)
+    some = 1.0 - _longest_law(p.sum(axis=1), batch)[0]  # P(M >= 1)
     first = some * float(np.interp(1 + full, (1, 2), t[:2])) if packed else \
         some * t[0] + (1 - (1 - full * drafts) ** batch) * (t[1] - t[0])
-    return float(p_max @ np.maximum(np.arange(p_max.size) - 1, 0)) * float(t[0]) + first
+    return (longest_proposal(p, batch) - some) * float(t[0]) + first  # sum_m P(M = m) (m - 1)_+ = E[M] - P(M >= 1)
 
 
 def longest_proposal(joint: npt.ArrayLike, batch: int) -> float:
     """E[M], M the longest of B independent rows' proposals under pi(k, n): the forwards a batched
     draft model runs a pass (`draft_pass_seconds`)."""
     p = check_joint(joint)
-    p_max = np.diff(np.concatenate([[0.0], np.cumsum(p.sum(axis=1) / p.sum()) ** batch]))
+    p_max = _longest_law(p.sum(axis=1) / p.sum(), batch)
     return float(p_max @ np.arange(p_max.size))
+
+
+def _longest_law(pk: np.ndarray, batch: int) -> np.ndarray:
+    """P(M = m), M the largest of `batch` independent draws of K ~ pk: F(m)^B differenced."""
+    return np.diff(np.concatenate([[0.0], np.cumsum(pk) ** batch]))
 
 
 def crossover(sizes: Sequence[int], speedups: Sequence[float]) -> int | None:

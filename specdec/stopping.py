@@ -95,14 +95,14 @@ def read_stopping_inputs(path: Path, category: str | None = None, drafter: str |
             return hits[0]
         alpha, cost = pick(data["alpha"]), pick(data.get("cost") or [])
         where = f"{where} {alpha['drafter']} at T={alpha['temperature']:g}"
-        law, top_k = _law(alpha.get("confidence_law"), where), (alpha.get("confidence_law") or {}).get("top_k", 0)
+        d = alpha.get("confidence_law")
     else:
         if drafter is not None or temperature is not None:
             raise SpecdecError(f"{path} is one estimate: --drafter and --temperature choose within a validation.json")
-        law, cost = _law(data.get("confidence_law"), where), data.get("cost")
-        top_k = data["confidence_law"].get("top_k", 0)
+        d, cost = data.get("confidence_law"), data.get("cost")
+    law = _law(d, where)
     c, v = _costs(cost, where)
-    return StoppingInputs(law, c, v, where, int(top_k or 0))
+    return StoppingInputs(law, c, v, where, int(d.get("top_k") or 0))
 
 
 def stopping_plan(inputs: StoppingInputs, max_n: int) -> dict[str, Any]:

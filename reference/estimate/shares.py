@@ -58,11 +58,10 @@ def score_chunks(model: torch.nn.Module, drafters: Mapping[str, Any], prompts: S
     bar = progress_bar(len(indices) * new_tokens, f"sampling and scoring (T={sampling.temperature:g}, "
                        f"{len(indices)} of {len(prompts)} prompts)", "tok", progress)
     scorers = {name: d.teacher_forced_scorer(model, max_gamma, generator) for name, d in drafters.items()}
-    for name, scorer in scorers.items():
-        if confidence_top_k:
-            if not hasattr(scorer, "confidence_top_k"):
-                raise SpecdecError(f"{name}: its scorer reports no confidence to renormalise over a top k")
-            scorer.confidence_top_k = confidence_top_k
+    for name, scorer in scorers.items() if confidence_top_k else ():
+        if not hasattr(scorer, "confidence_top_k"):
+            raise SpecdecError(f"{name}: its scorer reports no confidence to renormalise over a top k")
+        scorer.confidence_top_k = confidence_top_k
     continuations: list[list[int]] = []
     scores: dict[str, list[PositionScores]] = {name: [] for name in drafters}
     generation = scoring = 0.0

@@ -20,8 +20,8 @@ def serve_markdown(result: Mapping[str, Any]) -> str:
         for name, steps in (ctx.get("draft_step_seconds") or {}).items():
             lines += ["", f"Draft model {name}, one forward of every row: "
                       + ", ".join(f"t_d({b}, 1..2) {1000 * s[0]:.2f} / {1000 * s[1]:.2f} ms" for b, s in steps.items())
-                      + " (a pass's drafting: a forward over what the verdicts committed, then gamma - 1 of one "
-                        "token)", "", "| method | B | drafting a pass, measured ms | predicted ms | error |",
+                      + " (a pass's drafting: a forward over what the verdicts committed, then one of one token per "
+                        "further token of the longest proposal)", "", "| method | B | drafting a pass, measured ms | predicted ms | error |",
                       "|---|---|---|---|---|"]
             lines += [f"| {m['method']} | {p['batch']} | {1000 * p['draft_pass_seconds']:.2f} | "
                       f"{1000 * p['predicted_draft_seconds']:.2f} | "
