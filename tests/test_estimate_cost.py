@@ -44,6 +44,16 @@ def test_draft_timing_through_the_protocol() -> None:
     assert lookup.token_seconds >= 0 and 0 <= lookup.mean_proposed <= 3
 
 
+def test_a_model_drafting_for_itself_costs_about_one_target_step() -> None:
+    """c is each drafting cycle against the target pass timed beside it (paired, so the machine's
+    drift cancels): the target as its own draft makes one pass per drafted token, c ~ 1."""
+    target = tiny_llama(TINY_VOCAB, seed=0, hidden=256)
+    timing = time_draft_steps(NeuralDrafter(target, TINY_VOCAB), target, TOKENS, SamplingConfig(0.0),
+                              context_tokens=24, gamma=4, repeats=12, warmup=2)
+    assert timing.target_seconds > 0 and timing.mean_proposed == 4
+    assert 0.6 < timing.c < 2.0, timing
+
+
 @pytest.mark.parametrize("sampling", [SamplingConfig(0.0), SamplingConfig(1.0)], ids=["greedy", "t1"])
 def test_loop_overhead_runs_the_decoder_loop(sampling: SamplingConfig) -> None:
     logits = torch.randn(5, TINY_VOCAB, generator=torch.Generator().manual_seed(0)) * 3

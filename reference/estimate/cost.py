@@ -69,8 +69,9 @@ def loop_overhead(target: torch.nn.Module, tokens: Sequence[int], sampling: Samp
 
 def assemble_cost(drafter, target: torch.nn.Module, timing: TargetTiming, draft: DraftTiming,
                   overhead_seconds: Sequence[float]) -> CostEstimate:
-    """The one place a CostEstimate is put together: c = draft seconds per token / t(1)."""
-    return CostEstimate(draft.token_seconds / timing.step_seconds, c_hat_for(drafter, target), timing, draft,
+    """The one place a CostEstimate is put together: c = draft seconds per token / t(1), each
+    drafting cycle against the target pass timed beside it (`DraftTiming.c`)."""
+    return CostEstimate(draft.c, c_hat_for(drafter, target), timing, draft,
                         list(overhead_seconds))
 
 

@@ -139,13 +139,18 @@ def pool_timings(timings: Sequence[TargetTiming]) -> TargetTiming:
 
 @dataclass
 class DraftTiming:
-    """Median draft cost per drafted token (propose + commit, divided by the tokens drafted)."""
+    """Median draft cost per drafted token (propose + commit, divided by the tokens drafted);
+    target_seconds: the median one-token target pass timed beside each cycle, and c: the median
+    of each cycle's own ratio (draft seconds per token / that cycle's target pass), so the
+    machine's speed drift cancels in c as it does in v(k)."""
 
     token_seconds: float
     iteration_seconds: float
     mean_proposed: float
     gamma: int
     repeats: int
+    target_seconds: float
+    c: float
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,15 +159,19 @@ class DraftTiming:
 def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sampling: SamplingConfig,
                      context_tokens: int = 128, gamma: int = 4, repeats: int = 20, warmup: int = 3,
                      generator: torch.Generator | None = None) -> DraftTiming:
-    """Time the drafter's propose(gamma) + commit cycle from real contexts.
+    """Time the drafter's propose(gamma) + commit cycle from real contexts, each cycle paired with
+    the target pass before it.
 
     The drafter starts on the first context_tokens ids (after one target pass over them when
     it reads the target's hidden states: `needs`); each cycle proposes, then commits the next
     true token with nothing accepted (so the context moves along real text and speculative
     state is discarded as after a rejection; a hidden-state drafter keeps drafting from the
-    first pass's state, as no target pass runs between cycles). Each cycle starts with cold CPU
-    caches, as in decoding, where the drafter runs right after a target pass has streamed the
-    target's weights through them (`CacheEvictor`).
+    first pass's state, as no target pass runs between cycles). Before each cycle a one-token
+    target pass at the same context is timed (`TargetProbe`): the drafter starts as cold as in
+    decoding, right after a target pass streamed the target's weights through the CPU's caches,
+    and c is the cycle's own ratio to that pass. Timed apart (the target's t(1) minutes before
+    the draft's cycles), the draft model's c moved 0.17-0.24 between categories of one main job
+    as the machine's speed drifted (2026-11-26).
     """
     from specdec.reference.core.target import TargetScorer
 
@@ -174,10 +183,10 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
     drafter.start(context, prefill)
     last = prefill if prefill is not None else NO_PASS
     device = output_device(target)
-    evict = CacheEvictor(device, model_bytes(target))
-    per_token, per_iter, proposed = [], [], []
+    probe = TargetProbe(target, context, max(context_tokens - 1, 1), passes=1)
+    per_token, per_iter, proposed, passes, ratios = [], [], [], [], []
     for i in range(warmup + repeats):
-        evict()
+        step = probe()
         sync(device)
         start = time.perf_counter()
         proposal = drafter.propose(gamma, sampling, generator)
@@ -189,8 +198,10 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
             per_iter.append(elapsed)
             per_token.append(elapsed / max(k, 1))
             proposed.append(k)
+            passes.append(step)
+            ratios.append(elapsed / max(k, 1) / step)
     return DraftTiming(float(np.median(per_token)), float(np.median(per_iter)), float(np.mean(proposed)),
-                       gamma, repeats)
+                       gamma, repeats, float(np.median(passes)), float(np.median(ratios)))
 
 
 def last_level_cache_bytes() -> int:
