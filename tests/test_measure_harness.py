@@ -6,7 +6,8 @@
   value divides each run by its probed step; the interval is seeded and holds the value;
 - `measure` interleaves: every (repeat, prompt) block runs each method once, the order rotated
   by one block to the next, all methods of a block drawing from the same seed; disturbed runs
-  are redone (`retries`) and the probes bracket each run;
+  are redone (`retries`) and the probes bracket each run; a bracketing baseline (first and last
+  in every block, its two runs as one) cancels a steady drift;
 - `fastest` keeps each prompt's fastest repeat and refuses repeats that decoded differently;
 - `compare` on a tiny real model: greedy prompt lookup emits the baseline's tokens exactly.
 """
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from specdec.errors import SpecdecError
 from specdec.reference.core.loop import DecodeResult
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
@@ -87,6 +89,37 @@ def test_measure_interleaves_with_one_seed_per_block() -> None:
     assert [(r.repeat, r.prompt) for r in runs["b"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     with pytest.raises(ValueError, match="names must differ"):
         measure([methods[0], methods[0]], _NoScorer(), prompts, 3, SamplingConfig(0.0))
+
+
+class Drifting:
+    """A method whose run takes `work` seconds on a machine that slows by `drift` per run made
+    (a shared clock): the harness's decode seconds are the stats' time_total."""
+
+    def __init__(self, name: str, work: float, clock: list, drift: float = 0.1) -> None:
+        self.name, self.work, self.clock, self.drift = name, work, clock, drift
+
+    def decode(self, scorer, prompt, new_tokens, sampling, generator, eos_id, fuse_prefill) -> DecodeResult:
+        self.clock[0] += 1
+        seconds = self.work * (1 + self.drift * self.clock[0])
+        return DecodeResult([1] * new_tokens, [False] * new_tokens,
+                            DecodeStats(0, new_tokens=new_tokens, time_total=seconds))
+
+
+def test_a_bracketing_baseline_cancels_a_steady_drift() -> None:
+    # the machine slows 10 % a run: with one baseline run a block, the methods after it look
+    # slower than they are; with the baseline first and last, each is compared with their mean
+    clock = [0]
+    methods = [Drifting("base", 1.0, clock), Drifting("x", 0.5, clock), Drifting("y", 0.5, clock)]
+    once = measure(methods, _NoScorer(), [[1]], 4, SamplingConfig(0.0))
+    assert speedup(once["base"], once["x"]).speedup == pytest.approx(2 * 1.1 / 1.2)  # 8 % off
+    clock[0] = 0
+    runs = measure(methods, _NoScorer(), [[1], [2]], 4, SamplingConfig(0.0), bracket="base")
+    assert [r.prompt for r in runs["base"]] == [0, 1] and len(runs["x"]) == 2
+    for name in ("x", "y"):  # a run k steps into the block against the mean of steps 1 and 4
+        assert speedup(runs["base"], runs[name]).speedup == pytest.approx(2.0, rel=0.06)
+    assert runs["base"][0].seconds == pytest.approx(0.5 * (1.1 + 1.4))
+    with pytest.raises(SpecdecError, match="bracket"):
+        measure(methods, _NoScorer(), [[1]], 4, SamplingConfig(0.0), bracket="z")
 
 
 def test_disturbed_runs_are_redone_and_probes_bracket_each_run(monkeypatch) -> None:

@@ -97,7 +97,8 @@ def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequenc
             sampling: SamplingConfig, seed: int = 0, repeats: int = 1, seeds: Callable[[int, int], int] | None = None,
             eos_id: int | None = None, fuse_prefill: bool = False, between: Callable[[], None] | None = None,
             probe: Callable[[], float] | None = None, retries: int = 0, threshold: float = DEFAULT_THRESHOLD,
-            warm_up: int = 0, progress: Callable[[Run], None] | None = None) -> dict[str, list[Run]]:
+            warm_up: int = 0, progress: Callable[[Run], None] | None = None, bracket: str | None = None
+            ) -> dict[str, list[Run]]:
     """Run every method on every prompt, `repeats` times; returns each method's runs in
     (repeat, prompt) order, so runs of two methods pair by position.
 
@@ -109,6 +110,10 @@ def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequenc
     one-token target step) is timed between consecutive runs and each run records the mean of
     the probes around it. warm_up: tokens each method decodes once, untimed, on the first prompt
     (first-call allocations count against no method). progress(run) is called after each run.
+    bracket: the name of a method (the baseline) that runs first and last in every block, the
+    others rotating between; its two runs count as one (`bracketed`), so each method between
+    is compared with the mean of a run before it and a run after it: a drift within the block
+    (a VM's speed moving 5-15 % within seconds) no longer falls on the one baseline run alone.
     """
     if repeats < 1:
         raise SpecdecError(f"repeats must be >= 1, got {repeats}")
@@ -121,12 +126,17 @@ def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequenc
         for method in methods:
             method.decode(scorer, prompts[0], warm_up, sampling, torch.Generator(device=device).manual_seed(0),
                           None, fuse_prefill)
+    if bracket is not None and bracket not in names:
+        raise SpecdecError(f"bracket names no method: {bracket!r} not in {names}")
+    ends = [m for m in methods if m.name == bracket]
+    rotating = [m for m in methods if m.name != bracket]
     runs: dict[str, list[Run]] = {name: [] for name in names}
     turn = 0
     last_probe: float | None = None
     for r in range(repeats):
         for j, prompt in enumerate(prompts):
-            order = list(methods[turn % len(methods):]) + list(methods[:turn % len(methods)])
+            at = turn % max(len(rotating), 1)
+            order = ends + rotating[at:] + rotating[:at] + ends
             turn += 1
             if between is not None:
                 between()
@@ -148,7 +158,23 @@ def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequenc
                 runs[method.name].append(run)
                 if progress is not None:
                     progress(run)
+            if ends:
+                second = runs[bracket].pop()
+                runs[bracket][-1] = bracketed(runs[bracket][-1], second)
     return runs
+
+
+def bracketed(first: Run, second: Run) -> Run:
+    """Two runs of one method on one prompt (the same seed: the same tokens) as one: its times
+    the mean of the two, its counts the first's."""
+    if first.tokens != second.tokens:
+        raise SpecdecError(f"{first.method}: the two runs of prompt {first.prompt} emitted {first.tokens} and "
+                           f"{second.tokens} tokens")
+    mean = lambda a, b: None if a is None or b is None else 0.5 * (a + b)  # noqa: E731
+    return Run(first.method, first.prompt, first.repeat, first.result, mean(first.seconds, second.seconds),
+               mean(first.prefill_seconds, second.prefill_seconds), mean(first.cpu_seconds, second.cpu_seconds),
+               max(first.load, second.load), first.attempts + second.attempts,
+               mean(first.step_seconds, second.step_seconds))
 
 
 def fastest(runs: Sequence[Run]) -> list[Run]:

@@ -32,8 +32,9 @@ def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: 
                     ) -> tuple[dict[tuple[str, int | str], list[Run]], list[TargetTiming]]:
     """Runs of the baseline (key ("baseline", 0)) and every (drafter, gamma) of `drafter_gammas`, in (repeat, prompt)
     order, EOS ignored (every run emits new_tokens tokens), every run of a (repeat, prompt)
-    drawing from the same seed. `policies`: draft-length rules (`parse_policy` spellings, the
-    field --gamma fills set to max(gammas)) every drafter also runs, keyed (name, spelling), each
+    drawing from the same seed; the baseline brackets each block (`measure`'s bracket).
+    `policies`: draft-length rules (`parse_policy` spellings, the field --gamma fills set to
+    max(gammas)) every drafter also runs, keyed (name, spelling), each
     method with a policy object of its own. `sweep` (e.g. a short `time_target_passes`, itself redone when
     disturbed) runs before each block of runs; its timings are returned."""
     methods = [baseline()] + [Decoding(f"{name}/gamma={g}", drafter, g) for name, drafter in drafters.items()
@@ -43,10 +44,12 @@ def measure_decodes(target: torch.nn.Module, drafters: dict[str, Any], prompts: 
         for spelling in policies:
             methods.append(Decoding(f"{name}/{spelling}", drafter, parse_policy(spelling, max(gammas))))
             keys.append((name, spelling))
-    bar = progress_bar(repeats * len(prompts) * len(methods), f"decoding (T={sampling.temperature:g})", "run", progress)
+    bar = progress_bar(repeats * len(prompts) * (len(methods) + 1), f"decoding (T={sampling.temperature:g})", "run",
+                       progress)
     sweeps: list[TargetTiming] = []
     between = None if sweep is None else (lambda: sweeps.append(run_undisturbed(sweep, retries, threshold)[0]))
     runs = measure(methods, TargetScorer(target), prompts, new_tokens, sampling, seed, repeats, between=between,
-                   probe=probe, retries=retries, threshold=threshold, progress=lambda run: bar.update(1))
+                   probe=probe, retries=retries, threshold=threshold, progress=lambda run: bar.update(1),
+                   bracket=methods[0].name)
     bar.close()
     return {key: runs[method.name] for key, method in zip(keys, methods)}, sweeps
