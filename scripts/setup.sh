@@ -124,8 +124,9 @@ fi
 #    torch version and instruction set into the cache's torch_extensions/ (about 40 s; a build
 #    for another CPU is never loaded: kernel_build.build_dir). Without a compiler the backend is
 #    unavailable and `--target-backend auto` runs eager: a warning, not an error.
-#    Then `auto`'s choice: the kernel against eager's F.linear on a weight past the caches, 1 and 4
-#    rows, measured once per kernel build and recorded beside it (backend.measured_choice).
+#    Then `auto`'s choice: passes over 1 and 4 tokens of a model of the default target's layer
+#    shapes on both backends, measured once per kernel build and recorded beside it
+#    (backend.measured_choice).
 say "the fast backend's kernel for this CPU (compiled once: about 40 s) and auto's measured choice"
 "$PY" -c "from specdec.reference.core.backend import measured_choice; r = measured_choice(); \
 print('[setup] --target-backend auto runs', r['choice'], {k: {n: round(1e3 * t, 3) for n, t in v.items()} for k, v in r['seconds'].items()}, 'ms')" \

@@ -102,16 +102,18 @@ def test_kv_cache_after_rejections_matches_eager() -> None:
 
 
 def test_measured_choice_is_recorded(monkeypatch, tmp_path) -> None:
-    """auto's choice comes from timing the kernel against F.linear once, recorded and reused."""
+    """auto's choice comes from timing a model's passes on both backends once, recorded and reused."""
     import specdec.reference.core.backend as backend
 
     monkeypatch.setattr(backend, "build_dir", lambda description=None: tmp_path)
-    monkeypatch.setattr(backend, "PROBE_SHAPE", (64, 32))
+    monkeypatch.setattr(backend, "PROBE_CONFIG", dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                                      num_attention_heads=2, num_key_value_heads=1, vocab_size=64))
     record = backend.measured_choice()
     times = record["seconds"]
     assert record["choice"] == ("fast" if sum(times["fast"].values()) <= sum(times["eager"].values()) else "eager")
     assert record["lanes"] in (8, 16) and json.loads((tmp_path / backend.AUTO_RECORD).read_text()) == record
-    other = {"choice": "eager" if record["choice"] == "fast" else "fast", "source": record["source"]}
+    other = {"choice": "eager" if record["choice"] == "fast" else "fast", "source": record["source"],
+             "probe": record["probe"]}
     (tmp_path / backend.AUTO_RECORD).write_text(json.dumps(other))
     assert backend.measured_choice()["choice"] != record["choice"]  # read back, not measured again
 
