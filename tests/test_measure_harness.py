@@ -118,6 +118,7 @@ def test_a_bracketing_baseline_cancels_a_steady_drift() -> None:
     for name in ("x", "y"):  # a run k steps into the block against the mean of steps 1 and 4
         assert speedup(runs["base"], runs[name]).speedup == pytest.approx(2.0, rel=0.06)
     assert runs["base"][0].seconds == pytest.approx(0.5 * (1.1 + 1.4))
+    assert runs["base"][0].attempts == 1  # neither of its two runs was redone
     with pytest.raises(SpecdecError, match="bracket"):
         measure(methods, _NoScorer(), [[1]], 4, SamplingConfig(0.0), bracket="z")
 

@@ -166,14 +166,15 @@ def measure(methods: Sequence[Method], scorer: Scorer, prompts: Sequence[Sequenc
 
 def bracketed(first: Run, second: Run) -> Run:
     """Two runs of one method on one prompt (the same seed: the same tokens) as one: its times
-    the mean of the two, its counts the first's."""
+    the mean of the two, its counts the first's; attempts counts the redone tries of either on
+    top of one (1: neither was redone)."""
     if first.tokens != second.tokens:
         raise SpecdecError(f"{first.method}: the two runs of prompt {first.prompt} emitted {first.tokens} and "
                            f"{second.tokens} tokens")
     mean = lambda a, b: None if a is None or b is None else 0.5 * (a + b)  # noqa: E731
     return Run(first.method, first.prompt, first.repeat, first.result, mean(first.seconds, second.seconds),
                mean(first.prefill_seconds, second.prefill_seconds), mean(first.cpu_seconds, second.cpu_seconds),
-               max(first.load, second.load), first.attempts + second.attempts,
+               max(first.load, second.load), first.attempts + second.attempts - 1,
                mean(first.step_seconds, second.step_seconds))
 
 
