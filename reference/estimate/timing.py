@@ -184,7 +184,7 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
     last = prefill if prefill is not None else NO_PASS
     device = output_device(target)
     probe = TargetProbe(target, context, max(context_tokens - 1, 1), passes=1)
-    per_token, per_iter, proposed, passes, ratios = [], [], [], [], []
+    per_token, per_iter, proposed, passes = [], [], [], []
     for i in range(warmup + repeats):
         step = probe()
         sync(device)
@@ -199,9 +199,8 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
             per_token.append(elapsed / max(k, 1))
             proposed.append(k)
             passes.append(step)
-            ratios.append(elapsed / max(k, 1) / step)
     return DraftTiming(float(np.median(per_token)), float(np.median(per_iter)), float(np.mean(proposed)),
-                       gamma, repeats, float(np.median(passes)), float(np.median(ratios)))
+                       gamma, repeats, float(np.median(passes)), float(np.median(np.divide(per_token, passes))))
 
 
 def last_level_cache_bytes() -> int:
@@ -232,7 +231,8 @@ class CacheEvictor:
     nothing more).
 
     Why: timed back to back, a drafter's tables or weights stay cached; in decoding each
-    proposal follows a target pass that evicts them. The heads drafter (27 MB of weights)
+    proposal follows a target pass that evicts them (`time_draft_steps` now runs that pass
+    itself; this stands in where no target pass is at hand: the heads' tree timing). The heads drafter (27 MB of weights)
     spent 1.46 ms per iteration drafting in decode against 0.49 ms predicted from warm-cache
     timings (main job, 2026-11-22); the n-gram drafters 0.41 against 0.10. A fixed 64 MiB
     buffer (twice the 32 MiB L3 of the machines then) evicted nothing on a VM reporting a
