@@ -88,6 +88,24 @@ def test_kv_crop_matches_reencoding() -> None:
     assert session.cache.get_seq_length() == 6
 
 
+def test_rewind_returns_to_the_context_as_start_left_it() -> None:
+    """After a pass and a commit, rewinding to the prompt's length gives the next pass the
+    logits a fresh session gives (the cache cropped, the prompt's last token pending again)."""
+    model = tiny_llama(vocab_size=64, seed=0)
+    session = KVSession(model)
+    session.start([1, 2, 3, 4])
+    session.extend([5, 6, 7], n_logits=4)
+    session.commit(Verdict(1, torch.tensor([5, 9]), False))  # 5 accepted, 9 pending
+    session.rewind(4)
+    assert session.tokens == [1, 2, 3, 4] and session.committed == 4 and session.n_cached == 3
+    rewound = session.extend([8], n_logits=2).logits
+    fresh = KVSession(model)
+    fresh.start([1, 2, 3, 4])
+    torch.testing.assert_close(rewound, fresh.extend([8], n_logits=2).logits, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError):
+        session.rewind(6)
+
+
 def test_vocab_padding_is_fitted() -> None:
     """A draft with fewer output rows than the target: q gets zero mass on the extra rows."""
     target, draft = tiny_llama(vocab_size=64, seed=0), tiny_llama(vocab_size=60, seed=1)

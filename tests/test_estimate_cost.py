@@ -8,7 +8,8 @@ import torch
 
 from specdec.reference.core.models import flops_per_token
 from specdec.reference.estimate.cost import c_hat_for, estimate_cost
-from specdec.reference.estimate.timing import context_of, time_draft_steps, time_loop_overhead, time_target_passes
+from specdec.reference.estimate.timing import (context_of, time_contexts, time_draft_steps, time_loop_overhead,
+                                               time_target_passes)
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.core.sampling import SamplingConfig
@@ -32,6 +33,31 @@ def test_verify_cost_curve_is_relative_to_one_token(arch) -> None:
     assert len(timing.seconds) == len(timing.verify_cost) == 6
     assert timing.verify_cost[0] == 1.0 and all(v > 0 for v in timing.verify_cost)
     assert timing.step_seconds > 0 and timing.crop_seconds >= 0
+
+
+def test_verify_passes_are_timed_through_the_decode_step(monkeypatch) -> None:
+    """Every timed pass is the decode step's: the target's KV session at the context length
+    (rewound after each pass), fed the pending token and k - 1 drafts, the rejected ones cropped."""
+    from specdec.reference.core.step import Step
+    from specdec.reference.core.target import TargetScorer
+
+    fed, steps = [], []
+    score, call = TargetScorer.score, Step.__call__
+
+    def record_score(self, proposal, needs=None, **kw):
+        fed.append((self.session.n_cached, len(proposal) + 1))
+        return score(self, proposal, **({} if needs is None else {"needs": needs}))
+
+    def record_step(self, requests):
+        steps.append(len(requests))
+        return call(self, requests)
+
+    monkeypatch.setattr(TargetScorer, "score", record_score)
+    monkeypatch.setattr(Step, "__call__", record_step)
+    timings = time_contexts(tiny_llama(TINY_VOCAB, seed=0), TOKENS, [8, 20], max_k=4, repeats=2, warmup=1)
+    assert steps == [1] * (3 * 2 * 4)
+    assert fed == [(n - 1, k) for _ in range(3) for n in (8, 20) for k in range(1, 5)]
+    assert [t.context_tokens for t in timings] == [8, 20] and all(len(t.runs[3]) == 2 for t in timings)
 
 
 def test_draft_timing_through_the_protocol() -> None:

@@ -141,6 +141,16 @@ class KVSession:
             self.cache.crop(length - self.n_cached)  # transformers 5: negative = tokens to drop
             self.n_cached = length
 
+    def rewind(self, length: int) -> None:
+        """Back to the first `length` tokens of the committed sequence, the last of them pending
+        (as `start` left it, without encoding anything again)."""
+        if not 1 <= length <= self.committed or self.tree_nodes:
+            raise ValueError(f"cannot rewind a {self.committed}-token sequence to {length}")
+        last = self.tokens[length - 1]
+        self.truncate(length - 1)
+        self.append([last])
+        self.committed = length
+
     def append(self, new: Sequence[int]) -> None:
         """Append tokens without running the model (they stay pending)."""
         self.tokens.extend(int(t) for t in new)

@@ -78,6 +78,10 @@ class TargetScorer:
         append the verdict's last token (pending)."""
         self.session.commit(verdict)
 
+    def rewind(self, length: int) -> None:
+        """Back to the first `length` committed tokens, the last pending (the cache cropped)."""
+        self.session.rewind(length)
+
 
 class OneRow:
     """A `Scorer` seen by the decode step as a batch of one slot (`specdec.reference.core.step`)."""

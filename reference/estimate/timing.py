@@ -15,13 +15,17 @@ import torch
 
 from specdec.reference.core.placement import input_device, output_device
 from specdec.reference.core.loop import speculative_decode
-from specdec.reference.core.policy import KeepGoing
+from specdec.reference.core.policy import FixedGamma, KeepGoing
+from specdec.reference.core.rules import SpeculativeSampling
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import FixedLogitsScorer
+from specdec.reference.core.stats import DecodeStats
+from specdec.reference.core.step import Request, StageClock, Step
+from specdec.reference.core.target import FixedLogitsScorer, OneRow, TargetScorer
 from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
 from specdec.reference.core.prompt import with_ids
 from specdec.reference.core.seq2seq import ModelPass, new_cache, with_cache
 from specdec.reference.drafters.protocol import DrafterBase
+from specdec.reference.drafters.slots import Forked
 
 
 def sync(device: torch.device) -> None:
@@ -77,39 +81,57 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
                   repeats: int = 7, warmup: int = 2) -> list[TargetTiming]:
     """t(k) and v(k) for k = 1..max_k at each KV-cache length in `contexts` (one timing each, in order).
 
-    Each length keeps its own cache; the lengths and the k's are interleaved within each repeat
-    so slow drifts of the machine hit every (length, k) alike. For an encoder-decoder, `tokens`
-    is a prompt with its source (`TokenPrompt`): the decoder is timed, its source encoded once.
+    Each k-token pass is one call of the decode step (`specdec.reference.core.step`, a batch of
+    one as `decode` drives it): the pending token and k - 1 drafts (the text's next tokens) through
+    the target's KV session, the greedy verdict, and the commit that crops the rejected drafts'
+    cache entries (`crop_seconds`: the median commit after a pass with drafts); the session is
+    then rewound to its context length. Each length keeps its own session; the lengths and the k's
+    are interleaved within each repeat so slow drifts of the machine hit every (length, k) alike.
+    For an encoder-decoder, `tokens` is a prompt with its source (`TokenPrompt`): the decoder is
+    timed, its source encoded once. Why through the step: docs/estimator.md.
     """
     if not contexts or min(contexts) < 1 or max_k < 1:
         raise ValueError(f"need context lengths >= 1 and max_k >= 1, got {list(contexts)}, {max_k}")
-    ids = torch.tensor([context_of(tokens, max(contexts) + max_k)], dtype=torch.long, device=input_device(model))
+    ids = context_of(tokens, max(contexts) + max_k)
     device = output_device(model)  # the clock waits for the last device's work
-    run = ModelPass(model, [tokens])
-    caches = []
+    greedy = SamplingConfig(temperature=0.0)
+    steps = []
     for n in contexts:
-        cache = new_cache(model)
-        run(ids[:, :n], 1, **with_cache(model, cache))
-        caches.append(cache)
+        row = CommitClock(TargetScorer(model))
+        drafts = FixedDrafter(torch.tensor(ids[n:n + max_k - 1], dtype=torch.long), None)
+        step = Step(row, Forked([drafts]), FixedGamma(max_k - 1), greedy, SpeculativeSampling(),
+                    DecodeStats(max_k - 1), StageClock(device))
+        step.start(0, with_ids(tokens, ids[:n]))
+        steps.append(step)
     runs = [[[] for _ in range(max_k)] for _ in contexts]
     crops: list[list[float]] = [[] for _ in contexts]
     for r in range(warmup + repeats):
-        for i, (n, cache) in enumerate(zip(contexts, caches)):
+        for i, (n, step) in enumerate(zip(contexts, steps)):
             for k in range(1, max_k + 1):
-                x = ids[:, n:n + k]
-                sync(device)
-                start = time.perf_counter()
-                run(x, k, **with_cache(model, cache))
-                sync(device)
-                mid = time.perf_counter()
-                cache.crop(-k)  # transformers 5: negative = number of tokens to drop
-                sync(device)
-                end = time.perf_counter()
+                done = step([Request(0, k)])  # room k - 1: the pass feeds the pending token and k - 1 drafts
+                step.target.target.rewind(n)
                 if r >= warmup:
-                    runs[i][k - 1].append(mid - start)
-                    crops[i].append(end - mid)
+                    runs[i][k - 1].append(done.pass_seconds)
+                    if k > 1 or max_k == 1:
+                        crops[i].append(step.target.seconds[-1])
     return [_timing_from_runs(n, runs[i], float(np.median(crops[i])), repeats, warmup, str(device))
             for i, n in enumerate(contexts)]
+
+
+class CommitClock(OneRow):
+    """The target's one row, its commits timed (`seconds`): keeping the accepted drafts' cache
+    entries and cropping the rest."""
+
+    def __init__(self, target: TargetScorer) -> None:
+        super().__init__(target)
+        self.seconds: list[float] = []
+
+    def commit(self, slot: int, verdict: Verdict) -> None:
+        sync(self.output_device)
+        start = time.perf_counter()
+        super().commit(slot, verdict)
+        sync(self.output_device)
+        self.seconds.append(time.perf_counter() - start)
 
 
 def _timing_from_runs(context_tokens: int, runs: list[list[float]], crop_seconds: float, repeats: int,
@@ -173,8 +195,6 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
     the draft's cycles), the draft model's c moved 0.17-0.24 between categories of one main job
     as the machine's speed drifted (2026-11-26).
     """
-    from specdec.reference.core.target import TargetScorer
-
     if gamma < 1:
         raise ValueError(f"gamma must be >= 1, got {gamma}")
     ids = context_of(tokens, context_tokens + warmup + repeats)
