@@ -4,7 +4,7 @@ specdec.reference.estimate.limits).
 
 Configurations (`--configs`, comma-separated): `eager`, `fast` (every part of the fast backend),
 or parts joined by "+" (`linear`, `linear+attention`, `linear+mlp`, `linear+norm`, ...: which of
-the model's parts the fast backend replaces, specdec.reference.core.fast_modules.PARTS), so each
+the model's parts the fast backend replaces, specdec.reference.model.fast_modules.PARTS), so each
 part's effect is measured paired against the others. `--tiling avx2` builds the fast
 configurations on the 8-float (AVX2) tiling even on an AVX-512 CPU. All load the same fp32 weights; each
 repeat times every k once for every configuration, the order rotating per repeat, so the
@@ -34,17 +34,17 @@ from pathlib import Path
 import torch
 
 from specdec import paths as PATHS
-from specdec.reference.core.backend import use_backend
-from specdec.reference.core.fast_modules import PARTS
-from specdec.reference.core.kernel_build import kernel
-from specdec.reference.core.models import LoadedModel, load_model
+from specdec.reference.model.backend import use_backend
+from specdec.reference.model.fast_modules import PARTS
+from specdec.reference.model.kernel_build import kernel
+from specdec.reference.model.models import LoadedModel, load_model
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.ngram import NgramDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.estimate.limits import measure_limits
-from specdec.reference.core.seq2seq import new_cache, run_model, with_cache
+from specdec.reference.model.seq2seq import new_cache, run_model, with_cache
 from specdec.reference.estimate.timing import context_of, pool_timings, time_target_passes
 from specdec.reference.measure.harness import Decoding, measure
 from specdec.reference.measure.speedup import speedup

@@ -40,11 +40,11 @@ from specdec.reference.data.corpus import eval_prompts  # noqa: E402
 from specdec.reference.bild.rollback import parse_rollback  # noqa: E402
 from specdec.strict_json import to_json  # noqa: E402
 from specdec.reference.bild.sweep import run_sweep, sweep_methods  # noqa: E402
-from specdec.reference.core.kv_session import KVSession  # noqa: E402
-from specdec.reference.core.models import load_model  # noqa: E402
+from specdec.reference.model.kv_session import KVSession  # noqa: E402
+from specdec.reference.model.models import load_model  # noqa: E402
 from specdec.reference.drafters.ngram import NgramDrafter  # noqa: E402
 from specdec.reference.core.sampling import SamplingConfig  # noqa: E402
-from specdec.reference.core.target import TargetScorer  # noqa: E402
+from specdec.reference.model.target import TargetScorer  # noqa: E402
 from specdec.reference.measure.harness import Run  # noqa: E402
 
 

@@ -34,10 +34,11 @@ from typing import Iterator, Sequence
 import torch
 
 from specdec.reference.core.loop import DecodeResult
-from specdec.reference.core.models import load_model
+from specdec.reference.model.models import load_model
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
-from specdec.reference.core.target import Scorer, TargetScorer
+from specdec.reference.core.scorer import Scorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.measure.harness import Decoding, Method, Run, baseline, measure
 from specdec.reference.measure.speedup import speedup

@@ -52,9 +52,9 @@ def split_map(model, how: str, device: str) -> tuple[dict, str | None]:
 
 
 def step_ms(model, ids: list[int], repeats: int = 20) -> float:
-    from specdec.reference.core.placement import output_device
+    from specdec.reference.model.placement import output_device
     from specdec.reference.core.seams import Proposal, Verdict
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
     from specdec.reference.estimate.timing import sync
 
     scorer = TargetScorer(model)
@@ -74,9 +74,9 @@ def main() -> None:
     import tempfile
 
     from specdec.reference.core.loop import autoregressive_decode, speculative_decode
-    from specdec.reference.core.placement import input_device, output_device
+    from specdec.reference.model.placement import input_device, output_device
     from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
     from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
     from specdec.reference.estimate.alpha import estimate_alpha
     from specdec.reference.estimate.samples import generate_continuations

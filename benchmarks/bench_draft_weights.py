@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from specdec.reference.core.kernel_build import kernel
+from specdec.reference.model.kernel_build import kernel
 from specdec.reference.estimate.timing import CacheEvictor
 
 
@@ -53,7 +53,7 @@ def products(rounds: int, evict) -> None:
 
 
 def drafting(eagle: str, gammas: list[int], rounds: int, repeats: int) -> None:
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.core.sampling import SamplingConfig
     from specdec.reference.data.prompts import PromptSource, load_prompt_set
     from specdec.reference.drafters.factory import make_drafter

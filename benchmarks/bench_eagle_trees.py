@@ -33,9 +33,9 @@ import time
 import numpy as np
 import torch
 
-from specdec.reference.core.models import load_model
+from specdec.reference.model.models import load_model
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.data.prompts import PromptSource, load_prompt_set
 from specdec.reference.drafters.factory import make_drafter
 from specdec.reference.eagle.tree_study import Shape, plan_shapes

@@ -24,10 +24,10 @@ import time
 import numpy as np
 import torch
 
-from specdec.reference.core.models import load_model
+from specdec.reference.model.models import load_model
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.core.tree import trie
 from specdec.reference.data.prompts import held_out_prompts
 from specdec.reference.drafters.factory import make_drafter
@@ -41,7 +41,7 @@ GREEDY = SamplingConfig(0.0)
 
 def tree_vs_chain(target, context: list[int], paths: list[list[int]], repeats: int = 15) -> tuple[float, float, int]:
     """Median seconds of one tree pass over `paths` and of a chain pass over as many tokens."""
-    from specdec.reference.core.kv_session import KVSession
+    from specdec.reference.model.kv_session import KVSession
 
     tokens, parents = trie(paths)
     times = {"tree": [], "chain": []}

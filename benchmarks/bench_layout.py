@@ -1,6 +1,6 @@
 """Padded or packed: which layout of a ragged batch's pass is faster on this machine.
 
-Both layouts hold the same B slots of L cached tokens (`specdec.reference.core.ragged_cache`);
+Both layouts hold the same B slots of L cached tokens (`specdec.reference.model.ragged_cache`);
 each repeat times one pass in each layout, alternating which goes first, of k new tokens
 per slot (uniform) or k in every other slot and 1 in the rest (ragged: what padding wastes), so the machine's drift hits both alike; the table gives the medians and their paired
 ratio (packed / padded, > 1: padded is faster). Default target, eager.
@@ -24,8 +24,8 @@ def main() -> None:
     ap.add_argument("--ks", default="1,3,5")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    from specdec.reference.core.batch_scorer import BatchScorer
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.batch_scorer import BatchScorer
+    from specdec.reference.model.models import load_model
     from specdec.reference.core.seams import Proposal
     from specdec.reference.data.prompts import held_out_prompts
 

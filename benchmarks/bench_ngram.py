@@ -47,7 +47,7 @@ from specdec.reference.data.default_model import default_target_path  # noqa: E4
 from specdec.reference.drafters.ngram import NgramDrafter  # noqa: E402
 from specdec.reference.core.sampling import SamplingConfig  # noqa: E402
 from specdec.reference.core.seams import NO_PASS, Verdict  # noqa: E402
-from specdec.reference.core.seq2seq import new_cache, with_cache  # noqa: E402
+from specdec.reference.model.seq2seq import new_cache, with_cache  # noqa: E402
 
 MODELS = REPO / ".cache" / "ngram"
 VOCAB = 49152
@@ -150,7 +150,7 @@ def decode_sweep(target, path: Path, prompts: list[list[int]], new_tokens: int =
     baseline (same loop, same cache handling), per (mode, gamma): all run interleaved through
     the comparison harness; the speedup is the harness's measured speedup over the baseline
     (prefill excluded) with its 95% bootstrap interval over the prompts."""
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
     from specdec.reference.measure.harness import Decoding, baseline, measure
     from specdec.reference.measure.speedup import speedup
 

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from specdec.reference.core.loop import speculative_decode
-from specdec.reference.core.models import load_model
+from specdec.reference.model.models import load_model
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.data.prompts import PromptSource, load_prompt_set
 from specdec.reference.drafters.factory import make_drafter
 from specdec.reference.estimate.alpha import alpha_from_scores

@@ -40,7 +40,7 @@ def count_ops(model: torch.nn.Module, context: int) -> int:
     """Operations one scored pass (B = 1, k = 1, `context` cached tokens) dispatches."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from specdec.reference.core.batch_scorer import BatchScorer
+    from specdec.reference.model.batch_scorer import BatchScorer
     from specdec.reference.core.seams import Proposal
 
     class Count(TorchDispatchMode):

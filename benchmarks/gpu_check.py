@@ -1,5 +1,5 @@
 """The GPU regime's check (issue 54): t(B, k, L) of random-weight models of real shapes, timed
-through the captured static decoder (`specdec.reference.core.static_decoder`), beside what
+through the captured static decoder (`specdec.reference.model.static_decoder`), beside what
 `specdec costs` predicts for the same shapes on that GPU's preset. Run by benchmarks/gpu_check.sh
 (one device call); on the CPU with `--shapes tiny` it runs end to end in seconds
 (tests/test_gpu_check.py), so the GPU's first minute is not spent on a typo.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from specdec.reference.core.static_decoder import mean_seconds
+from specdec.reference.model.static_decoder import mean_seconds
 
 HERE = Path(__file__).resolve().parent
 SHAPES = HERE / "data" / "shapes"
@@ -123,7 +123,7 @@ def logits_check(config: dict, device: str, dtype: torch.dtype) -> dict:
     (uncaptured), then a k = 4 verify pass (captured on CUDA) vs the eager forward's last 4 logits."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from specdec.reference.core.static_decoder import StaticDecoder
+    from specdec.reference.model.static_decoder import StaticDecoder
 
     small = dict(config, num_hidden_layers=2)
     hf_config = AutoConfig.for_model(**small)
@@ -161,7 +161,7 @@ def largest_batch(config: dict, batch_sizes: list[int], tokens: int, dtype: torc
     device's free memory, with 4 GiB for activations and logits (every B on the CPU)."""
     if device != "cuda":
         return batch_sizes[-1]
-    from specdec.reference.core.static_decoder import DecoderShape
+    from specdec.reference.model.static_decoder import DecoderShape
 
     s = DecoderShape.of(config)
     size = torch.finfo(dtype).bits // 8
@@ -173,7 +173,7 @@ def largest_batch(config: dict, batch_sizes: list[int], tokens: int, dtype: torc
 
 
 def measure_shape(name: str, config: dict, args: argparse.Namespace, dtype: torch.dtype, deadline: float) -> dict:
-    from specdec.reference.core.static_decoder import DecoderShape, Ops, StaticDecoder, time_step
+    from specdec.reference.model.static_decoder import DecoderShape, Ops, StaticDecoder, time_step
 
     contexts, ks = ints(args.contexts), list(range(1, args.max_k + 1))
     top = largest_batch(config, ints(args.batch_sizes), contexts[-1] + args.max_k, dtype, args.device)

@@ -120,7 +120,7 @@ if [ ! -f "$CACHE/models/smollm2-135m-instruct/config.json" ]; then
   say "converting SmolLM2-135M-Instruct GGUF to a float32 safetensors cache"
   "$PY" -m specdec.reference.data.default_model --cache "$CACHE/models/smollm2-135m-instruct" || die "model conversion failed"
 fi
-# 6. The fast target backend's kernel (reference/core/kernels/), compiled once per
+# 6. The fast target backend's kernel (reference/model/kernels/), compiled once per
 #    torch version and instruction set into the cache's torch_extensions/ (about 40 s; a build
 #    for another CPU is never loaded: kernel_build.build_dir). Without a compiler the backend is
 #    unavailable and `--target-backend auto` runs eager: a warning, not an error.
@@ -128,7 +128,7 @@ fi
 #    shapes on both backends, measured once per kernel build and recorded beside it
 #    (backend.measured_choice).
 say "the fast backend's kernel for this CPU (compiled once: about 40 s) and auto's measured choice"
-"$PY" -c "from specdec.reference.core.backend import measured_choice; r = measured_choice(); \
+"$PY" -c "from specdec.reference.model.backend import measured_choice; r = measured_choice(); \
 print('[setup] --target-backend auto runs', r['choice'], {k: {n: round(1e3 * t, 3) for n, t in v.items()} for k, v in r['seconds'].items()}, 'ms')" \
   || say "WARNING: the fast backend's kernel did not build; commands will run the eager backend"
 # 7. llama.cpp's llama-server (and llama-bench) for the engine in the loop (engines/llamacpp/): built once

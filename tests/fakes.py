@@ -146,7 +146,7 @@ def decode_stats(target, make_drafter, samples, gamma):
     """The merged DecodeStats of greedy speculative decodes of every sample's prompt, each checked
     to emit exactly the target's greedy continuation."""
     from specdec.reference.core.loop import speculative_decode
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
 
     merged = None
     for prompt, cont in zip(samples.prompts, samples.continuations):

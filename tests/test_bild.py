@@ -34,7 +34,7 @@ from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.bild.quality import Agreement, greedy_agreement, target_fit
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from tests.fakes import noisy_copy
 from tests.tiny_models import tiny_llama
 

@@ -13,11 +13,11 @@ import torch
 import torch.nn.functional as F
 
 from specdec.reference.core.seams import Proposal, Verdict
-from specdec.reference.core.backend import available, use_backend
-from specdec.reference.core.fast_modules import MAX_ROWS, FastLinear
+from specdec.reference.model.backend import available, use_backend
+from specdec.reference.model.fast_modules import MAX_ROWS, FastLinear
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from tests.tiny_models import tiny_gpt2, tiny_llama
@@ -103,7 +103,7 @@ def test_kv_cache_after_rejections_matches_eager() -> None:
 
 def test_measured_choice_is_recorded(monkeypatch, tmp_path) -> None:
     """auto's choice comes from timing a model's passes on both backends once, recorded and reused."""
-    import specdec.reference.core.backend as backend
+    import specdec.reference.model.backend as backend
 
     monkeypatch.setattr(backend, "build_dir", lambda description=None: tmp_path)
     monkeypatch.setattr(backend, "PROBE_CONFIG", dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
@@ -119,7 +119,7 @@ def test_measured_choice_is_recorded(monkeypatch, tmp_path) -> None:
 
 
 def test_backend_choice(monkeypatch) -> None:
-    import specdec.reference.core.backend as backend
+    import specdec.reference.model.backend as backend
 
     model = tiny_llama(64)
     assert use_backend(copy.deepcopy(model), "eager") == "eager"
@@ -138,7 +138,7 @@ def test_backend_choice(monkeypatch) -> None:
 def test_kernel_runs_on_torchs_threads() -> None:
     """The kernel's at::parallel_for is OpenMP: a build without -fopenmp runs it on one thread
     (every build did until 2026-11-24, at half the speed on two cores)."""
-    from specdec.reference.core.kernel_build import kernel
+    from specdec.reference.model.kernel_build import kernel
 
     torch.set_num_threads(2)  # the fast suite runs on one (conftest restores it afterwards)
     assert kernel().parallel_threads(64) == 2

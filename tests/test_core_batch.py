@@ -12,6 +12,10 @@
   at temperature 0 the target's own greedy tokens.
 - One draft pass per position for all slots: a neural draft's passes per step stay at gamma.
 - Continuous batching: with a token budget every pass has every slot busy; the counts add up.
+- Token trees: greedy rows equal their prompt decoded alone (and the target's own tokens) with a
+  tree drafter whose trees hold the right path, a wrong sibling and a wrong first token (padded
+  and packed, Llama and GPT-2, B = 1, 3, 4); at temperature 1 each request of a batch of 8
+  yields exactly its tokens decoded alone with its own generator.
 """
 import numpy as np
 import pytest
@@ -19,14 +23,17 @@ import torch
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.batch_loop import decode_batch
-from specdec.reference.core.batch_scorer import BatchScorer
+from specdec.reference.model.batch_scorer import BatchScorer
 from specdec.reference.core.loop import autoregressive_decode, decode, speculative_decode
 from specdec.reference.core.policy import ConfidenceThreshold
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seeds import prompt_generators
+from specdec.reference.core.seams import Proposal
 from specdec.reference.core.stats import DecodeStats
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.core.tree import trie
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.neural import NeuralDrafter
+from specdec.reference.drafters.protocol import DrafterBase
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from tests.stats_helpers import chi_square_pvalue
 from tests.tiny_models import exact_joint, tiny_gpt2, tiny_llama
@@ -143,3 +150,65 @@ def test_refusals() -> None:
         decode_batch(BatchScorer(target, 2, 32), PromptLookupDrafter(2), [[1, 2]], 4, 2, GREEDY, None, token_budget=0)
     with pytest.raises(ValueError, match="layout"):
         BatchScorer(target, 2, 32, "diagonal")
+
+
+class _TreeOfTruth(DrafterBase):
+    """A deterministic tree drafter that asks the target for its greedy continuation of the
+    committed text: its tree holds a wrong first token (tried first), the greedy path (its last
+    token wrong every other step, so depths of acceptance vary) and a wrong sibling under the
+    greedy first token."""
+
+    deterministic, tree, fallback = True, True, False
+
+    def __init__(self, model, vocab: int) -> None:
+        self.model, self.vocab = model, vocab
+        self.text: list[int] = []
+        self.steps = 0
+
+    def start(self, prompt, prefill=None) -> None:
+        self.text, self.steps = [int(t) for t in prompt], 0
+
+    @torch.inference_mode()
+    def propose(self, gamma, sampling, generator, keep_going=None) -> Proposal:
+        text = list(self.text)
+        for _ in range(gamma):
+            text.append(int(self.model(input_ids=torch.tensor([text])).logits[0, -1].argmax()))
+        true, v = text[len(self.text):], self.vocab
+        if not true:
+            return Proposal.empty()
+        path = true[:-1] + [(true[-1] + 1) % v] if self.steps % 2 and len(true) > 1 else true
+        tokens, parents = trie([[(true[0] + 2) % v, true[0]], path, [true[0], (true[1 % len(true)] + 3) % v]])
+        self.steps += 1
+        return Proposal(torch.tensor(tokens), None, parents)
+
+    def commit(self, verdict, scored) -> None:
+        self.text.extend(verdict.tokens.tolist())
+
+
+@pytest.mark.parametrize("arch", [tiny_llama, tiny_gpt2])
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_token_trees_in_a_ragged_batch_decode_as_alone(arch, layout: str) -> None:
+    target = arch(vocab_size=64, seed=0, sharpness=8.0)
+    prompts = _prompts(64)
+    alone = [autoregressive_decode(TargetScorer(target), p, 20, GREEDY, None).tokens for p in prompts]
+    for b in (1, 3, 4):
+        run = decode_batch(BatchScorer(target, b, 64, layout), _TreeOfTruth(target, 64), prompts, 20, 3, GREEDY, None)
+        for j, tokens in run.outputs:
+            assert tokens == alone[j], (b, j)
+        # trees passed and were accepted to every depth (partly: the corrupted last token)
+        assert run.stats.verified > run.stats.drafted > 0
+        assert all(run.joint[:, n].sum() > 0 for n in (1, 2, 3)), run.joint
+
+
+def test_a_request_of_token_trees_decodes_alike_alone_and_among_eight() -> None:
+    """At temperature 1 the trees are verified by recursive rejection (deterministic drafts): each
+    request of the batch draws from its own generator, as alone."""
+    target = tiny_llama(vocab_size=64, seed=0, sharpness=8.0)
+    prompts = _prompts(64)
+    sampled, seed = SamplingConfig(1.0), 5
+    run = decode_batch(BatchScorer(target, 8, 64), _TreeOfTruth(target, 64), prompts, 20, 3, sampled, seed)
+    assert run.stats.kept() > 5  # drafts were accepted: the test bites
+    for j, tokens in run.outputs:
+        alone = speculative_decode(TargetScorer(target), _TreeOfTruth(target, 64), prompts[j], 20, 3, sampled,
+                                   prompt_generators(seed, [j])[0])
+        assert tokens == alone.tokens, j

@@ -1,5 +1,5 @@
 """The fast backend's short ops (kernels/short_ops.cpp, small_glu in kernels/small_gemm.cpp) and the
-modules that call them (reference/core/fast_modules.py) compute what PyTorch computes:
+modules that call them (reference/model/fast_modules.py) compute what PyTorch computes:
 
 - short_attention equals softmax(q k^T s + mask) v computed in float64, for 1..16 query rows,
   grouped-query ratios 1 and 3, heads of 64 and 128, contexts 1..300, no mask / bool / additive
@@ -22,13 +22,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specdec.reference.core.backend import available, use_backend
-from specdec.reference.core.fast_modules import ATTENTION, FastLinear, FastMLP, FastRMSNorm
-from specdec.reference.core.kernel_build import kernel
-from specdec.reference.core.kv_session import KVSession
+from specdec.reference.model.backend import available, use_backend
+from specdec.reference.model.fast_modules import ATTENTION, FastLinear, FastMLP, FastRMSNorm
+from specdec.reference.model.kernel_build import kernel
+from specdec.reference.model.kv_session import KVSession
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.core.tree import trie
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from tests.tiny_models import tiny_gpt2, tiny_llama
@@ -169,7 +169,7 @@ def test_one_build_per_tiling_and_its_flags_stay_put() -> None:
     """torch's load() appends its link flags to the list it is given: the module's flag tuples stay
     as they are, and asking for the default kernel by name loads the same build (two loads with
     different flags had every later process recompile the extension)."""
-    from specdec.reference.core import kernel_build
+    from specdec.reference.model import kernel_build
 
     assert kernel_build.kernel() is kernel_build.kernel("native")
     assert kernel_build.FLAGS == ("-O3", "-march=native") and kernel_build.OPENMP == ("-fopenmp",)
@@ -225,7 +225,7 @@ def test_modules_that_only_look_alike_keep_their_own() -> None:
 def test_what_the_kernels_do_not_take_goes_to_pytorch() -> None:
     """Autograd wanted: FastLinear's gradients equal F.linear's. A batch-1 query over batch-2 keys, and a
     mask longer than the keys (transformers 4.x passed one), give SDPA's answer."""
-    from specdec.reference.core.fast_modules import short_attention
+    from specdec.reference.model.fast_modules import short_attention
 
     g = torch.Generator().manual_seed(3)
     linear = torch.nn.Linear(64, 48)

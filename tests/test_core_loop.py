@@ -11,11 +11,11 @@ import torch
 
 from specdec.reference.core.seams import NO_PASS, Verdict
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
-from specdec.reference.core.kv_session import KVSession
+from specdec.reference.model.kv_session import KVSession
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from tests.stats_helpers import chi_square_pvalue
 from tests.tiny_models import exact_joint, sampled_joint, tiny_gpt2, tiny_llama
 

@@ -6,7 +6,7 @@ from specdec.reference.core.seams import Proposal
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 
 pytestmark = pytest.mark.slow
 GREEDY = SamplingConfig(temperature=0.0)
@@ -14,7 +14,7 @@ GREEDY = SamplingConfig(temperature=0.0)
 
 @pytest.fixture(scope="module")
 def target():
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     return load_model(None)
 
 
@@ -36,8 +36,8 @@ def test_greedy_speculative_equals_hf_greedy(target) -> None:
 def test_fast_backend_equals_eager_on_the_default_target(target) -> None:
     """The fast backend on SmolLM2-135M: logits within 1e-4 max|eager| + 1e-5 for passes of
     1..16 tokens after a 60-token prefix, and the same greedy text (40 tokens, gamma 1..5)."""
-    from specdec.reference.core.backend import available, use_backend
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.backend import available, use_backend
+    from specdec.reference.model.models import load_model
 
     fast = load_model(None)
     if available(fast.model) is not None:
@@ -69,7 +69,7 @@ def test_ragged_batch_rows_equal_their_prompts_decoded_alone(target) -> None:
     """Six prompts of different lengths decoded four at a time (continuous batching, prompt lookup
     gamma 3: the rows accept different counts in the same pass), greedy: each equals its decode alone."""
     from specdec.reference.core.batch_loop import decode_batch
-    from specdec.reference.core.batch_scorer import BatchScorer
+    from specdec.reference.model.batch_scorer import BatchScorer
 
     tok = target.tokenizer
     texts = ["The cat sits on the mat. The cat sits on the mat and watches",
@@ -92,7 +92,7 @@ def test_ragged_batch_sampling_follows_the_target(target) -> None:
     import numpy as np
 
     from specdec.reference.core.batch_loop import decode_batch
-    from specdec.reference.core.batch_scorer import BatchScorer
+    from specdec.reference.model.batch_scorer import BatchScorer
     from tests.stats_helpers import chi_square_pvalue
 
     sampling = SamplingConfig(1.0, top_k=3)

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
-from specdec.reference.core.models import load_model
-from specdec.reference.core.placement import (check_device_map, dispatched, input_device, output_device, owner,
+from specdec.reference.model.models import load_model
+from specdec.reference.model.placement import (check_device_map, dispatched, input_device, output_device, owner,
                                               parse_device_map)
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.estimate.alpha import estimate_alpha
 from specdec.reference.estimate.samples import generate_continuations

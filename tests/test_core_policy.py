@@ -19,13 +19,13 @@ import torch
 from specdec.errors import SpecdecError
 from specdec.reference.core import policy as policies
 from specdec.reference.core.batch_loop import decode_batch
-from specdec.reference.core.batch_scorer import BatchScorer
+from specdec.reference.model.batch_scorer import BatchScorer
 from specdec.reference.core.loop import autoregressive_decode, decode
 from specdec.reference.core.policy import (ConfidenceThreshold, FixedGamma, HeuristicSchedule, as_policy,
                                            parse_policy)
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Verdict
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.eagle import EagleDrafter
 from specdec.reference.drafters.heads import HeadsDrafter
 from specdec.reference.drafters.neural import NeuralDrafter

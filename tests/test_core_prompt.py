@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from specdec.reference.core.prompt import TokenPrompt, as_prompt, source_ids, with_ids
-from specdec.reference.core.seq2seq import ModelPass, encode, run_model
+from specdec.reference.model.seq2seq import ModelPass, encode, run_model
 from tests.tiny_models import tiny_llama
 from tests.tiny_seq2seq import prompt_for, tiny_t5
 
@@ -65,7 +65,7 @@ def test_the_model_pass_is_the_plain_forward_of_either_kind() -> None:
 ABOVE_THE_SEAM = ["specdec/cli", "reference/estimate", "reference/measure", "reference/bild", "reference/validation",
                   "reference/drafters", "reference/core/loop.py", "reference/core/step.py", "reference/core/rules.py",
                   "reference/core/verifier.py", "reference/core/stats.py", "reference/core/policy.py",
-                  "reference/core/target.py", "reference/core/batch_loop.py"]
+                  "reference/model/target.py", "reference/core/batch_loop.py"]
 MODEL_KIND = re.compile(r"\b(encoder_state|EncoderState|run_model|is_encoder_decoder|folder_is_encoder_decoder|"
                         r"Seq2SeqPrompt)\b")
 

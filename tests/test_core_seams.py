@@ -1,5 +1,5 @@
 """The values that cross the decoder's seams (reference/core/seams.py) and the pass that fills
-them (reference/core/forward.py), on tiny real Llama and GPT-2 models:
+them (reference/model/forward.py), on tiny real Llama and GPT-2 models:
 
 - `forward` without Needs is the plain call (no hidden states); with Needs(hidden=True) its
   hidden states are exactly the output layer's input (the output layer applied to them gives
@@ -17,9 +17,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.reference.core.forward import forward
+from specdec.reference.model.forward import forward
 from specdec.reference.core.seams import NOTHING, Needs, Proposal, Scored, Verdict
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.core.tree import trie
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
@@ -77,7 +77,7 @@ def test_a_model_that_changes_its_logits_is_not_split() -> None:
     torch.testing.assert_close(logits, plain)  # the capped logits, from the model's own forward
     assert hidden.shape[:2] == (1, 4)
     forward(model.inner, ids, 1, Needs(hidden=True))
-    from specdec.reference.core.forward import _SPLITS
+    from specdec.reference.model.forward import _SPLITS
     assert _SPLITS[model] is False and _SPLITS[model.inner] is True  # the check refused the split, for this model only
 
 

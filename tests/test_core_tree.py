@@ -6,6 +6,8 @@
   pass's logits match a fresh session's).
 - Greedy decoding with parallel drafts from the heads' lattice (p in {2, 4}, with and without
   n-gram rescoring) equals the target's own greedy output token for token.
+- In serve-bench's ragged batches the heads' lattice decodes as alone, its law counts the nodes
+  each pass fed (more than gamma) and t(B, k) is timed up to its largest tree.
 - Sampling with a tree of sampled drafts is refused in one line; deterministic trees (a fixed
   tree, the heads' lattice) at temperature > 0 (recursive rejection over siblings) follow the
   target (chi-square).
@@ -17,11 +19,11 @@ import pytest
 import torch
 
 from specdec.ngram.model import NgramModel
-from specdec.reference.core.kv_session import KVSession
+from specdec.reference.model.kv_session import KVSession
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import NOTHING, Proposal
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.core.tree import depths, greedy_tree_verdict, trie
 from specdec.reference.drafters.lattice import LatticeDrafter
 from tests.fakes import random_heads
@@ -83,6 +85,23 @@ def test_greedy_parallel_drafts_equal_greedy_target(tiny_models, p, use_ngram) -
             assert result.tokens == reference, (gamma, fuse)
             if gamma == 3:
                 assert result.stats.verified > result.stats.drafted  # trees, not chains, were verified
+
+
+def test_serve_bench_runs_the_heads_lattice_and_prices_its_nodes() -> None:
+    from specdec.reference.measure.serving import ServeConfig, serve_bench
+
+    target = tiny_llama(vocab_size=VOCAB, seed=0, sharpness=8.0)
+    lattice = LatticeDrafter(random_heads(target, 3, scale=0.05), VOCAB, k=3, p=2)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, VOCAB, (10,), generator=g).tolist() for _ in range(4)]
+    config = ServeConfig(batch_sizes=(1, 2), contexts=(10,), gammas=(3,), new_tokens=8, prompts=4, blocks=1,
+                         timing_repeats=1)
+    out = serve_bench(target, {10: prompts}, {"lattice": lattice}, config)["contexts"][0]
+    assert len(out["timing"]["seconds"][0]) == lattice.max_nodes(3) + 1 == 7  # t(B, k), k = 1..6 nodes + 1
+    row = next(m for m in out["methods"] if m["method"] == "lattice gamma=3")
+    joint = np.array(row["points"][0]["joint"])
+    assert joint[4:].sum() > 0  # passes fed trees of more nodes than gamma
+    assert all(np.isfinite(p["predicted_speedup"]) and p["predicted_speedup"] > 0 for p in row["points"])
 
 
 def test_sampling_with_a_tree_of_sampled_drafts_is_refused() -> None:

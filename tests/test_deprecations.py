@@ -69,7 +69,7 @@ def test_the_cache_goes_by_the_name_the_model_takes() -> None:
     transformers release that renamed it, `past_key_values` before)."""
     import inspect
 
-    from specdec.reference.core.seq2seq import with_cache
+    from specdec.reference.model.seq2seq import with_cache
     from tests.tiny_models import tiny_llama
 
     model = tiny_llama(8)

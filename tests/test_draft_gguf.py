@@ -65,7 +65,7 @@ def exported(tiny, vocab_gguf, tmp_path_factory):
 
 def test_transformers_reads_the_gguf_back_as_the_same_model(tiny, exported, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path / "cache"))
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
 
     model, _ = tiny
     back = load_model(exported)  # what model:FILE.gguf loads

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from specdec.cli import cli
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.draftmodel import train as train_module
 from specdec.reference.draftmodel.model import DraftShape, default_sources, draft_from, trained
 from specdec.reference.draftmodel.train import DraftTrainConfig, evaluate, train_draft

@@ -16,7 +16,7 @@ from specdec.reference.core.loop import autoregressive_decode, speculative_decod
 from specdec.reference.core.policy import ConfidenceThreshold
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Verdict
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.heads import HeadsDrafter
 from tests.fakes import random_heads
 from tests.stats_helpers import chi_square_pvalue

@@ -146,7 +146,7 @@ def test_score_sequence_matches_q(tiny_models, prompt) -> None:
 
 def test_greedy_speculative_decoding_equals_greedy_target(tiny_models, prompt) -> None:
     decoder = pytest.importorskip("specdec.reference.core.loop")
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
     from tests.tiny_models import tiny_llama
 
     target = tiny_llama(vocab_size=VOCAB, seed=0, sharpness=8.0)

@@ -24,7 +24,7 @@ import torch
 
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.eagle import EagleDrafter
 from tests.fakes import decode_stats, random_eagle, trained_eagle
 from tests.stats_helpers import chi_square_pvalue
@@ -126,7 +126,7 @@ def test_sampled_eagle_output_follows_target_distribution(tree, sampling: Sampli
 @pytest.mark.parametrize("depth", [1, 2], ids=["one-layer", "two-layer"])
 def test_training_time_test_rows_are_the_drafters_steps(depth) -> None:
     """unroll(own=False) at depth j, row u equals drafting entry by entry with the true tokens."""
-    from specdec.reference.core.forward import forward
+    from specdec.reference.model.forward import forward
     from specdec.reference.core.seams import Needs
     from specdec.reference.eagle.unroll import unroll
 
@@ -402,7 +402,7 @@ def test_snapshot_and_restore_return_the_draft_to_a_position() -> None:
     cache back (the same next draft, chain and tree), a tree shape asked for one proposal leaves
     the drafter's own shape as it was, and a drafter that keeps no such state says so."""
     from specdec.reference.core.seams import Scored
-    from specdec.reference.core.kv_session import KVSession
+    from specdec.reference.model.kv_session import KVSession
     from specdec.reference.drafters.protocol import NoDrafter
 
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)

@@ -8,7 +8,7 @@ import torch
 
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.eagle import EagleDrafter
 from tests.fakes import decode_stats, random_eagle, trained_eagle
 from tests.stats_helpers import chi_square_pvalue

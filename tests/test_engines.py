@@ -109,7 +109,7 @@ def test_round_trip_from_the_monte_carlo_simulator() -> None:
 def test_specdec_decode_output_parses(tmp_path) -> None:
     from specdec.reference.core.loop import speculative_decode
     from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
     from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
     from tests.tiny_models import tiny_llama
 

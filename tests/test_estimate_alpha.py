@@ -22,7 +22,7 @@ from specdec.reference.estimate.alpha import estimate_alpha
 from specdec.reference.measure.bootstrap import bootstrap_ratio_ci
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.estimate.samples import generate_continuations, left_pad
 from specdec.reference.estimate.teacher_forced import NeuralScorer, ProtocolScorer, score_positions
 from tests.fakes import ConstantLM, FixedTokenDrafter, MaskedLM, TINY_VOCAB, assert_same_scores, random_prompts

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from specdec.reference.core.models import flops_per_token
+from specdec.reference.model.models import flops_per_token
 from specdec.reference.estimate.cost import c_hat_for, estimate_cost
 from specdec.reference.estimate.timing import (context_of, time_contexts, time_draft_steps, time_loop_overhead,
                                                time_target_passes)
@@ -39,7 +39,7 @@ def test_verify_passes_are_timed_through_the_decode_step(monkeypatch) -> None:
     """Every timed pass is the decode step's: the target's KV session at the context length
     (rewound after each pass), fed the pending token and k - 1 drafts, the rejected ones cropped."""
     from specdec.reference.core.step import Step
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
 
     fed, steps = [], []
     score, call = TargetScorer.score, Step.__call__
@@ -138,7 +138,7 @@ def test_cache_evictor_streams_what_a_target_pass_streams(monkeypatch) -> None:
     reads the copy; the MLP's gate and up in one), so both backends of a model whose widths fill
     whole packing units (192: 4 x 16 and 6 x 8 columns) stream exactly the same bytes, and a
     model with narrower layers only more (the padding)."""
-    from specdec.reference.core.backend import available, use_backend
+    from specdec.reference.model.backend import available, use_backend
     from specdec.reference.estimate import timing
 
     eager = tiny_llama(seed=0)

@@ -116,7 +116,7 @@ def test_sampled_replay_equals_the_decoder_in_expectation(kind: str) -> None:
     prompt) equal the mean over real speculative decodes (two per prompt): two-sample z-test,
     |z| <= 3.5 (a false alarm 5e-4 of the time), 60 prompts."""
     from specdec.reference.core.loop import speculative_decode
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
     from specdec.reference.drafters.eagle import EagleDrafter
     from specdec.reference.drafters.heads import HeadsDrafter
     from tests.fakes import random_eagle, random_heads

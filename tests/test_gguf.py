@@ -1,4 +1,4 @@
-"""GGUF files as models (`--target FILE.gguf`, `--drafter model:FILE.gguf`; reference/core/gguf.py).
+"""GGUF files as models (`--target FILE.gguf`, `--drafter model:FILE.gguf`; reference/model/gguf.py).
 
 A tiny random Llama is written as a GGUF here, as llama.cpp's converter writes one: its q/k rows in
 llama.cpp's rotary order, the matrices as Q8_0 blocks, a byte-level BPE tokenizer in the metadata
@@ -18,10 +18,10 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-import specdec.reference.core.gguf as gguf_module
+import specdec.reference.model.gguf as gguf_module
 from specdec.errors import SpecdecError
-import specdec.reference.core.models as models_module
-from specdec.reference.core.models import load_model
+import specdec.reference.model.models as models_module
+from specdec.reference.model.models import load_model
 from tests.cli_helpers import run_main, strict_json
 
 BYTES = [bytes_to_unicode()[b] for b in range(256)]  # token id = byte value

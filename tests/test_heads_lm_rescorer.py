@@ -18,7 +18,7 @@ from specdec.ngram.model import NgramModel
 from specdec.ngram.rescore import CachedScorer, oracle_accepted, local_rescore
 from specdec.reference.core.loop import autoregressive_decode, speculative_decode
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.lattice import LatticeDrafter
 from specdec.reference.drafters.spec import DrafterSpec
 from specdec.reference.estimate.blocks import leading_matches

@@ -3,7 +3,9 @@
 - one import namespace: pyproject installs only `specdec` (no top-level `reference`,
   `figures`, ... in site-packages), and every package folder is mapped into it;
 - dependency direction: `simulator` and `ngram` import nothing from `reference`, the CLI or
-  the figures; the library never imports the CLI; no command imports another;
+  the figures; the decode algorithm (`reference/core`) nothing of the model side
+  (`reference/model`, transformers) but for type hints; the library never imports the CLI; no
+  command imports another;
 - modules stay small (at most 400 lines; the target is ~350);
 - the seams (docs/architecture.md): no forward hooks in the library (data crosses a seam as a
   value), and no drafter capability decided by `isinstance` outside the drafter factory.
@@ -59,6 +61,31 @@ def test_theory_ngram_and_engines_stand_alone(folder: str) -> None:
         if folder == "ngram":  # KenLM tables may not need torch, but may use specdec.paths
             bad = {m for m in bad if not m.startswith("torch")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """Every module name a file imports when it runs (what `if TYPE_CHECKING:` guards left out)."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            node.body = []
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_the_algorithm_imports_no_model_code() -> None:
+    """reference/core (seams, step, loops, rules, policies) reaches the model only through the
+    scorer seam: models, caches and backends are below it, in reference/model."""
+    for path in _files("reference/core"):
+        bad = {m for m in _runtime_imports(path) if m.startswith(("specdec.reference.model", "transformers"))}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+    # and the check sees an import: the scorer below the seam does import the model side
+    assert "specdec.reference.model.kv_session" in _runtime_imports(ROOT / "reference/model/target.py")
 
 
 def test_library_never_imports_the_cli() -> None:

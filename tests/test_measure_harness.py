@@ -21,7 +21,7 @@ from specdec.errors import SpecdecError
 from specdec.reference.core.loop import DecodeResult
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.measure.harness import Decoding, Run, fastest, measure
 from specdec.reference.measure.speedup import compare, speedup

@@ -63,7 +63,7 @@ def test_writer_that_needs_a_name(tmp_path) -> None:
 
 
 def test_kernel_build_folder_is_keyed_by_instruction_set(tmp_path, monkeypatch) -> None:
-    build = pytest.importorskip("specdec.reference.core.kernel_build")
+    build = pytest.importorskip("specdec.reference.model.kernel_build")
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
     assert build.build_dir(AVX512) != build.build_dir(AVX2)
     assert build.build_dir(AVX2) == build.build_dir("-march= znver2\n-mavx2 [enabled]")

@@ -1,4 +1,4 @@
-"""The captured path's decoder (`specdec.reference.core.static_decoder`): its logits are
+"""The captured path's decoder (`specdec.reference.model.static_decoder`): its logits are
 transformers' eager forward's (Llama and Qwen2, every attention mode, after a prefill and over
 several verify lengths), its masks say exactly which keys each folded query row sees, and its
 timing runs on the CPU. The CUDA-only parts (FlashAttention, graph capture) are checked on the
@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from specdec.reference.core.static_decoder import ATTENTION, DecoderShape, StaticDecoder, time_step
+from specdec.reference.model.static_decoder import ATTENTION, DecoderShape, StaticDecoder, time_step
 
 SHAPES = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "shapes"
 QWEN = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 40, "intermediate_size": 56,

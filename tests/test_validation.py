@@ -17,12 +17,12 @@ import pytest
 from specdec.reference.core.loop import speculative_decode
 from specdec.reference.estimate.cost import CostEstimate
 from specdec.reference.estimate.timing import DraftTiming, TargetTiming, time_draft_steps
-from specdec.reference.core.models import LoadedModel
+from specdec.reference.model.models import LoadedModel
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
 from specdec.reference.estimate.replay import replay
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.validation.config import ValidationConfig
 from specdec.reference.validation.run import validate
 from specdec.simulator.prediction import survival_acceptance

@@ -76,7 +76,7 @@ def hf_generate(model, prompt: TokenPrompt, n: int) -> list[int]:
 @torch.inference_mode()
 def exact_joint_seq2seq(model, prompt: TokenPrompt, n: int, probs_fn) -> torch.Tensor:
     """Exact joint distribution of the next n decoder tokens after `prompt`, [vocab] * n."""
-    from specdec.reference.core.seq2seq import encode, run_model
+    from specdec.reference.model.seq2seq import encode, run_model
 
     vocab = model.config.vocab_size
     state = encode(model, [prompt])

@@ -20,7 +20,7 @@ from specdec.reference.bild.rollback import ARGMAX
 from specdec.reference.core.loop import DecodeResult, decode
 from specdec.reference.core.policy import ConfidenceThreshold
 from specdec.reference.core.sampling import SamplingConfig, sample
-from specdec.reference.core.target import Scorer
+from specdec.reference.core.scorer import Scorer
 from specdec.reference.core.seams import Proposal, Verdict
 from specdec.reference.drafters.protocol import Drafter
 

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import torch
 
-from specdec.reference.core.seq2seq import ModelPass
+from specdec.reference.model.seq2seq import ModelPass
 
 
 @dataclass(frozen=True)

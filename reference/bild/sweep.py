@@ -14,7 +14,7 @@ from specdec.errors import SpecdecError
 from specdec.reference.bild.policy import BildPolicy, BildRollback, check_fallback
 from specdec.reference.bild.quality import Agreement, TargetFit, greedy_agreement, target_fit
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.drafters.protocol import Drafter
 from specdec.reference.measure.harness import Decoding, Run, baseline, fastest, measure
 from specdec.reference.measure.speedup import speedup

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.batch_scorer import BatchScorer
-from specdec.reference.core.loop import DecodeResult
+from specdec.reference.core.loop import DecodeResult, check_trees
 from specdec.reference.core.policy import DraftPolicy, as_policy
 from specdec.reference.core.rules import AcceptanceRule, SpeculativeSampling
 from specdec.reference.core.sampling import SamplingConfig
@@ -37,6 +36,9 @@ from specdec.reference.core.seeds import prompt_generators
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.step import Request, StageClock, Step
 from specdec.reference.drafters.protocol import Drafter
+
+if TYPE_CHECKING:  # the model side, below the scorer seam
+    from specdec.reference.model.batch_scorer import BatchScorer
 
 
 @dataclass
@@ -49,7 +51,7 @@ class BatchResult(DecodeResult):
     iteration_seconds[i]: decode seconds of pass i (drafting, the pass, verdicts); pass_seconds[i]:
     the target pass alone; draft_seconds[i]: its proposals alone;
     emitted[i][s]: tokens slot s emitted in pass i (0: idle); joint[k, n]: slot-iterations that
-    proposed k drafts and accepted n; request_seconds: per finished request (in `outputs` order)."""
+    fed the target k drafts (a tree: its nodes) and accepted n; request_seconds: per finished request (in `outputs` order)."""
 
     outputs: list[tuple[int, list[int]]] = field(default_factory=list)
     batch: int = 1
@@ -97,8 +99,7 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
     if max_new_tokens < 1 or not prompts:
         raise SpecdecError(f"need max_new_tokens >= 1 and prompts, got {max_new_tokens}, {len(prompts)} prompts")
     policy = as_policy(gamma)
-    if drafter.tree:
-        raise SpecdecError(f"{type(drafter).__name__} proposes token trees: a ragged batch verifies chains")
+    check_trees(drafter, sampling)
     if token_budget is not None and token_budget < 1:
         raise SpecdecError(f"token_budget must be >= 1, got {token_budget}")
     b = scorer.rows
@@ -128,6 +129,8 @@ def decode_batch(scorer: BatchScorer, drafter: Drafter, prompts: Sequence[Sequen
         result.draft_seconds.append(done.draft_seconds)
         result.emitted.append(done.emitted)
         for _, k, n in done.outcomes:
+            if k >= len(result.joint):  # a tree of more nodes than the policy's k_max
+                result.joint = np.pad(result.joint, (0, k + 1 - len(result.joint)))
             result.joint[k, n] += 1
         for slot, request in enumerate(requests):
             if request is None:

@@ -25,7 +25,7 @@ from specdec.reference.core.rules import AcceptanceRule, SpeculativeSampling
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.step import Request, StageClock, Step
-from specdec.reference.core.target import OneRow, Scorer
+from specdec.reference.core.scorer import OneRow, Scorer
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.drafters.slots import Forked
 
@@ -52,9 +52,7 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
     policy = as_policy(gamma)
     if max_new_tokens < 1:
         raise SpecdecError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    if drafter.tree and not sampling.greedy and not drafter.deterministic:
-        raise SpecdecError(f"{type(drafter).__name__} proposes token trees of sampled drafts, which are verified at "
-                           "temperature 0 only (deterministic trees at any temperature)")
+    check_trees(drafter, sampling)
     stats = DecodeStats(policy.k_max)
     clock, cpu_start = StageClock(target.device), time.process_time()
     passes_before = target.forward_passes
@@ -67,6 +65,14 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
     stats.cpu_total = time.process_time() - cpu_start
     stats.target_passes = target.forward_passes - passes_before  # the prefill included
     return DecodeResult(request.tokens, request.from_drafter, stats)
+
+
+def check_trees(drafter: Drafter, sampling: SamplingConfig) -> None:
+    """Token trees of sampled drafts are verified at temperature 0 only (deterministic trees at
+    any temperature: `specdec.reference.core.tree.sampled_tree_verdict`)."""
+    if drafter.tree and not sampling.greedy and not drafter.deterministic:
+        raise SpecdecError(f"{type(drafter).__name__} proposes token trees of sampled drafts, which are verified at "
+                           "temperature 0 only (deterministic trees at any temperature)")
 
 
 def speculative_decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_tokens: int,

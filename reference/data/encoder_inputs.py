@@ -15,7 +15,7 @@ import torch
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.prompt import TokenPrompt
-from specdec.reference.core.seq2seq import text_prompts
+from specdec.reference.model.seq2seq import text_prompts
 
 MAX_FEATURE_BYTES = 4 << 30  # refuse bigger files before reading them
 
@@ -64,7 +64,7 @@ def check_feature_shape(features: torch.Tensor, model_dir: str | Path) -> None:
 def feature_prompt_set(model, features: torch.Tensor, path: str | Path):
     """A `PromptSet` of one prompt per row of `features` (category "features"); model: the loaded
     model, or its config.json as a dict (preflight, nothing loaded)."""
-    from specdec.reference.core.seq2seq import decoder_start
+    from specdec.reference.model.seq2seq import decoder_start
     from specdec.reference.data.prompts import PromptSet
 
     if isinstance(model, dict):
@@ -83,8 +83,8 @@ def reads_features(path: str | Path) -> bool:
     (from its config; SpecdecError when the config cannot be read)."""
     from transformers import AutoModelForSpeechSeq2Seq
 
-    from specdec.reference.core.models import model_class
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+    from specdec.reference.model.models import model_class
+    from specdec.reference.model.seq2seq import folder_is_encoder_decoder
 
     return folder_is_encoder_decoder(path) and model_class(Path(path)) is AutoModelForSpeechSeq2Seq
 
@@ -94,7 +94,7 @@ def preflight_feature_prompts(path: str | Path, encoder_inputs: Path | None, fea
     checked before any model loads: a `PromptSet`, or None for text prompts. SpecdecError when
     the file is given to a model that reads text, missing for one that reads features, or does
     not fit the encoder."""
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+    from specdec.reference.model.seq2seq import folder_is_encoder_decoder
 
     if encoder_inputs is None:
         if features_in:
@@ -114,7 +114,7 @@ def text_ids(path: str | Path, tokenizer, text: str) -> tuple[list[int], int]:
     its decoder's prompt takes: a causal LM's ids (with the tokenizer's special tokens) are its
     decoder's prompt; an encoder-decoder's text goes to its encoder (`text_prompts` adds the
     special tokens) and its decoder starts from one start token. ([], 0) for no tokens."""
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+    from specdec.reference.model.seq2seq import folder_is_encoder_decoder
 
     seq2seq = folder_is_encoder_decoder(path)
     ids = list(tokenizer(text, add_special_tokens=not seq2seq)["input_ids"])
@@ -139,6 +139,6 @@ def load_target_prompts(target, n: int, source):
 def model_prompts(loaded, ids: list[list[int]]) -> list[list[int]]:
     """The prompts `loaded` (a LoadedModel) decodes from texts' ids: unchanged for a causal LM; for
     an encoder-decoder, each text's ids to its encoder (the decoder starting from its start token)."""
-    from specdec.reference.core.seq2seq import is_encoder_decoder
+    from specdec.reference.model.seq2seq import is_encoder_decoder
 
     return text_prompts(loaded.model, loaded.tokenizer, ids) if is_encoder_decoder(loaded.model) else ids

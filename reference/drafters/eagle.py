@@ -44,6 +44,10 @@ class EagleDrafter(DrafterBase):
         self.keys = self.values = None  # [1, m, draft layers * kv_heads, hd]: entries 0..m-1
         self.last: torch.Tensor | None = None  # [d] output of the last entry (predicts the next token)
 
+    def max_nodes(self, gamma: int) -> int:
+        """A tree's `nodes`; a chain's gamma."""
+        return gamma if self.shape_tree is None else self.shape_tree[1]
+
     @property
     def cached(self) -> int:
         return 0 if self.keys is None else int(self.keys.shape[1])

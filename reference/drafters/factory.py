@@ -6,9 +6,9 @@ import importlib
 
 from specdec.errors import SpecdecError
 from specdec.reference.drafters.protocol import Drafter
-from specdec.reference.core.models import LoadedModel
-from specdec.reference.core.placement import DeviceMap
-from specdec.reference.core.seq2seq import is_encoder_decoder
+from specdec.reference.model.models import LoadedModel
+from specdec.reference.model.placement import DeviceMap
+from specdec.reference.model.seq2seq import is_encoder_decoder
 from specdec.reference.drafters.spec import DRAFTER_KINDS, DrafterSpec
 
 
@@ -17,7 +17,7 @@ def make_drafter(spec: str, target: LoadedModel, device: str = "cpu", dtype: str
     """Return (drafter, note); note says e.g. how vocabularies were reconciled. The spec's kind
     names the module that builds it (`DRAFTER_KINDS`); a neural draft model (or LM rescorer)
     runs on the target's backend, on `device` or spread by `device_map`
-    (specdec.reference.core.placement)."""
+    (specdec.reference.model.placement)."""
     s = DrafterSpec.parse(spec)
     check_kind(s, target.path, is_encoder_decoder(target.model))
     build = importlib.import_module(DRAFTER_KINDS[s.kind].module).build_drafter
@@ -30,8 +30,8 @@ def check_kind(s: DrafterSpec, target_path, seq2seq: bool | None = None) -> None
     kind (read from config.json; the target's too unless `seq2seq` says it)."""
     from pathlib import Path
 
-    from specdec.reference.core.models import check_model_folder, model_class, pair_kinds_differ
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+    from specdec.reference.model.models import check_model_folder, model_class, pair_kinds_differ
+    from specdec.reference.model.seq2seq import folder_is_encoder_decoder
 
     if seq2seq is None:
         seq2seq = folder_is_encoder_decoder(target_path)

@@ -93,7 +93,7 @@ def build_drafter(arg: str, target, device: str = "cpu", dtype: str = "float32",
     require_output_layer(target, "heads draft")
     heads, _ = load_heads(path, target.model, target.path)
     if target.backend == "fast":
-        from specdec.reference.core.backend import use_backend
+        from specdec.reference.model.backend import use_backend
         use_backend(heads, "fast")
     note = f"{heads.n_heads} heads over {heads.vocab.numel()} ids (drafts at most {heads.n_heads} tokens)"
     if not options:
@@ -104,7 +104,7 @@ def build_drafter(arg: str, target, device: str = "cpu", dtype: str = "float32",
         from specdec.ngram.model import NgramModel
         rescorer, what = NgramModel.load(options["ngram"], target.vocab_size), "n-gram"
     elif "lm" in options:
-        from specdec.reference.core.models import check_pair, load_model
+        from specdec.reference.model.models import check_pair, load_model
         from specdec.reference.heads.lm_rescorer import LMRescorer
         lm = load_model(options["lm"], device=device, dtype=dtype, backend=target.backend, device_map=device_map)
         note += "; " + (check_pair(target, lm) or "rescorer vocabulary matches")

@@ -67,6 +67,10 @@ class LatticeDrafter(HeadsDrafter):
         tokens, parents = trie(paths)
         return Proposal(torch.tensor(tokens, dtype=torch.long), None, parents)
 
+    def max_nodes(self, gamma: int) -> int:
+        """p paths of up to min(gamma, H) tokens each."""
+        return self.p * min(gamma, self.heads.n_heads)
+
     def commit(self, verdict: Verdict, scored: Scored) -> None:
         """The committed tokens extend the rescorer's context; h comes from the row of the last
         accepted node (`verdict.last_row`), as for a single draft."""

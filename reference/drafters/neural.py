@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 from transformers import PreTrainedModel
 
-from specdec.reference.core.batch_scorer import BatchScorer
-from specdec.reference.core.kv_session import KVSession
-from specdec.reference.core.models import flops_per_token
+from specdec.reference.model.batch_scorer import BatchScorer
+from specdec.reference.model.kv_session import KVSession
+from specdec.reference.model.models import flops_per_token
 from specdec.reference.core.policy import DraftPolicy, KeepGoing
 from specdec.reference.core.sampling import SamplingConfig, sample
 from specdec.reference.core.seams import NOTHING, Proposal, Scored, Verdict
@@ -144,7 +144,7 @@ def build_drafter(arg: str, target, device: str = "cpu", dtype: str = "float32",
                   ) -> tuple[NeuralDrafter, str | None]:
     """The registry's builder of `model:PATH`: the draft model on the target's backend, on `device`
     or spread by `device_map`; the note says how the vocabularies were reconciled."""
-    from specdec.reference.core.models import check_pair, load_model
+    from specdec.reference.model.models import check_pair, load_model
 
     draft = load_model(arg, device=device, dtype=dtype, backend=target.backend, device_map=device_map)
     note = check_pair(target, draft)

@@ -95,6 +95,11 @@ class DrafterBase:
     def c_hat(self, target_flops: float) -> float:
         return 0.0
 
+    def max_nodes(self, gamma: int) -> int:
+        """The most draft tokens one proposal at draft length gamma feeds the target (a tree: its
+        nodes; what a ragged batch's slot and its pass timing must hold)."""
+        return gamma
+
     def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int,
                               generator: torch.Generator | None) -> "DraftScorer":
         from specdec.reference.estimate.teacher_forced import ProtocolScorer

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from specdec.paths import cache_dir
-from specdec.reference.core.models import LoadedModel
+from specdec.reference.model.models import LoadedModel
 from specdec.reference.core.progress import phase
 from specdec.reference.data.prompts import PromptSource
 from specdec.reference.draftmodel.model import DraftShape, draft_from, trained

@@ -201,7 +201,7 @@ def conversion(path: Path) -> Path | None:
     """The cached float32 conversion of the GGUF file `path` (the default target's own folder for
     the embedded GGUF), or None when there is none yet."""
     from specdec.paths import default_target_dir
-    from specdec.reference.core.gguf import gguf_folder
+    from specdec.reference.model.gguf import gguf_folder
     from specdec.reference.data.default_model import DefaultModelMissing, gguf_path
 
     try:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from specdec.reference.core.models import LoadedModel
+from specdec.reference.model.models import LoadedModel
 from specdec.reference.eagle.model import check_fuse, draft_on
 from specdec.reference.eagle.store import save_eagle
 from specdec.reference.eagle.train import EagleTrainConfig, evaluate, train_eagle

@@ -210,8 +210,8 @@ class EagleDraft(torch.nn.Module):
         exact whatever q is.
 
         Raises SpecdecError (one line naming weights=bf16) off the CPU or without the kernel."""
-        from specdec.reference.core.backend import available
-        from specdec.reference.core.fast_modules import FastLinear
+        from specdec.reference.model.backend import available
+        from specdec.reference.model.fast_modules import FastLinear
 
         why = available(self)
         if why is not None:

@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from specdec.reference.core.forward import forward
-from specdec.reference.core.placement import input_device
+from specdec.reference.model.forward import forward
+from specdec.reference.model.placement import input_device
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.tree import child
 from specdec.reference.drafters.eagle import EagleDrafter
@@ -117,7 +117,7 @@ def study_sampled(target: torch.nn.Module, drafter: EagleDrafter,
     block_efficiency walks each sequence `walks` times drawing every pass's count from its exact
     distribution (as `walked` does at T = 0; seeded); draft_ms adds the proposal and the commit of
     one drawn count."""
-    from specdec.reference.core.kv_session import KVSession
+    from specdec.reference.model.kv_session import KVSession
     from specdec.reference.core.tree import depths
 
     if drafter.tree:

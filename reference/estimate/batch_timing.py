@@ -1,5 +1,5 @@
 """t(B, k, L): one target pass over B sequences x k new tokens each, every sequence holding L
-cached tokens, through the ragged decoder's own scorer (`specdec.reference.core.batch_scorer`:
+cached tokens, through the ragged decoder's own scorer (`specdec.reference.model.batch_scorer`:
 its cache, mask and padded or packed layout), so the table prices exactly the passes the
 ragged batch decoder runs.
 
@@ -44,7 +44,7 @@ class BatchTiming:
 def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_sizes: Sequence[int],
                         context_tokens: int = 128, max_k: int = 8, repeats: int = 5, warmup: int = 2,
                         layout: str = "padded") -> BatchTiming:
-    from specdec.reference.core.batch_scorer import BatchScorer
+    from specdec.reference.model.batch_scorer import BatchScorer
 
     if context_tokens < 1 or max_k < 1 or not batch_sizes or min(batch_sizes) < 1:
         raise ValueError(f"need context_tokens >= 1, max_k >= 1 and batch sizes >= 1, got {context_tokens}, {max_k}, "
@@ -79,7 +79,7 @@ def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_siz
 
 def capturable(model: torch.nn.Module) -> bool:
     """A CUDA model the captured static decoder can rebuild (a dense Llama-family causal LM)."""
-    from specdec.reference.core.static_decoder import DecoderShape
+    from specdec.reference.model.static_decoder import DecoderShape
 
     if next(model.parameters()).device.type != "cuda" or not hasattr(model, "config"):
         return False
@@ -93,11 +93,11 @@ def capturable(model: torch.nn.Module) -> bool:
 @torch.inference_mode()
 def time_captured_passes(model: torch.nn.Module, batch_sizes: Sequence[int], context_tokens: int = 128,
                          max_k: int = 8, trials: int = 3) -> BatchTiming:
-    """t(B, k) of `model`'s weights in the static decoder (`specdec.reference.core.static_decoder`):
+    """t(B, k) of `model`'s weights in the static decoder (`specdec.reference.model.static_decoder`):
     on CUDA each (B, k) captured once as a graph and replayed, so the table prices the hardware and
     not Python's launches (what `specdec estimate --batch-sizes` times on CUDA, docs/roofline.md);
     elsewhere eager. The copy concatenates q, k, v and gate, up: about 3/4 of the weights again."""
-    from specdec.reference.core.static_decoder import StaticDecoder, time_step
+    from specdec.reference.model.static_decoder import StaticDecoder, time_step
 
     if context_tokens < 1 or max_k < 1 or not batch_sizes or min(batch_sizes) < 1:
         raise ValueError(f"need context_tokens >= 1, max_k >= 1 and batch sizes >= 1, got {context_tokens}, {max_k}, "

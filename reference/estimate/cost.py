@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import torch
 
-from specdec.reference.core.models import flops_per_token
+from specdec.reference.model.models import flops_per_token
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.estimate.timing import (DraftTiming, TargetTiming, context_of, target_logits,
                                                time_contexts, time_draft_steps, time_loop_overhead)

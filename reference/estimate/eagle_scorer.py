@@ -13,8 +13,8 @@ from typing import Sequence
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.forward import forward
-from specdec.reference.core.placement import input_device
+from specdec.reference.model.forward import forward
+from specdec.reference.model.placement import input_device
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.eagle.model import EagleDraft
 from specdec.reference.eagle.unroll import unroll

@@ -68,7 +68,7 @@ def kernel_flops(repeats: int = 5, calls: int = 50) -> float:
     """Best-of-repeats fp32 FLOP rate of the fast kernel: 16 rows times a 1536 x 576 weight (3.5 MB,
     in cache after the first call), or 0.0 where the kernel cannot be built."""
     try:
-        from specdec.reference.core.kernel_build import kernel
+        from specdec.reference.model.kernel_build import kernel
 
         ops = kernel()
     except Exception:  # no compiler, no ninja: no kernel to measure

@@ -70,8 +70,8 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
     """The estimate (see the module doc); None on torchrun ranks other than 0, whose share of
     the prompts went to rank 0. With several prompt categories: one estimate per category under
     "categories" (alpha, its interval and the costs at the category's context)."""
-    from specdec.reference.core.models import load_model
-    from specdec.reference.core.placement import output_device
+    from specdec.reference.model.models import load_model
+    from specdec.reference.model.placement import output_device
     from specdec.reference.data.encoder_inputs import load_target_prompts
     from specdec.reference.distributed.collect import gather_shares
     from specdec.reference.distributed.ranks import process_group
@@ -159,7 +159,7 @@ def run_batch_timing(config: EstimateConfig) -> dict[str, Any] | None:
     """`--drafter none --batch-sizes ...`: t(B, k) on real text — the prompts named (`--prompts-file`,
     `--workload`), else held-out corpus text — nothing else (by rank 0 alone under torchrun:
     timings are not split); None on the other ranks."""
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.data.encoder_inputs import load_target_prompts
     from specdec.reference.data.prompts import held_out_prompts
 
@@ -215,7 +215,7 @@ def _costs(config: EstimateConfig, target, draft, context_ids: list[int], contex
            warnings: list[str]) -> dict[str, Any]:
     """c, c_hat, v(k), the loop overhead and the hardware's floor (or c_hat alone without timing),
     and t(1..max_k) at every length of `others` and `context` ("context_times")."""
-    from specdec.reference.core.placement import output_device
+    from specdec.reference.model.placement import output_device
     from specdec.reference.core.progress import phase
     from specdec.reference.estimate.cost import c_hat_for, estimate_cost
     from specdec.reference.estimate.limits import measure_limits

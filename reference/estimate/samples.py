@@ -13,7 +13,7 @@ import torch
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig, sample
 from specdec.reference.core.prompt import as_prompt
-from specdec.reference.core.seq2seq import ModelPass, new_cache, with_cache
+from specdec.reference.model.seq2seq import ModelPass, new_cache, with_cache
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def generate_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new
     prefixes (all of one length: decoder positions follow the cache, so no left padding), each
     with its source encoded once.
     """
-    from specdec.reference.core.placement import input_device
+    from specdec.reference.model.placement import input_device
 
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt must contain at least one token")
@@ -101,7 +101,7 @@ def generate_continuations(model: torch.nn.Module, prompts: Sequence[Sequence[in
     or process. seed may be None at temperature 0 (nothing is drawn). Prompts of equal length
     need no padding; the held-out prompts all have the same length.
     """
-    from specdec.reference.core.placement import output_device
+    from specdec.reference.model.placement import output_device
     from specdec.reference.core.seeds import prompt_generators
 
     if new_tokens < 1:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.placement import input_device
+from specdec.reference.model.placement import input_device
 from specdec.reference.drafters.neural import fit_vocab
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
@@ -122,7 +122,7 @@ def continuation_logits(model: torch.nn.Module, samples: TargetSamples, indices:
     position never changes it), and only the last K logits are kept, K covering every
     sequence's continuation. An encoder-decoder's decoder runs with its prompts' sources encoded.
     """
-    from specdec.reference.core.seq2seq import ModelPass
+    from specdec.reference.model.seq2seq import ModelPass
 
     seqs = [list(samples.prompts[i]) + samples.continuations[i][:-1] for i in indices]  # inputs
     starts = [len(samples.prompts[i]) - 1 for i in indices]  # position predicting x_0

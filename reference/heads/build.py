@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.models import LoadedModel
+from specdec.reference.model.models import LoadedModel
 from specdec.reference.data.aligned_corpus import PROMPT_KINDS
 from specdec.reference.core.progress import phase
 from specdec.reference.heads.data import Distillation, distill, frequent_vocab, tail_windows, windows

@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.forward import forward
+from specdec.reference.model.forward import forward
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.seams import Needs
 

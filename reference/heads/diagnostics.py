@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.forward import forward
+from specdec.reference.model.forward import forward
 from specdec.reference.core.seams import Needs
 from specdec.reference.heads.model import BlockHeads
 

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from specdec.reference.core.kv_session import KVSession
+from specdec.reference.model.kv_session import KVSession
 from specdec.reference.drafters.neural import fit_vocab
 
 

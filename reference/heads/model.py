@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.forward import forward
-from specdec.reference.core.placement import input_device
+from specdec.reference.model.forward import forward
+from specdec.reference.model.placement import input_device
 from specdec.reference.core.seams import Needs
 
 

@@ -38,7 +38,7 @@ def verify_step_seconds(model: torch.nn.Module, context: Sequence[int], sizes: S
     step): a chain for N <= depth, else a tree of N nodes in paths of `depth` sharing their
     first token; sizes interleaved within each repeat so the machine's drift hits all alike."""
     from specdec.reference.core.seams import Proposal, Verdict
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
     from specdec.reference.core.tree import chain_parents
 
     def tree(n: int) -> tuple[list[int], list[int]]:

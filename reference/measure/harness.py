@@ -17,7 +17,7 @@ from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seeds import derive_seed
 from specdec.reference.core.prompt import as_prompt
 from specdec.reference.core.stats import DecodeStats
-from specdec.reference.core.target import Scorer
+from specdec.reference.core.scorer import Scorer
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.measure.interference import DEFAULT_THRESHOLD, run_undisturbed
 

@@ -13,7 +13,9 @@ but not the time of one pass, so its p99 is the p50's law, not the tail the mach
 context 128: 55 ms measured, 31 predicted). p99 is reported as measured.
 The crossover: the smallest B from which on every speedup is below 1.
 
-Predicted per method with `specdec.simulator.ragged`: its (proposed, accepted) law and its
+Predicted per method with `specdec.simulator.ragged`: its (fed, accepted) law (a token tree feeds
+its nodes: a heads lattice's pass is priced by them, and t(B, k) is timed up to the largest tree
+the drafters can propose, `Drafter.max_nodes`) and its
 per-row drafting/verdict seconds from its own B = 1 run, t(B, k, L) timed in the same session
 through the same scorer at L = prompt + new_tokens / 2 (so B > 1 is predicted from batch-1
 quantities and the pass-time tables only). A draft model drafts every row in one forward, so its
@@ -36,7 +38,7 @@ import numpy as np
 import torch
 
 from specdec.reference.core.batch_loop import BatchResult, decode_batch
-from specdec.reference.core.batch_scorer import BatchScorer
+from specdec.reference.model.batch_scorer import BatchScorer
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
@@ -92,7 +94,8 @@ def summarize(runs: Sequence[Run], slo_seconds: float) -> dict[str, Any]:
     met = req_t[req_s / np.maximum(req_t, 1) <= slo_seconds].sum() / req_t.sum() if req_t.sum() else 0.0
     busy = sum(int(np.count_nonzero(x.emitted)) for x in results)
     overhead = sum(sum(x.iteration_seconds) - sum(x.pass_seconds) for x in results) / busy
-    joint = sum(x.joint for x in results)
+    size = max(len(x.joint) for x in results)  # a tree drafter's joint grows with its nodes
+    joint = sum(np.pad(x.joint, (0, size - len(x.joint))) for x in results)
     passes = sum(x.passes for x in results)
     return {"throughput": tokens / seconds, "tokens": tokens, "seconds": seconds, "passes": passes,
             "draft_pass_seconds": sum(sum(x.draft_seconds) for x in results) / max(passes, 1),
@@ -107,14 +110,15 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
     """The module doc's measurement over prompt_sets[context] (held-out prompts of `context` tokens)
     and drafters[name]; returns the tables as plain values (strict-JSON ready)."""
     max_gamma = max(config.gammas)
+    max_fed = max([max_gamma] + [d.max_nodes(g) for d in drafters.values() for g in config.gammas])  # trees' nodes
     out: dict[str, Any] = {"config": config.__dict__ | {"batch_sizes": list(config.batch_sizes),
                                                          "contexts": list(config.contexts),
                                                          "gammas": list(config.gammas)},
                            "contexts": []}
     for context, prompts in prompt_sets.items():
         timed_at = context + config.new_tokens // 2
-        progress(f"context {context}: timing t(B, k) for B = {list(config.batch_sizes)}, k = 1..{max_gamma + 1}")
-        timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_gamma + 1,
+        progress(f"context {context}: timing t(B, k) for B = {list(config.batch_sizes)}, k = 1..{max_fed + 1}")
+        timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_fed + 1,
                                      config.timing_repeats, layout=config.layout)
         draft_steps = {name: _by_batch(time_batched_passes(d.draft_model, prompts[0] + prompts[-1], config.batch_sizes,
                                                            timed_at, 2, config.timing_repeats, layout=config.layout))
@@ -122,7 +126,7 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
         prefixes: dict = {}
         measured: dict[str, dict[int, dict[str, Any]]] = {}
         for b in config.batch_sizes:
-            scorer = BatchScorer(model, b, context + config.new_tokens + max_gamma + 2, config.layout, prefixes)
+            scorer = BatchScorer(model, b, context + config.new_tokens + max_fed + 2, config.layout, prefixes)
             budget = max(b, len(prompts)) * config.new_tokens
             methods = [Batched("baseline", scorer, prompts, budget)] + [
                 Batched(method_name(name, g), scorer, prompts, budget, drafter, g)

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import Scorer
+from specdec.reference.core.scorer import Scorer
 from specdec.reference.measure.bootstrap import bootstrap_ci
 from specdec.reference.measure.harness import Method, Run, baseline as plain, measure
 

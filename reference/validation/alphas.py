@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from specdec.reference.core.placement import output_device
+from specdec.reference.model.placement import output_device
 from specdec.reference.core.seeds import derive_seed
 from specdec.reference.estimate.alpha import AlphaEstimate, alpha_from_scores
 from specdec.reference.estimate.samples import TargetSamples

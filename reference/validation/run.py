@@ -15,7 +15,7 @@ import torch
 
 from specdec.errors import SpecdecError
 from specdec.reference.core.progress import phase
-from specdec.reference.core.placement import output_device
+from specdec.reference.model.placement import output_device
 from specdec.reference.core.seeds import derive_seed
 from specdec.reference.distributed.ranks import Ranks
 from specdec.reference.estimate.cost import CostEstimate, assemble_cost, loop_overhead
@@ -44,7 +44,7 @@ def run_validation(job: ValidationJob, progress: bool = True) -> ValidationSuite
     its share of the estimator's prompts, merged on rank 0), then time, decode and compare on
     rank 0, category by category of the job's prompts (each timed at its own context length).
     Returns the suite on rank 0, None on the other ranks."""
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.data.encoder_inputs import load_target_prompts
     from specdec.reference.distributed.collect import gather_shares
     from specdec.reference.distributed.ranks import process_group
@@ -113,7 +113,7 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
              progress: bool = False, alpha_part: tuple[dict, dict, float] | None = None) -> ValidationResult:
     """Estimate, decode and compare for every drafter, gamma and temperature.
 
-    target: a `specdec.reference.core.models.LoadedModel` (model + vocab_size); drafters: name -> drafter
+    target: a `specdec.reference.model.models.LoadedModel` (model + vocab_size); drafters: name -> drafter
     object; prompts: the decode prompts; alpha_prompts: the estimator's prompts. alpha_part:
     (alphas, samples per temperature, seconds) already estimated (by several processes:
     specdec.reference.validation.alphas); None estimates them here, in this process.

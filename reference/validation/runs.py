@@ -10,7 +10,7 @@ import torch
 from specdec.reference.core.policy import parse_policy
 from specdec.reference.core.progress import progress as progress_bar
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.target import TargetScorer
+from specdec.reference.model.target import TargetScorer
 from specdec.reference.estimate.timing import TargetTiming
 from specdec.reference.measure.harness import Decoding, Run, baseline, measure
 from specdec.reference.measure.interference import DEFAULT_THRESHOLD, run_undisturbed

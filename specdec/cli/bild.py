@@ -89,10 +89,10 @@ def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device,
                       "--prompt")
     from specdec.reference.bild.policy import BildPolicy
     from specdec.reference.bild.sweep import Method, run_sweep, sweep_methods
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.core.progress import progress as progress_bar
     from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
     from specdec.reference.data.encoder_inputs import load_target_prompts, model_prompts
     from specdec.reference.data.prompts import PromptSource
     from specdec.reference.drafters.factory import make_drafter

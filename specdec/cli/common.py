@@ -189,8 +189,8 @@ def preflight_target(target_path: str | None, causal_only: str | None = None) ->
     (its tokenizer is loaded here), or a GGUF file that cannot be converted, is a usage error
     naming --target; so is an encoder-decoder where the command needs a causal LM (`causal_only`:
     what it does, for the message)."""
-    from specdec.reference.core.gguf import model_folder
-    from specdec.reference.core.model_files import check_model_folder, context_limit
+    from specdec.reference.model.gguf import model_folder
+    from specdec.reference.model.model_files import check_model_folder, context_limit
 
     if target_path is None:
         from specdec.reference.data.default_model import default_target_path
@@ -201,7 +201,7 @@ def preflight_target(target_path: str | None, causal_only: str | None = None) ->
     except (OSError, SpecdecError, json.JSONDecodeError, UnicodeDecodeError) as exc:  # a corrupt config.json too
         raise click.BadParameter(str(exc), param_hint="--target") from None
     if causal_only:
-        from specdec.reference.core.model_files import require_causal
+        from specdec.reference.model.model_files import require_causal
         try:
             require_causal(path, causal_only)
         except SpecdecError as exc:

@@ -68,10 +68,10 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
                       f"{new_tokens} and --gamma {gamma}", "--prompt")
 
     from specdec.reference.core.loop import SpeculativeSampling
-    from specdec.reference.core.models import load_model
-    from specdec.reference.core.placement import output_device
+    from specdec.reference.model.models import load_model
+    from specdec.reference.model.placement import output_device
     from specdec.reference.core.sampling import SamplingConfig
-    from specdec.reference.core.target import TargetScorer
+    from specdec.reference.model.target import TargetScorer
     from specdec.reference.data.encoder_inputs import load_target_prompts, model_prompts
     from specdec.reference.data.prompts import PromptSource
     from specdec.reference.drafters.factory import make_drafter

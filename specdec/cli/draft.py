@@ -85,7 +85,7 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, code_to
     from specdec.reference.draftmodel.train import DraftTrainConfig  # torch: after the options are checked
     config = DraftTrainConfig(layers=layers, source_layers=picked, temperature=train_temperature, epochs=epochs,
                               batch=batch, lr=lr, seed=seed)
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.draftmodel.build import build_draft
 
     target = load_model(path, device=device)

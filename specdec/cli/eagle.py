@@ -61,7 +61,7 @@ def train(target_path, out, force, tokens, aligned_tokens, sampled_from, code_to
     from specdec.reference.eagle.train import EagleTrainConfig  # torch: after --out is checked
     config = EagleTrainConfig(ttt=ttt, vocab=vocab_size, feature_weight=feature_weight, epochs=epochs, lr=lr,
                               seed=seed, fuse=fuse, draft_layers=draft_layers)
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.eagle.build import build_eagle
 
     target = load_model(path, device=device)
@@ -137,7 +137,7 @@ def evaluate(eagle_path, target_path, n_windows, window, depth, device, as_json)
         read_card(eagle_path)
     except (OSError, SpecdecError) as exc:
         raise click.BadParameter(str(exc), param_hint="PATH") from None
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.data.prompts import held_out_prompts
     from specdec.reference.eagle.store import load_eagle
     from specdec.reference.eagle.train import evaluate as evaluate_draft
@@ -205,7 +205,7 @@ def trees(eagle_path, target_path, backend, workloads, prompts, new_tokens, dept
             raise click.BadParameter(f"{workload}: the prompts plus --new-tokens and the draft need {need} positions, "
                                      f"the target has {limit}", param_hint="--new-tokens")
     from specdec.engines.configs import sglang_tree
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.eagle.tree_study import plan_shapes
 

@@ -94,7 +94,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     from specdec.reference.estimate.run import DEFAULT_CONTEXT, EstimateConfig, run_batch_timing, run_estimate
 
     if batch_sizes is not None:
-        from specdec.reference.core.model_files import require_causal
+        from specdec.reference.model.model_files import require_causal
         try:
             require_causal(path, "timing t(B, k)")
         except SpecdecError as exc:

@@ -18,7 +18,7 @@ from specdec.cli.outputs import check_creatable
 from specdec.cli.types import Number, check_model_path
 from specdec.errors import SpecdecError
 from specdec.paths import write_atomic
-from specdec.reference.core.gguf import is_gguf
+from specdec.reference.model.gguf import is_gguf
 from specdec.reference.drafters.spec import split_label
 from specdec.strict_json import to_json
 
@@ -58,7 +58,7 @@ def train(target_path, n_heads, out, force, tokens, aligned_tokens, sampled_from
                                            window)
     from specdec.reference.heads.train import TrainConfig  # torch: after --out is checked
     train_config = TrainConfig(n_heads=n_heads, vocab=vocab_size, epochs=epochs, lr=lr, seed=seed)
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.heads.build import build_heads
 
     target = load_model(path, device=device)
@@ -107,7 +107,7 @@ def evaluate(heads_path, target_path, n_windows, window, k, device, as_json):
         raise click.BadParameter(str(exc), param_hint="PATH") from None
     if window <= card["n_heads"] + 1:
         raise click.BadParameter(f"must exceed {card['n_heads'] + 1} (the heads + 1)", param_hint="--window")
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.data.prompts import held_out_prompts
     from specdec.reference.heads.diagnostics import diagnose
     from specdec.reference.heads.store import load_heads
@@ -193,7 +193,7 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
         if not (is_gguf(lm_path) or Path(lm_path).is_dir()):
             raise click.BadParameter(f"{lm_path}: no such model folder", param_hint="--lm")
     from specdec.ngram.model import NgramModel
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.core.sampling import SamplingConfig
     from specdec.reference.data.prompts import held_out_prompts
     from specdec.reference.estimate.samples import generate_continuations
@@ -203,12 +203,12 @@ def lattice(heads_path, ngrams, lms, target_path, k, ps, oracle_ks, n_prompts, t
     target = load_model(path, device=device, backend=backend)
     heads, _ = load_heads(heads_path, target.model, target.path)
     if target.backend == "fast":  # the heads run as the drafter runs them
-        from specdec.reference.core.backend import use_backend
+        from specdec.reference.model.backend import use_backend
         use_backend(heads, "fast")
     models = {name: NgramModel.load(p, target.vocab_size) for name, p in labelled}
     rescorers = {}
     if lm_paths:
-        from specdec.reference.core.models import check_pair
+        from specdec.reference.model.models import check_pair
         from specdec.reference.heads.lm_rescorer import LMRescorer
         for name, lm_path in lm_paths:
             lm = load_model(lm_path, device=device, backend=backend)

@@ -33,7 +33,7 @@ def resolve_placement(device: str, device_map: Any, draft_device_map: Any, backe
     split its work (torchrun with several processes is refused)."""
     import torch
 
-    from specdec.reference.core.placement import check_device_map, gpus_used
+    from specdec.reference.model.placement import check_device_map, gpus_used
     from specdec.reference.distributed.ranks import Placement, Ranks, rank_device
     from specdec.reference.drafters.spec import DrafterSpec
 

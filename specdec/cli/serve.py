@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from specdec.cli.common import (GAMMAS, MAX_PROMPTS, backend_option, check_context, json_option,
-                                model_options, preflight_target, refuse_tree_drafter, require_drafter)
+                                model_options, preflight_target, require_drafter)
 from specdec.cli.outputs import check_out_dir
 from specdec.cli.types import DrafterSpecType, Number, NumberList
 from specdec.reference.drafters.spec import SPEC_HELP
@@ -53,7 +53,7 @@ def serve_bench(target_path, device, dtype, backend, drafters, gammas, batch_siz
     model predicts from the batch-1 runs and t(B, k, L), and where speculation stops paying."""
     from specdec.costfiles import KIND_SERVE
     from specdec.paths import publishing
-    from specdec.reference.core.models import load_model
+    from specdec.reference.model.models import load_model
     from specdec.reference.data.prompts import held_out_prompts
     from specdec.reference.drafters.factory import make_drafter
     from specdec.reference.measure.serving import ServeConfig
@@ -65,7 +65,6 @@ def serve_bench(target_path, device, dtype, backend, drafters, gammas, batch_siz
         if label in labels[:i]:
             raise click.BadParameter(f"drafter {label!r} given twice", param_hint="--drafter")
         require_drafter(spec, "'none' is plain batched decoding, which always runs; give a real drafter")
-        refuse_tree_drafter(spec, "a ragged batch verifies one chain of drafts per row")
     path, limit = preflight_target(target_path, "ragged batches")
     check_context(limit, max(contexts) + new_tokens + max(gammas) + 2, "the longest context plus --new-tokens",
                   "--contexts")

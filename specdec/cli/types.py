@@ -164,11 +164,11 @@ class DrafterSpecType(click.ParamType):
 
 
 def check_model_path(path: str) -> None:
-    """A .gguf file's header checked (`specdec.reference.core.gguf.check_gguf`, no tensor read);
+    """A .gguf file's header checked (`specdec.reference.model.gguf.check_gguf`, no tensor read);
     any other path must not be a file (a model folder is checked by the command's preflight).
     Raises SpecdecError / OSError with one line."""
     from specdec.errors import SpecdecError
-    from specdec.reference.core.gguf import check_gguf, is_gguf
+    from specdec.reference.model.gguf import check_gguf, is_gguf
 
     if is_gguf(path):
         check_gguf(path)
@@ -240,13 +240,13 @@ class Device(click.ParamType):
 
 class DeviceMap(click.ParamType):
     """A device map for accelerate: a strategy name, a JSON object or a .json file holding one
-    (`specdec.reference.core.placement.parse_device_map`)."""
+    (`specdec.reference.model.placement.parse_device_map`)."""
 
     name = "map"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         from specdec.errors import SpecdecError
-        from specdec.reference.core.placement import parse_device_map
+        from specdec.reference.model.placement import parse_device_map
 
         if not isinstance(value, str):
             return value

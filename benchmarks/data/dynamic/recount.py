@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.reference.core.models import load_model
+from specdec.reference.model.models import load_model
 from specdec.reference.core.policy import parse_policy
 from specdec.reference.data.prompts import PromptSource
 from specdec.reference.data.encoder_inputs import load_target_prompts

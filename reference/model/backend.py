@@ -14,8 +14,8 @@ import time
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.fast_modules import PARTS, install
-from specdec.reference.core.kernel_build import build_dir, build_hash, kernel
+from specdec.reference.model.fast_modules import PARTS, install
+from specdec.reference.model.kernel_build import build_dir, build_hash, kernel
 
 BACKENDS = ("eager", "fast", "auto")
 
@@ -80,7 +80,7 @@ def _pass_seconds(backend: str, calls: int = 7) -> dict[str, float]:
     tokens of KV cache, on `backend` ("eager" or "fast")."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from specdec.reference.core.seq2seq import ModelPass, new_cache, with_cache
+    from specdec.reference.model.seq2seq import ModelPass, new_cache, with_cache
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(**PROBE_CONFIG, max_position_embeddings=256)).eval()

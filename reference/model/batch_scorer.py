@@ -1,11 +1,13 @@
 """The target scorer for a ragged batch: B sequences, one target pass per iteration.
 
-The batch form of `specdec.reference.core.target.TargetScorer` (SEAMS: the same seams with a
+The batch form of `specdec.reference.model.target.TargetScorer` (SEAMS: the same seams with a
 leading batch dimension and per-row verdicts). Every slot follows its own committed
 sequence with its last token pending; `score` feeds every slot's pending token and drafts in
 one pass over the `RaggedCache` and returns one `Scored` per slot (its k + 1 logits rows,
 and hidden states when a drafter needs them); `commit(slot, verdict)` keeps that slot's
-accepted drafts and nothing of the others'. Prompts are encoded alone (a batch-1 pass,
+accepted drafts and nothing of the others'. A slot's drafts may be a token tree (the rows: the
+pending token's, then one per node, as `TargetScorer`'s tree pass); its commit keeps the
+verdict's path. Prompts are encoded alone (a batch-1 pass,
 bit-for-bit the single-sequence prefill) and copied into their slot; a prompt seen before
 is copied from the prefix store instead of encoded again (vLLM's automatic prefix caching).
 """
@@ -17,11 +19,12 @@ import torch
 from transformers import DynamicCache
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.forward import forward, split_is_exact
-from specdec.reference.core.placement import input_device, output_device
-from specdec.reference.core.ragged_cache import RaggedCache
+from specdec.reference.model.forward import forward, split_is_exact
+from specdec.reference.model.placement import input_device, output_device
+from specdec.reference.model.ragged_cache import RaggedCache
 from specdec.reference.core.seams import NOTHING, Needs, Proposal, Scored, Verdict
-from specdec.reference.core.seq2seq import with_cache
+from specdec.reference.core.tree import is_chain
+from specdec.reference.model.seq2seq import with_cache
 
 
 class BatchScorer:
@@ -35,6 +38,7 @@ class BatchScorer:
         self.cache = RaggedCache(model.config.num_hidden_layers, rows, capacity, layout)
         self.tokens: list[list[int]] = [[] for _ in range(rows)]
         self.committed = [0] * rows
+        self.tree_nodes = [0] * rows  # nodes of a token tree a slot's cache holds past its sequence
         self.forward_passes = 0
         # prompt (but its last token) -> (per-layer keys and values, the pass); share one between
         # scorers of the same model to encode each prompt once
@@ -55,7 +59,7 @@ class BatchScorer:
             raise SpecdecError("a ragged batch passes the final hidden states only, not intermediate layers")
         if len(prompt) + 1 > self.cache.capacity:
             raise SpecdecError(f"a {len(prompt)}-token prompt does not fit a slot of {self.cache.capacity} tokens")
-        self.tokens[slot], self.committed[slot] = prompt, len(prompt)
+        self.tokens[slot], self.committed[slot], self.tree_nodes[slot] = prompt, len(prompt), 0
         head = tuple(prompt[:-1])
         if not head:
             self.cache.set_length(slot, 0)
@@ -79,13 +83,15 @@ class BatchScorer:
         positions when needs.hidden), None for a slot that sat out."""
         if len(proposals) != self.rows:
             raise ValueError(f"one proposal per slot: got {len(proposals)} for {self.rows}")
+        trees: list[list[int] | None] = [None] * self.rows
         for slot, proposal in enumerate(proposals):
             if proposal is not None:
-                if proposal.parents is not None:
-                    raise SpecdecError("a ragged batch verifies chains of drafts, not token trees")
+                if proposal.parents is not None and not is_chain(proposal.parents):
+                    trees[slot] = list(proposal.parents)
+                    self.tree_nodes[slot] = len(proposal)
                 self.tokens[slot].extend(proposal.tokens.tolist())
         busy = [slot for slot, proposal in enumerate(proposals) if proposal is not None]
-        logits, fed, counts = self._feed(busy, needs)
+        logits, fed, counts = self._feed(busy, needs, trees)
         out: list[Scored | None] = [None] * self.rows
         at = 0
         for slot, n in zip(busy, counts):
@@ -106,15 +112,17 @@ class BatchScorer:
         """Add tokens to the slot's sequence without a pass (the next pass feeds them)."""
         self.tokens[slot].extend(tokens)
 
-    def _feed(self, slots: Sequence[int], needs: Needs) -> tuple[torch.Tensor, torch.Tensor | None, list[int]]:
-        """One pass over every slot's tokens not yet in the cache, for `slots` (the rest sit out).
+    def _feed(self, slots: Sequence[int], needs: Needs, trees: Sequence[Sequence[int] | None] | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor | None, list[int]]:
+        """One pass over every slot's tokens not yet in the cache, for `slots` (the rest sit out;
+        trees[slot]: the parents of the token tree that ends its tokens, None: a chain).
         Returns the logits of every fed position [sum n, vocab], their final hidden states
         [sum n, d] (None unless needs.hidden or the output layer runs apart), slot by slot, and
         each slot's count n."""
         feeds: list[list[int]] = [[] for _ in range(self.rows)]
         for slot in slots:
             feeds[slot] = self.tokens[slot][self.cache.lengths[slot]:]
-        plan = self.cache.layout_pass(feeds, self.dtype, self.device)
+        plan = self.cache.layout_pass(feeds, self.dtype, self.device, trees)
         rows = [(plan.places[s][0], plan.places[s][1] + j) for s in slots for j in range(plan.places[s][2])]
         index = torch.tensor(rows, device=self.device)
         kwargs = dict(position_ids=plan.position_ids, attention_mask=plan.mask, **with_cache(self.model, self.cache))
@@ -146,7 +154,15 @@ class BatchScorer:
         tokens = verdict.tokens.tolist()
         n = verdict.n_accepted
         keep = self.committed[slot] + n
-        del self.tokens[slot][keep:]
-        self.cache.set_length(slot, min(self.cache.lengths[slot], keep))
-        self.tokens[slot].extend(tokens[n:])
+        if self.tree_nodes[slot]:  # the pass was a tree: keep the accepted path's entries
+            if verdict.path is None:
+                raise ValueError("a tree pass needs a verdict naming its accepted path")
+            self.cache.keep_path(slot, self.committed[slot], verdict.path)
+            self.tree_nodes[slot] = 0
+            del self.tokens[slot][self.committed[slot]:]
+            self.tokens[slot].extend(tokens)
+        else:
+            del self.tokens[slot][keep:]
+            self.cache.set_length(slot, min(self.cache.lengths[slot], keep))
+            self.tokens[slot].extend(tokens[n:])
         self.committed[slot] += len(tokens)

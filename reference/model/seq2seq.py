@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.model_files import folder_is_encoder_decoder  # noqa: F401 (re-exported)
+from specdec.reference.model.model_files import folder_is_encoder_decoder  # noqa: F401 (re-exported)
 from specdec.reference.core.prompt import TokenPrompt
 
 
@@ -75,7 +75,7 @@ class EncoderState:
 def encode(model: torch.nn.Module, prompts: Sequence[Sequence[int]]) -> EncoderState:
     """Run `model`'s encoder once over the sources of `prompts` (right-padded token ids with a
     mask, or stacked features of one shape)."""
-    from specdec.reference.core.placement import input_device
+    from specdec.reference.model.placement import input_device
 
     sources = [getattr(p, "source", None) for p in prompts]
     if any(s is None for s in sources):

@@ -5,7 +5,7 @@ sequence `tokens`, of which the first `n_cached` are in the KV cache; the rest a
 *pending* and are fed with the next forward pass. Rolling back after a rejection crops
 the cache; the prefix is never re-encoded. An encoder-decoder model's sequence is its
 decoder's: `start` binds the model to the prompt (`ModelPass`: an encoder-decoder's encoder runs
-once over the prompt's source) and every pass goes through that binding (`specdec.reference.core.seq2seq`).
+once over the prompt's source) and every pass goes through that binding (`specdec.reference.model.seq2seq`).
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import torch
 from transformers import PreTrainedModel
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.forward import forward
-from specdec.reference.core.placement import input_device, output_device
+from specdec.reference.model.forward import forward
+from specdec.reference.model.placement import input_device, output_device
 from specdec.reference.core.seams import NOTHING, Needs, Scored, Verdict
-from specdec.reference.core.seq2seq import ModelPass, new_cache, self_attention, with_cache
+from specdec.reference.model.seq2seq import ModelPass, new_cache, self_attention, with_cache
 from specdec.reference.core.tree import tree_inputs
 
 

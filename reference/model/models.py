@@ -3,7 +3,7 @@ from local folders, and checking a target/draft pair.
 
 Everything is local: the default target is the cached SmolLM2-135M-Instruct (see
 specdec.reference.data.default_model); any other Hugging Face model folder works via its path,
-and a GGUF file via its converted folder (specdec.reference.core.gguf).
+and a GGUF file via its converted folder (specdec.reference.model.gguf).
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 
 from specdec.errors import SpecdecError
-from specdec.reference.core.gguf import model_folder
-from specdec.reference.core.model_files import check_model_folder, context_limit  # noqa: F401 (re-exported)
-from specdec.reference.core.placement import DeviceMap
+from specdec.reference.model.gguf import model_folder
+from specdec.reference.model.model_files import check_model_folder, context_limit  # noqa: F401 (re-exported)
+from specdec.reference.model.placement import DeviceMap
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -27,7 +27,7 @@ class LoadedModel:
     model: torch.nn.Module
     tokenizer: object
     path: Path
-    backend: str = "eager"  # how the matrix products run (specdec.reference.core.backend)
+    backend: str = "eager"  # how the matrix products run (specdec.reference.model.backend)
     backend_seconds: float = 0.0  # switching to it: building or loading the kernel, packing the weights
 
     @property
@@ -47,9 +47,9 @@ def resolve_device(device: str) -> torch.device:
 def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str = "float32",
                backend: str = "eager", device_map: DeviceMap | None = None) -> LoadedModel:
     """Load a causal LM and its tokenizer from a local folder or a .gguf file (converted once:
-    specdec.reference.core.gguf; None = the default target) in `dtype`, running on `backend`
-    ("eager", "fast" or "auto": specdec.reference.core.backend), on `device` or, given a
-    `device_map` (specdec.reference.core.placement), spread over the devices it names (then always
+    specdec.reference.model.gguf; None = the default target) in `dtype`, running on `backend`
+    ("eager", "fast" or "auto": specdec.reference.model.backend), on `device` or, given a
+    `device_map` (specdec.reference.model.placement), spread over the devices it names (then always
     eager: the fast kernel is for one CPU).
 
     Raises ValueError / FileNotFoundError with one line naming the folder or file when the
@@ -58,7 +58,7 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from specdec.reference.core.allocator import keep_large_blocks
+    from specdec.reference.model.allocator import keep_large_blocks
 
     if path is None:
         from specdec.reference.data.default_model import default_target_path
@@ -77,7 +77,7 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
     if device_map is not None:
         if backend == "fast":
             raise SpecdecError("the fast backend runs on one CPU; a device map runs eager")
-        from specdec.reference.core.placement import check_device_map
+        from specdec.reference.model.placement import check_device_map
         check_device_map(device_map, path)
         backend = "eager"
     try:
@@ -96,7 +96,7 @@ def load_model(path: str | Path | None = None, device: str = "cpu", dtype: str =
         raise SpecdecError(f"{str(path)!r}: its weights lack {len(missing)} parameters of its "
                            f"{model.config.model_type} architecture ({', '.join(missing[:3])}{more}); they would be "
                            "random")
-    from specdec.reference.core.backend import use_backend
+    from specdec.reference.model.backend import use_backend
     start = time.perf_counter()
     backend = use_backend(model, backend)
     return LoadedModel(model, tokenizer, path, backend, time.perf_counter() - start)
@@ -107,7 +107,7 @@ def model_class(path: Path):
     text-to-text (T5, BART, Marian) or speech-to-text (Whisper) encoder-decoder."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
 
-    from specdec.reference.core.seq2seq import folder_is_encoder_decoder
+    from specdec.reference.model.seq2seq import folder_is_encoder_decoder
 
     if not folder_is_encoder_decoder(path):
         return AutoModelForCausalLM
@@ -148,7 +148,7 @@ def check_pair(target: LoadedModel, draft: LoadedModel) -> str | None:
     draft's logits are then cut or padded with -inf to the target's size (q puts no mass
     on the extra rows), which keeps sampling exact.
     """
-    from specdec.reference.core.seq2seq import is_encoder_decoder
+    from specdec.reference.model.seq2seq import is_encoder_decoder
 
     if is_encoder_decoder(target.model) != is_encoder_decoder(draft.model):
         raise SpecdecError(pair_kinds_differ(target.path, draft.path, is_encoder_decoder(target.model)))

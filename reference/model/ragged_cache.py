@@ -6,7 +6,10 @@ run of cache positions in one preallocated buffer per layer, [rows, heads, capac
 A pass writes each fed token's keys and values at its slot's next free positions
 (`scatter_`, no copy of the cache) and attends through a mask that shows each query its own
 slot's entries up to itself; rolling back after a rejection only lowers the slot's length
-(the stale entries are never visible and are overwritten by the next pass).
+(the stale entries are never visible and are overwritten by the next pass). A slot's feed may end
+in a token tree (`specdec.reference.core.tree`): its nodes are written after the slot's pending
+tokens, each at the position of its depth and seeing only its ancestors among them; keeping the
+accepted path moves its entries to follow the committed ones (`keep_path`).
 
 Two layouts of the same slots (which is faster: docs/batching.md):
 - padded: slot i is buffer row i; a pass feeds [B, T] tokens, every row right-padded to the
@@ -21,6 +24,8 @@ from typing import Sequence
 
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
+
+from specdec.reference.core.tree import ancestry, depths
 
 LAYOUTS = ("padded", "packed")
 
@@ -113,10 +118,12 @@ class RaggedCache(Cache):
             layer.store(row, start, keys, values)
         self.lengths[slot] = n
 
-    def layout_pass(self, feeds: Sequence[Sequence[int]], dtype: torch.dtype, device: torch.device) -> PassLayout:
+    def layout_pass(self, feeds: Sequence[Sequence[int]], dtype: torch.dtype, device: torch.device,
+                    trees: Sequence[Sequence[int] | None] | None = None) -> PassLayout:
         """Arrange one pass: feeds[i] = the tokens slot i appends (may be empty: the slot sits out
-        in the packed layout and is padding in the padded one). Sets the write positions the
-        layers use; the slots' lengths are advanced by `advance` after the pass."""
+        in the packed layout and is padding in the padded one); trees[i]: the parents of a token
+        tree that ends feeds[i] (None: a chain). Sets the write positions the layers use; the
+        slots' lengths are set by the caller after the pass."""
         if len(feeds) != self.rows:
             raise ValueError(f"one feed per slot: got {len(feeds)} for {self.rows}")
         width = max(len(f) for f in feeds)
@@ -152,9 +159,31 @@ class RaggedCache(Cache):
         self.used = int(write.max()) + 1
         keys = torch.arange(self.used)
         visible = (keys >= lo[..., None]) & (keys <= hi[..., None])  # [Bq, T, used]
+        if trees is not None and any(trees):
+            positions = positions.clone()  # the padded layout's write positions stay sequential
+            for (row, col, count), parents in zip(places, trees):
+                if parents:
+                    n = len(parents)
+                    first, key = col + count - n, int(write[row, col + count - n])  # the tree's first node
+                    visible[row, first:first + n, key:key + n] = ancestry(parents)
+                    positions[row, first:first + n] = positions[row, first - 1] + torch.tensor(depths(parents))
         mask = torch.zeros(visible.shape, dtype=dtype).masked_fill_(~visible, torch.finfo(dtype).min)
         return PassLayout(torch.tensor(ids, dtype=torch.long, device=device), positions.to(device), write,
                           mask[:, None].to(device), places)
+
+    @torch.inference_mode()
+    def keep_path(self, slot: int, base: int, nodes: Sequence[int]) -> None:
+        """After a tree pass written from position `base` of slot `slot`: its entries at base +
+        nodes[j] (a root-to-node path, in order) move to base + j, and the slot keeps base +
+        len(nodes) entries."""
+        row, start = self._where(slot)
+        src = torch.tensor([start + base + int(i) for i in nodes], dtype=torch.long)
+        dst = torch.arange(start + base, start + base + len(nodes))
+        for layer in self.layers:
+            if layer.is_initialized and len(nodes):
+                layer.keys[row, :, dst.to(layer.keys.device)] = layer.keys[row, :, src.to(layer.keys.device)]
+                layer.values[row, :, dst.to(layer.values.device)] = layer.values[row, :, src.to(layer.values.device)]
+        self.set_length(slot, base + len(nodes))
 
     def set_length(self, slot: int, length: int) -> None:
         """Slot `slot` now holds its first `length` entries (a rollback, or the fed tokens kept)."""

@@ -121,7 +121,7 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
 @functools.lru_cache(maxsize=None)
 def _incomplete(path: str, size: int, mtime_ns: int) -> str | None:
     """Why the file is not a whole model specdec decodes (`gguf_header.missing_parts`), or None."""
-    from specdec.reference.core.gguf_header import missing_parts, read_header
+    from specdec.reference.model.gguf_header import missing_parts, read_header
 
     return missing_parts(read_header(path))
 

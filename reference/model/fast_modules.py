@@ -27,7 +27,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from specdec.reference.core.kernel_build import kernel
+from specdec.reference.model.kernel_build import kernel
 
 MAX_ROWS = 16  # the kernel's largest row count; longer inputs (prefill) use PyTorch
 PARTS = ("linear", "mlp", "norm", "attention")

@@ -15,10 +15,10 @@ from weakref import WeakKeyDictionary
 
 import torch
 
-from specdec.reference.core.placement import input_device, output_device
+from specdec.reference.model.placement import input_device, output_device
 from specdec.reference.core.seams import NOTHING, Needs
 from specdec.errors import SpecdecError
-from specdec.reference.core.seq2seq import ModelPass, is_encoder_decoder
+from specdec.reference.model.seq2seq import ModelPass, is_encoder_decoder
 
 _SPLITS: WeakKeyDictionary = WeakKeyDictionary()  # model -> whether decoder + output layer == its forward
 
@@ -34,7 +34,7 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, n_logits: int, need
     the final hidden states [B, T, d] (None unless needs.hidden) and the selected layers'
     hidden states [B, T, L, d] (None unless needs.layers). An encoder-decoder model's decoder
     runs over input_ids with the encoder's outputs of the prompt `bound` holds
-    (`specdec.reference.core.seq2seq.ModelPass`)."""
+    (`specdec.reference.model.seq2seq.ModelPass`)."""
     if is_encoder_decoder(model):
         if bound is None:
             raise SpecdecError(f"{type(model).__name__} is an encoder-decoder model: its decoder needs the encoder's "
