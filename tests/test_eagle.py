@@ -69,6 +69,25 @@ def test_greedy_fused_eagle_equals_greedy_target(arch, tree, depth) -> None:
     assert accepted > 0
 
 
+@pytest.mark.parametrize("tree", [None, (2, 6)], ids=["chain", "tree"])
+def test_fused_eagle_in_a_ragged_batch_decodes_as_alone(tree) -> None:
+    """EAGLE-3's fused layers through the batch scorer: every slot's pass carries the layers the
+    draft fuses, and each request of a batch of 3 (prompts of different lengths, padded and packed
+    slots) decodes the target's own greedy tokens, with drafts kept."""
+    from specdec.reference.core.batch_loop import decode_batch
+    from specdec.reference.model.batch_scorer import BatchScorer
+
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    prompts = [[5, 9, 2, 3, 7], [1, 4], [8, 8, 2, 6, 1, 0, 3, 11], [2, 13, 5]]
+    alone = [autoregressive_decode(TargetScorer(target), p, 24, GREEDY, None).tokens for p in prompts]
+    draft = trained_eagle(target, fuse=(1,))
+    for layout in ("padded", "packed"):
+        run = decode_batch(BatchScorer(target, 3, 48, layout), EagleDrafter(draft, 16, tree), prompts, 24, 3, GREEDY,
+                           None)
+        assert dict(run.outputs) == dict(enumerate(alone)), layout
+        assert run.stats.kept() > 0
+
+
 def test_tree_is_the_best_candidates_under_the_node_budget() -> None:
     target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
     drafter = EagleDrafter(random_eagle(target, seed=3), 16, tree=(3, 7))

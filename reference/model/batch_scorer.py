@@ -55,8 +55,6 @@ class BatchScorer:
         prompt = [int(t) for t in prompt]
         if not prompt:
             raise SpecdecError("the prompt must contain at least one token")
-        if needs.layers:
-            raise SpecdecError("a ragged batch passes the final hidden states only, not intermediate layers")
         if len(prompt) + 1 > self.cache.capacity:
             raise SpecdecError(f"a {len(prompt)}-token prompt does not fit a slot of {self.cache.capacity} tokens")
         self.tokens[slot], self.committed[slot], self.tree_nodes[slot] = prompt, len(prompt), 0
@@ -64,14 +62,15 @@ class BatchScorer:
         if not head:
             self.cache.set_length(slot, 0)
             return None
-        kept = self._prefixes.get(head)
-        if kept is None or (needs.hidden and kept[1].hidden is None):
+        kept = self._prefixes.get(head)  # (keys and values, the pass, the layers it holds)
+        if kept is None or (needs.hidden and kept[1].hidden is None) or (needs.layers and kept[2] != needs.layers):
             cache = DynamicCache(config=self.model.config)
-            logits, hidden, _ = forward(self.model, torch.tensor([head], device=self.device), 1, needs,
-                                        **with_cache(self.model, cache))
+            logits, hidden, layers = forward(self.model, torch.tensor([head], device=self.device), 1, needs,
+                                             **with_cache(self.model, cache))
             self.forward_passes += 1
             kept = ([(layer.keys[0], layer.values[0]) for layer in cache.layers],
-                    Scored(logits[0], None if hidden is None else hidden[0]))
+                    Scored(logits[0], None if hidden is None else hidden[0], None if layers is None else layers[0]),
+                    needs.layers)
             self._prefixes[head] = kept
         self.cache.store(slot, kept[0])
         return kept[1]
@@ -91,12 +90,13 @@ class BatchScorer:
                     self.tree_nodes[slot] = len(proposal)
                 self.tokens[slot].extend(proposal.tokens.tolist())
         busy = [slot for slot, proposal in enumerate(proposals) if proposal is not None]
-        logits, fed, counts = self._feed(busy, needs, trees)
+        logits, fed, layers, counts = self._feed(busy, needs, trees)
         out: list[Scored | None] = [None] * self.rows
         at = 0
         for slot, n in zip(busy, counts):
             k = len(proposals[slot])
-            out[slot] = Scored(logits[at + n - k - 1:at + n], fed[at:at + n] if needs.hidden else None)
+            out[slot] = Scored(logits[at + n - k - 1:at + n], fed[at:at + n] if needs.hidden else None,
+                               None if layers is None else layers[at:at + n])
             at += n
         return out
 
@@ -104,7 +104,7 @@ class BatchScorer:
     def next_logits(self, slots: Sequence[int]) -> torch.Tensor:
         """One pass feeding each of `slots` its tokens not yet in the cache (the others sit out);
         returns the logits after each one's last token: [len(slots), vocab] (a draft step)."""
-        logits, _, counts = self._feed(slots, NOTHING)
+        logits, _, _, counts = self._feed(slots, NOTHING)
         last = torch.tensor(counts, device=logits.device).cumsum(0) - 1
         return logits[last]
 
@@ -113,12 +113,13 @@ class BatchScorer:
         self.tokens[slot].extend(tokens)
 
     def _feed(self, slots: Sequence[int], needs: Needs, trees: Sequence[Sequence[int] | None] | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor | None, list[int]]:
+              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, list[int]]:
         """One pass over every slot's tokens not yet in the cache, for `slots` (the rest sit out;
         trees[slot]: the parents of the token tree that ends its tokens, None: a chain).
         Returns the logits of every fed position [sum n, vocab], their final hidden states
-        [sum n, d] (None unless needs.hidden or the output layer runs apart), slot by slot, and
-        each slot's count n."""
+        [sum n, d] (None unless needs.hidden or the output layer runs apart) and the layers
+        needs.layers selects [sum n, L, d] (None unless asked), slot by slot, and each slot's
+        count n."""
         feeds: list[list[int]] = [[] for _ in range(self.rows)]
         for slot in slots:
             feeds[slot] = self.tokens[slot][self.cache.lengths[slot]:]
@@ -126,19 +127,21 @@ class BatchScorer:
         rows = [(plan.places[s][0], plan.places[s][1] + j) for s in slots for j in range(plan.places[s][2])]
         index = torch.tensor(rows, device=self.device)
         kwargs = dict(position_ids=plan.position_ids, attention_mask=plan.mask, **with_cache(self.model, self.cache))
-        if split_is_exact(self.model):  # the output layer on the fed positions only (not the padding)
+        layers = None
+        if split_is_exact(self.model) and not needs.layers:  # the output layer on the fed positions only
             hidden = self.model.get_decoder()(input_ids=plan.input_ids, **kwargs).last_hidden_state
             fed = hidden[index[:, 0], index[:, 1]]  # [sum n, d]
             logits = self.model.get_output_embeddings()(fed).to(self.output_device)
         else:
-            logits_all, hidden_all, _ = forward(self.model, plan.input_ids, 0, needs, **kwargs)
+            logits_all, hidden_all, layers_all = forward(self.model, plan.input_ids, 0, needs, **kwargs)
             logits = logits_all[index[:, 0], index[:, 1]]
             fed = None if hidden_all is None else hidden_all[index[:, 0], index[:, 1]]
+            layers = None if layers_all is None else layers_all[index[:, 0], index[:, 1]]  # [sum n, L, d]
         self.forward_passes += 1
         counts = [len(feeds[slot]) for slot in slots]
         for slot, n in zip(slots, counts):
             self.cache.set_length(slot, self.cache.lengths[slot] + n)
-        return logits, fed, counts
+        return logits, fed, layers, counts
 
     def rewind(self, slot: int, length: int) -> None:
         """Slot `slot` keeps the first `length` tokens of its sequence, the last one pending (the
