@@ -85,12 +85,11 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
     one as `decode` drives it): the pending token and k - 1 drafts (the text's next tokens) through
     the target's KV session, a verdict that keeps none of them (`RejectDrafts`), and the commit that
     crops their cache entries as after a rejection (`crop_seconds`: the median commit after a pass
-    with drafts); the session is then rewound to its context length. (With the real rule the
-    drafts are accepted where the text is the target's own greedy output, and nothing is cropped:
-    a crop time of 0.013 ms against 0.16, main job at a786fd5.) Each length keeps its own session; the lengths and the k's
-    are interleaved within each repeat so slow drifts of the machine hit every (length, k) alike.
-    For an encoder-decoder, `tokens` is a prompt with its source (`TokenPrompt`): the decoder is
-    timed, its source encoded once. Why through the step: docs/estimator.md.
+    with drafts); the session is then rewound to its context length. Each length keeps its own
+    session; the lengths and the k's are interleaved within each repeat so slow drifts of the
+    machine hit every (length, k) alike. For an encoder-decoder, `tokens` is a prompt with its
+    source (`TokenPrompt`): the decoder is timed, its source encoded once. Why through the step,
+    and why no draft is kept: docs/estimator.md.
     """
     if not contexts or min(contexts) < 1 or max_k < 1:
         raise ValueError(f"need context lengths >= 1 and max_k >= 1, got {list(contexts)}, {max_k}")
@@ -111,7 +110,7 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
         for i, (n, step) in enumerate(zip(contexts, steps)):
             for k in range(1, max_k + 1):
                 done = step([Request(0, k)])  # room k - 1: the pass feeds the pending token and k - 1 drafts
-                step.target.target.rewind(n)
+                step.target.target.rewind(n)  # the CommitClock's TargetScorer
                 if r >= warmup:
                     runs[i][k - 1].append(done.pass_seconds)
                     if k > 1 or max_k == 1:

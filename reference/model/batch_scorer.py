@@ -40,9 +40,9 @@ class BatchScorer:
         self.committed = [0] * rows
         self.tree_nodes = [0] * rows  # nodes of a token tree a slot's cache holds past its sequence
         self.forward_passes = 0
-        # prompt (but its last token) -> (per-layer keys and values, the pass); share one between
-        # scorers of the same model to encode each prompt once
-        self._prefixes: dict[tuple[int, ...], tuple[list, Scored]] = {} if prefixes is None else prefixes
+        # prompt (but its last token) -> (per-layer keys and values, the pass, the layers the pass
+        # holds); share one between scorers of the same model to encode each prompt once
+        self._prefixes: dict[tuple[int, ...], tuple[list, Scored, tuple[int, ...]]] = {} if prefixes is None else prefixes
 
     @property
     def rows(self) -> int:
@@ -62,7 +62,7 @@ class BatchScorer:
         if not head:
             self.cache.set_length(slot, 0)
             return None
-        kept = self._prefixes.get(head)  # (keys and values, the pass, the layers it holds)
+        kept = self._prefixes.get(head)
         if kept is None or (needs.hidden and kept[1].hidden is None) or (needs.layers and kept[2] != needs.layers):
             cache = DynamicCache(config=self.model.config)
             logits, hidden, layers = forward(self.model, torch.tensor([head], device=self.device), 1, needs,
