@@ -36,6 +36,7 @@ class EngineCounts:
     accepted_tokens: int | None = None
     k: int | None = None
     emitted_tokens: int | None = None
+    steps: int | None = None  # target steps (plain and verifying) the counts came from, when the format gives them
     mean_accepted: float | None = None  # accepted draft tokens per draft: a mean without counts
     windows: int | None = None  # the log intervals mean_accepted averages
     note: str | None = None  # what the format could not give, said in the report
@@ -43,6 +44,14 @@ class EngineCounts:
     @property
     def per_position(self) -> bool:
         return bool(self.reached)
+
+    @property
+    def draft_share(self) -> float | None:
+        """The share of the target's steps that verified a draft (an n-gram drafter finds no match
+        on the others); None when the format does not count steps."""
+        if self.steps is None or self.drafts is None or self.steps <= 0:
+            return None
+        return min(1.0, self.drafts / self.steps)
 
     @property
     def engine(self) -> str | None:

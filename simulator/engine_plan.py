@@ -5,7 +5,9 @@ Names follow Leviathan et al. (ICML 2023): `alpha` (alpha_i per position), `gamm
 length, `c` draft/target time ratio. Acceptance comes from an engine's counts
 (`specdec.engines.acceptance`); the plan is `simulator.plan` with per-position acceptance, the
 batch table `simulator.batch`. The search covers the observed draft lengths only, unless asked
-to extrapolate (alpha_i beyond them = the last observed, flagged). Pure numpy.
+to extrapolate (alpha_i beyond them = the last observed, flagged). A drafter that drafts on a share
+s of the steps only (an n-gram lookup that finds no match on the others: a plain step) is priced
+exactly by `drafting_on_a_share`. Pure numpy.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class EnginePlan:
     range_tolerance: float  # relative margin a longer draft needs to take a batch size
     # (context, its gamma ranges) for every context the batch cost file timed, when it timed several
     context_ranges: tuple[tuple[int, tuple[tuple[int, int, int], ...]], ...] = ()
+    draft_share: float | None = None  # the share of steps that draft, when below 1 (the plan prices it)
 
     @property
     def positions_observed(self) -> int:
@@ -50,9 +53,23 @@ class EnginePlan:
         return [] if self.batch is None else self.batch.best_gamma(self.range_tolerance).tolist()
 
 
+def drafting_on_a_share(alphas: Sequence[float], c: float, verify_cost: Sequence[float] | None, share: float
+                        ) -> tuple[tuple[float, ...], float, tuple[float, ...] | None]:
+    """(alpha', c', v') under which drafting at every step equals drafting on a share s of the
+    steps with (alpha, c, v), a plain step on the others: per step E = 1 + s sum_i prod_{j<=i}
+    alpha_j tokens in (1 - s) + s (gamma c + v(gamma + 1)) target steps, which is every-step
+    drafting with alpha'_1 = s alpha_1 (the other alpha_i kept), c' = s c and v'(k) = 1 - s + s v(k)."""
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"a draft share must lie in (0, 1], got {share}")
+    scaled = (share * alphas[0], *alphas[1:])
+    v = None if verify_cost is None else tuple(1.0 - share + share * float(x) for x in verify_cost)
+    return tuple(float(a) for a in scaled), share * c, v
+
+
 def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | None = None,
                 extrapolate: bool = False, verify_cost: Sequence[float] | None = None,
-                batch_times: BatchTimes | None = None, context_tables: Sequence[BatchTimes] = ()) -> EnginePlan:
+                batch_times: BatchTimes | None = None, context_tables: Sequence[BatchTimes] = (),
+                draft_share: float | None = None) -> EnginePlan:
     """Plan from measured acceptance.
 
     Args:
@@ -66,6 +83,9 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
         batch_times: measured t(B, k): adds the batch table and the best gamma per batch-size range.
         context_tables: t(B, k) timed at several context lengths: adds the best gamma per
             batch-size range at each of them (batch_times is then the one at the stated context).
+        draft_share: the share of the target's steps that verified a draft (None or 1: all);
+            the single-sequence plan prices the plain steps between drafts, the batch table
+            assumes every step drafts.
     """
     curve_note = None
     if verify_cost is None and batch_times is not None and batch_times.batch_sizes[0] == 1:
@@ -78,7 +98,10 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
         top = min(top, observed)
     if verify_cost is not None:
         top = min(top, len(verify_cost) - 1)
-    plan = make_plan(c=c, alpha_per_position=acceptance.alphas, max_gamma=top, verify_cost=verify_cost)
+    share = draft_share if draft_share is not None and 0.0 < draft_share < 1.0 else None
+    alphas, c_step, v_step = ((acceptance.alphas, c, verify_cost) if share is None else
+                              drafting_on_a_share(acceptance.alphas, c, verify_cost, share))
+    plan = make_plan(c=c_step, alpha_per_position=alphas, max_gamma=top, verify_cost=v_step)
     batch = ranges = None
     if batch_times is not None:
         sizes, seconds = batch_times.batch_sizes, batch_times.seconds
@@ -88,4 +111,5 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
     by_context = tuple((t.context_tokens, tuple(gamma_ranges(acceptance.alphas, t.batch_sizes, t.seconds, c,
                                                              min(top, len(t.seconds[0]) - 1), RANGE_TOLERANCE)))
                        for t in context_tables)
-    return EnginePlan(source, acceptance, plan, curve_note, batch_times, batch, ranges, RANGE_TOLERANCE, by_context)
+    return EnginePlan(source, acceptance, plan, curve_note, batch_times, batch, ranges, RANGE_TOLERANCE, by_context,
+                      share)

@@ -114,7 +114,8 @@ def engine_plan_dict(engine_plan: EnginePlan, config: Mapping[str, Any] | None =
         row["extrapolated"] = row["gamma"] > observed
     result: dict[str, Any] = {"source": engine_plan.source, "acceptance": acceptance_dict(engine_plan.acceptance),
                               "plan": plan, "positions_observed": observed, "extrapolated": engine_plan.extrapolated,
-                              "verify_cost_source": engine_plan.verify_cost_source}
+                              "verify_cost_source": engine_plan.verify_cost_source,
+                              "draft_share": engine_plan.draft_share}
     batch, times = engine_plan.batch, engine_plan.batch_times
     if batch is not None and times is not None:
         result["batch"] = {"batch_sizes": list(times.batch_sizes), "gammas": list(range(batch.speedup.shape[1])),
@@ -144,6 +145,10 @@ def engine_plan_text(engine_plan: EnginePlan, config: Mapping[str, Any] | None =
     lines.append(f"c = {plan['c']:g}" + ("" if plan["verify_cost"] is None else
                                          ", verify cost v(1..) = " + ",".join(f"{v:.2f}" for v in plan["verify_cost"]))
                  + (f" ({r['verify_cost_source']})" if r["verify_cost_source"] else ""))
+    if r["draft_share"] is not None:
+        lines.append(f"drafts on {100 * r['draft_share']:.1f}% of the target's steps, s: the table prices the plain "
+                     "steps between drafts (c and v above are per step: s c, 1 - s + s v(k)); the batch table assumes "
+                     "a draft every step")
     lines.append(f"{'gamma':>5}  {'tokens/iter':>11}  {'speedup':>8}")
     for row in plan["table"]:
         mark = "  <- best" if row["gamma"] == plan["optimal_gamma"] else ""

@@ -82,7 +82,7 @@ def test_the_real_decode_runs_a_toy_kind_and_stays_exact(toy_kind, tmp_path) -> 
 
 
 def test_the_built_in_kinds_are_registry_lines() -> None:
-    assert list(specs.DRAFTER_KINDS) == ["none", "lookup", "ngram", "model", "heads", "eagle"]
+    assert list(specs.DRAFTER_KINDS) == ["none", "lookup", "ngram", "model", "heads", "eagle", "llamacpp"]
     for name, kind in specs.DRAFTER_KINDS.items():
         assert callable(importlib.import_module(kind.module).build_drafter), name
     assert specs.SPEC_HELP == specs.spec_help()

@@ -238,3 +238,26 @@ def test_cli_batch_plan_per_context_from_a_serve_bench_file(capsys, tmp_path) ->
     for extra, option in ((["--context", "4096"], "--context"), ([], "--context")):
         code, _, err = run_main(capsys, argv + extra)
         assert code == 2 and option in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_draft_share_prices_the_plain_steps_between_drafts() -> None:
+    """Monte Carlo: a drafter that drafts gamma tokens on a share s of the steps (an n-gram lookup
+    that finds a match), each accepted with per-position alpha_i, and leaves the others plain; its
+    tokens per target-step of time equal the plan's speedup with draft_share s, at every gamma."""
+    from specdec.simulator.counts import Acceptance
+
+    rng = np.random.default_rng(0)
+    alphas, share, c = (0.9, 0.8, 0.7, 0.6), 0.3, 0.05
+    v = (1.0, 1.6, 1.9, 2.2, 2.5)
+    acceptance = Acceptance(alphas, (None,) * 4, "test", 4, {})
+    plan = engine_plan(acceptance, c, "test", verify_cost=v, draft_share=share)
+    assert plan.draft_share == share and engine_plan_dict(plan)["draft_share"] == share
+    n = 400_000
+    for gamma in (1, 2, 4):
+        drafted = rng.random(n) < share
+        lead = np.cumprod(rng.random((n, gamma)) < np.array(alphas[:gamma]), axis=1).sum(axis=1)
+        tokens = np.where(drafted, 1 + lead, 1).sum()
+        seconds = np.where(drafted, gamma * c + v[gamma], 1.0).sum()
+        assert tokens / seconds == pytest.approx(plan.plan.walltime_improvement[gamma], rel=0.005)
+    every = engine_plan(acceptance, c, "test", verify_cost=v)
+    assert every.draft_share is None and every.plan.walltime_improvement[4] > plan.plan.walltime_improvement[4]

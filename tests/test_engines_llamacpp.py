@@ -59,6 +59,8 @@ def test_ngram_simple_numbers() -> None:
     assert log.k_observed == 48 and "41/96" in log.model and 0.95 < log.alphas[0] < 0.97  # sum_{i<=48} a^i = 20.5
     mod = read_counts(text("metrics_ngram_mod.txt"))  # one draft of 50 tokens of at most 64: a short draft
     assert (mod.drafts, mod.draft_tokens, mod.accepted_tokens, mod.k) == (1, 50, 23, 64) and "biased low" in mod.note
+    # tokens_predicted_total 145 with 41 accepted: 104 target steps (one a request too many), 2 drafted
+    assert counts.steps == 104 and counts.draft_share == 2 / 104
 
 
 def test_plan_reads_the_real_page_and_log_without_draft_length(capsys) -> None:

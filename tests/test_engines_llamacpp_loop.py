@@ -233,6 +233,14 @@ def test_advice_keeps_ngram_simple_at_the_lookup_its_counts_came_from() -> None:
         {"flags": "x", "flags_older": "y", "draft_max": 4, "flags_ngram": ngram_flags(4)}))
 
 
+def test_forced_acceptance_is_no_rival_of_the_advice() -> None:
+    """Synthetic acceptance benchmarks the costs: its output is not the target's, so the advice is
+    never measured against it (at f32 it was the fastest row of the grid, 2026-11-27)."""
+    assert synthetic(4, 0.8).synthetic and from_flags("s", "--spec-type ngram-simple --spec-synth-len 3").synthetic
+    assert not ngram("ngram-simple", 4).synthetic and not ngram("ngram-mod", 8).synthetic
+    assert not draft(Path("/m/d.gguf"), 3).synthetic
+
+
 def Config_like(c):
     return type(c)("a", c.spec_type, c.flags)
 

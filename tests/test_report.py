@@ -45,7 +45,7 @@ def test_engine_plan_with_batches_and_configuration() -> None:
     config = engine_config(plan, "vllm")
     d = strict(engine_plan_dict(plan, config, "batch.png"))
     assert list(d) == ["source", "acceptance", "plan", "positions_observed", "extrapolated", "verify_cost_source",
-                       "batch", "engine_config", "figure"]
+                       "draft_share", "batch", "engine_config", "figure"]
     assert d["acceptance"]["alpha_per_position_ci"] == [[0.77, 0.83], [0.72, 0.78], [0.56, 0.64]]
     assert d["plan"]["verify_cost"] == pytest.approx([1.0, 1.05, 1.1, 1.15])  # t(1, k) / t(1, 1)
     ranges = d["batch"]["ranges"]

@@ -30,8 +30,9 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
            threads: int | None, log: Callable[[str], None] = lambda line: None, seed: int = 0) -> dict:
     """`plan --from <source's counts at this temperature> --c 0 --batch-cost-file <costs> --context L`,
     then its printed flags for the source's n-gram type run against no speculation and the grid's
-    two best configurations at this temperature (interleaved, fresh servers): the regret is the
-    best one's measured speedup over the advice's, minus 1 (0 when the advice is the best)."""
+    two best configurations at this temperature that decode the target's output (synthetic
+    acceptance does not), interleaved, fresh servers: the regret is the best one's measured
+    speedup over the advice's, minus 1 (0 when the advice is the best)."""
     from specdec.engines.acceptance import acceptance_from_counts
     from specdec.engines.configs import engine_config
     from specdec.engines.metrics import read_counts
@@ -47,7 +48,8 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
     lo, hi = min(t.context_tokens for t in tables), max(t.context_tokens for t in tables)
     batch = batch_times_at(tables, min(max(context, lo), hi)) if len(tables) > 1 else tables[0]
     counts = read_counts(page)
-    plan = engine_plan(acceptance_from_counts(counts), 0.0, counts.source, batch_times=batch)
+    plan = engine_plan(acceptance_from_counts(counts), 0.0, counts.source, batch_times=batch,
+                       draft_share=counts.draft_share)
     config = engine_config(plan, "llamacpp", "ngram")
     spec_type = next(c.spec_type for c in configs if c.label == source)
     gamma = advised_gamma(plan.plan.walltime_improvement, spec_type)
@@ -55,9 +57,10 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
     if gamma > 0 and flags is None:
         raise SpecdecError(f"{source}: the plan writes draft-length flags for the n-gram types only, not {spec_type}")
     advised = from_flags("advice", flags) if flags else Config("advice", None)
-    grid = [c for c in cells(records, costs, seed, configs) if c.temperature == temperature]
-    best = sorted(grid, key=lambda c: -c.measured)[:2]
     labels = {c.label: c for c in configs}
+    grid = [c for c in cells(records, costs, seed, configs) if c.temperature == temperature
+            and not labels[c.config].synthetic]  # forced acceptance: not the target's output, no rival
+    best = sorted(grid, key=lambda c: -c.measured)[:2]
     rivals = [labels[c.config] for c in best if c.config in labels]
     log(f"T={temperature:g}: plan from {source} (context {context}): gamma {gamma} -> "
         f"{advised.command_line() or 'no speculation'}; against {', '.join(c.label for c in rivals)}")

@@ -22,8 +22,10 @@ E = 1 + sum_k P(k) sum_{i <= k} P_i, with P(k) from the estimate of the drafter 
 
 Which estimate matches which engine drafter: the draft model's GGUF and its HF folder
 (`model:DIR`: the same weights, before llama.cpp's quantization); ngram-simple with a lookup
-of n tokens and specdec's `lookup:N` only for N = 1 (specdec's lookup falls back to shorter
-n-grams, llama.cpp's never does: for N > 1 the rules differ). ngram-mod has no specdec equivalent.
+of N tokens and `llamacpp:ngram-simple:N`, ngram-mod and `llamacpp:ngram-mod:N:MIN` (llama.cpp's
+rules, `specdec.reference.drafters.llamacpp_ngram`: checked against a real server's counters).
+specdec's `lookup:1` is ngram-simple's N = 1 up to an edge (it may copy from the occurrence one
+token back); its `lookup:N` falls back to shorter n-grams, llama.cpp's never does.
 """
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ def gamma_of(config: Config) -> int:
     rates = config.flag("--spec-synth-rates")
     if rates is not None:
         return len(rates.split(","))
-    value = (config.flag("--spec-ngram-simple-size-m") if config.spec_type == "ngram-simple" else
-             config.flag("--spec-draft-n-max", "--draft-max", "--draft"))
+    names = {"ngram-simple": ("--spec-ngram-simple-size-m",), "ngram-mod": ("--spec-ngram-mod-n-max",)}
+    value = config.flag(*names.get(config.spec_type, ("--spec-draft-n-max", "--draft-max", "--draft")))
     if value is None:
         raise SpecdecError(f"{config.label}: no draft length in its flags for prediction (b)")
     return int(value)

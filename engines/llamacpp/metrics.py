@@ -5,7 +5,9 @@ real captures in tests/fixtures/llamacpp/).
   (verify steps), `_num_draft_tokens_total`, `_num_accepted_tokens_total` and
   `llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="i"}` (verify steps that
   accepted at least i + 1 drafts; as many positions as the implementation's longest draft).
-  Per position; the mean draft length is draft tokens / drafts.
+  Per position; the mean draft length is draft tokens / drafts. With `llamacpp:tokens_predicted_total`
+  (n tokens) the target's steps are n - accepted (a request's first token comes from its prompt's
+  pass, so this counts one step a request too many): the share of steps that drafted.
 - llama-server's per-request line "draft acceptance = r ( a accepted / g generated), mean len =
   L" (L = 1 + a / verify steps; older builds: "draft acceptance rate = ..." without L; mid-2026
   builds: "mean acceptance length = L, acceptance rate per position = (r1, r2, ...)"), and at
@@ -45,6 +47,7 @@ STATISTICS = re.compile(r"statistics\s+(\S+):.*?#gen drafts = *(\d+), #acc draft
 SUMMARY = re.compile(r"^(?:.*\]\s*|\s*)(n_draft|n_predict|n_drafted|n_accept|accept)\s*=\s*(" + NUMBER + r")%?\s*$")
 PROMETHEUS = "llamacpp:spec_decode_"
 PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos"
+PREDICTED = "llamacpp:tokens_predicted_total"
 SHORT_DRAFTS = ("its drafts vary in length (at most {k}, {mean:.1f} on average): a draft that ends before position "
                 "i with every token accepted counts as reaching i and not accepting it, so alpha_i past the shorter "
                 "drafts is biased low")
@@ -174,17 +177,22 @@ def _parse_prometheus(text: str) -> EngineCounts:
     generated, accepted = as_count(tokens[0], name + "draft_tokens"), as_count(tokens[1], name + "accepted_tokens")
     if accepted > generated:
         raise SpecdecError(f"llama-server /metrics: {accepted} accepted of {generated} draft tokens is impossible")
+    predicted = prometheus_counters(text, PREDICTED, PER_POS)[0].get(PREDICTED.removesuffix("_total"))
+    steps = None if predicted is None else as_count(predicted, PREDICTED) - accepted
+    if steps is not None and steps < drafts:
+        raise SpecdecError(f"llama-server /metrics: {as_count(predicted, PREDICTED)} tokens predicted cannot hold "
+                           f"{drafts} drafts and {accepted} accepted tokens")
     if drafts == 0 or not per_pos:  # nothing verified yet, or a build without per-position counters
         if drafts == 0:
             return EngineCounts("llamacpp-prometheus", drafts=0, draft_tokens=generated, accepted_tokens=accepted,
-                                note="the server has verified no draft yet (spec_decode_num_drafts 0)")
+                                steps=steps, note="the server has verified no draft yet (spec_decode_num_drafts 0)")
         return _mean_length("llamacpp-prometheus", drafts, generated, accepted,
                             "no per-position counters on the page (an older llama-server)")
     k = max(per_pos) + 1
     acc, reached = conditional_from_cumulative(drafts, [as_count(per_pos[i], f"position {i}") for i in range(k)])
     note = SHORT_DRAFTS.format(k=k, mean=generated / drafts) if generated < drafts * k else None
     return EngineCounts("llamacpp-prometheus", acc.tolist(), reached.tolist(), drafts, generated, accepted, k,
-                        note=note)
+                        steps=steps, note=note)
 
 
 def _parse_summary(lines: list[str]) -> EngineCounts:

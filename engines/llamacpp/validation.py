@@ -72,6 +72,12 @@ class Config:
         return None
 
     @property
+    def synthetic(self) -> bool:
+        """Whether its acceptance is forced (`--spec-synth-*`): a benchmark of the costs, whose
+        output is not the target's."""
+        return self.flag("--spec-synth-rates", "--spec-synth-len") is not None
+
+    @property
     def p_min(self) -> float:
         """--spec-draft-p-min (this build's default: 0)."""
         return float(self.flag("--spec-draft-p-min", "--draft-p-min") or 0.0)
@@ -181,21 +187,22 @@ def send(client: Client, request: Request, new_tokens: int, temperature: float, 
 def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Sequence[Request],
              temperatures: Sequence[float], repeats: int, new_tokens: int, threads: int | None,
              log: Callable[[str], None] = lambda line: None, seed: int = 0) -> list[Record]:
-    """Every (config, temperature, prompt), `repeats` times. Each repeat starts fresh servers, all
-    configurations alive at once (ngram-mod learns across requests: a repeat must not draft from
-    the one before); per prompt and temperature the configurations' order rotates."""
+    """Every (config, temperature, prompt), `repeats` times. Each repeat and temperature starts fresh
+    servers, all configurations alive at once (ngram-mod learns across requests: a repeat must not
+    draft from the one before, nor T = 1 from the same prompt's answer at T = 0); per prompt the
+    configurations' order rotates."""
     ctx = 8192
     records: list[Record] = []
     for r in range(repeats):
-        with ExitStack() as stack:
-            # started from this thread: PR_SET_PDEATHSIG fires when the thread that forked the server ends
-            servers = [stack.enter_context(LlamaServer(c.server(model, threads, ctx), binary)) for c in configs]
-            clients = [Client(s.url) for s in servers]
-            for c in clients:
-                c.complete("Hello", 4)  # warm-up, untimed: a fresh server's first request is slow
-            turn = 0
-            for request in requests:
-                for temperature in temperatures:
+        turn = 0
+        for temperature in temperatures:
+            with ExitStack() as stack:
+                # started from this thread: PR_SET_PDEATHSIG fires when the thread that forked the server ends
+                servers = [stack.enter_context(LlamaServer(c.server(model, threads, ctx), binary)) for c in configs]
+                clients = [Client(s.url) for s in servers]
+                for c in clients:
+                    c.complete("Hello", 4)  # warm-up, untimed: a fresh server's first request is slow
+                for request in requests:
                     order = list(range(len(configs)))
                     order = order[turn % len(order):] + order[:turn % len(order)]
                     turn += 1
@@ -377,7 +384,8 @@ def baselines(records: Sequence[Record], costs: EngineCosts) -> list[dict]:
 def metrics_page(records: Sequence[Record]) -> str:
     """The summed counters of `records` as a llama-server /metrics page (what `plan --from` reads)."""
     drafts = sum(r.drafts for r in records)
-    lines = [f"{PROMETHEUS}num_drafts_total {drafts}",
+    lines = [f"llamacpp:tokens_predicted_total {sum(r.tokens for r in records)}",
+             f"{PROMETHEUS}num_drafts_total {drafts}",
              f"{PROMETHEUS}num_draft_tokens_total {sum(r.draft_tokens for r in records)}",
              f"{PROMETHEUS}num_accepted_tokens_total {sum(r.accepted for r in records)}"]
     width = max((len(r.per_pos) for r in records), default=0)

@@ -4,6 +4,9 @@
     lookup[:N[:earliest|latest]]  prompt lookup, longest suffix n-gram up to N tokens (default 3),
                             its latest earlier occurrence (`:earliest`: the first one, HF's rule)
     ngram:PATH              KenLM n-gram model over the target's token ids (ARPA or its folder)
+    llamacpp:ngram-simple[:N] | llamacpp:ngram-mod[:N[:MIN]]
+                            llama.cpp's n-gram drafters rule for rule (pattern N, default 12; window N,
+                            default 24, drafts of at least MIN, default 1): what llama-server drafts
     model:PATH              neural draft model: a local Hugging Face causal LM folder or a .gguf file
                             (same vocabulary)
     heads:PATH[,k=K,p=P,ngram=PATH|lm=PATH,w=W,rescore=global|local]
@@ -151,6 +154,21 @@ def lookup_args(arg: str | None) -> tuple[int, str]:
         raise SpecdecError(f"lookup[:N[:earliest|latest]] needs an integer N in 1 .. {MAX_LOOKUP_NGRAM}, "
                            f"got {shown(arg)}")
     return int(n), match or "latest"
+
+
+LLAMACPP_NGRAMS = {"ngram-simple": (12,), "ngram-mod": (24, 1)}  # the numbers' defaults
+
+
+def llamacpp_args(arg: str | None) -> tuple[str, ...]:
+    """`ngram-simple[:N]` -> ("ngram-simple", N); `ngram-mod[:N[:MIN]]` -> ("ngram-mod", N, MIN)."""
+    kind, *numbers = (arg or "").split(":")
+    defaults = LLAMACPP_NGRAMS.get(kind)
+    parsed = None if defaults is None or len(numbers) > len(defaults) else \
+        [whole(x, 1 if i == 0 else 0, MAX_LOOKUP_NGRAM) for i, x in enumerate(numbers)]
+    if parsed is None or None in parsed:
+        raise SpecdecError("llamacpp:ngram-simple[:N] or llamacpp:ngram-mod[:N[:MIN]] needs integers N in "
+                           f"1 .. {MAX_LOOKUP_NGRAM}, MIN in 0 .. {MAX_LOOKUP_NGRAM}, got {shown(arg)}")
+    return (kind, *parsed, *defaults[len(parsed):])
 
 
 def whole(text: str, low: int, high: int) -> int | None:
@@ -304,6 +322,9 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {
     "eagle": DrafterKind("specdec.reference.drafters.eagle",
                          "eagle:PATH[,tree=N,topk=K,weights=W] (feature draft on the target)", needs_path=True,
                          check=eagle_args, causal_only=True, files=eagle_files, preflight=eagle_preflight),
+    "llamacpp": DrafterKind("specdec.reference.drafters.llamacpp_ngram",
+                            "llamacpp:ngram-simple[:N] | llamacpp:ngram-mod[:N[:MIN]] (llama.cpp's n-gram drafters)",
+                            check=llamacpp_args),
 }
 
 

@@ -60,10 +60,10 @@ class EstimateConfig:
     seed: int = 0
     confidence_top_k: int = 0  # the confidence law's: the top probability renormalised over the top k (0: all)
 
-    @property
-    def max_gamma(self) -> int:
-        """Longest block the replay records: max_k - 1, at most 8."""
-        return min(self.max_k - 1, 8)
+    def max_gamma(self, deterministic: bool) -> int:
+        """Longest block the replay records: max_k - 1, at most 8 unless the drafter is
+        deterministic (its blocks cost a lookup: llama.cpp's n-gram drafts run to 32 and more)."""
+        return self.max_k - 1 if deterministic else min(self.max_k - 1, 8)
 
 
 def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
@@ -93,7 +93,7 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
             shares[category] = score_chunks(target.model, {config.drafter: draft}, ids,
                                             ranks.share(len(ids), config.batch_size), config.new_tokens,
                                             config.sampling, config.seed, target.vocab_size, config.lenience,
-                                            min(config.batch_size, 8), config.max_gamma, generator=generator,
+                                            min(config.batch_size, 8), config.max_gamma(draft.deterministic), generator=generator,
                                             progress=ranks.main, sources=names,
                                             confidence_top_k=config.confidence_top_k)
         return (target, draft, note, prompt_set), shares
@@ -130,7 +130,7 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
     context = config.context or median + config.new_tokens // 2
     scored = merge(parts, n_prompts)
     est = alpha_from_scores(scored.scores[config.drafter], config.lenience, np.random.default_rng(config.seed),
-                            config.bootstrap, max_gamma=config.max_gamma)
+                            config.bootstrap, max_gamma=config.max_gamma(draft.deterministic))
     report = {"kind": KIND_ESTIMATE, "drafter": config.drafter, "target": str(target.path), "backend": target.backend,
               "backend_seconds": target.backend_seconds, "note": note, "device": place.device,
               "device_map": getattr(target.model, "hf_device_map", None),
@@ -146,7 +146,7 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
         report["confidence_law"]["top_k"] = config.confidence_top_k
     warnings = _warnings(config, n_prompts)
     if all(s.accept() is not None for s in est.scores):
-        report["replay"] = _replay(est, config.max_gamma)
+        report["replay"] = _replay(est, config.max_gamma(draft.deterministic))
     others = config.contexts if config.contexts is not None else _spanned(lengths, config, target.model)
     report.update(_costs(config, target, draft, scored.samples.sequences()[0], context, others, warnings))
     if config.batch_sizes is not None:

@@ -312,7 +312,7 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
     try:
         counts = read_counts(text)
         result = engine_plan(acceptance_from_counts(counts, draft_length), c, counts.source, max_gamma, extrapolate,
-                             verify_cost, batch_times, tables if len(tables) > 1 else ())
+                             verify_cost, batch_times, tables if len(tables) > 1 else (), counts.draft_share)
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
     engine = engine or counts.engine  # the configuration of the engine the counts came from, unless named

@@ -1,0 +1,141 @@
+"""llama.cpp's n-gram drafters in specdec (`llamacpp:ngram-simple`, `llamacpp:ngram-mod`,
+reference/drafters/llamacpp_ngram.py): their rules on hand-made sequences, and, against a real
+llama-server, the same drafts: replayed on the tokens the server emitted at T = 0, they make
+exactly the drafts, draft tokens and accepted tokens its /metrics counters report. Real-server
+tests are skipped only when llama-server is not built (scripts/llamacpp.sh).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specdec.engines.llamacpp.client import Client
+from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, default_model, find_binary
+from specdec.engines.llamacpp.validation import counters
+from specdec.errors import SpecdecError
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.core.seams import Verdict
+from specdec.reference.drafters.llamacpp_ngram import NgramModDrafter, NgramSimpleDrafter
+from specdec.reference.drafters.spec import DRAFTER_KINDS, DrafterSpec, llamacpp_args
+
+GREEDY = SamplingConfig(temperature=0.0)
+
+
+def _draft(drafter, tokens, gamma):
+    drafter.start(tokens)
+    return drafter.propose(gamma, GREEDY, None).tokens.tolist()
+
+
+def test_spec_parses_and_refuses_in_one_line() -> None:
+    assert llamacpp_args("ngram-simple") == ("ngram-simple", 12)
+    assert llamacpp_args("ngram-simple:3") == ("ngram-simple", 3)
+    assert llamacpp_args("ngram-mod") == ("ngram-mod", 24, 1)
+    assert llamacpp_args("ngram-mod:8:0") == ("ngram-mod", 8, 0)
+    for bad in (None, "", "ngram-cache", "ngram-simple:0", "ngram-simple:3:1", "ngram-mod:x", "ngram-mod:8:1:2"):
+        with pytest.raises(SpecdecError, match="llamacpp:ngram-simple"):
+            llamacpp_args(bad)
+
+
+def test_ngram_simple_skips_the_match_a_token_back_and_never_falls_back() -> None:
+    #            0  1  2  3  4  5  6  7  8  9 10 11 12
+    seq = [9, 1, 2, 3, 4, 5, 6, 1, 2, 3, 7, 1, 2]
+    # pattern (1, 2): its latest earlier occurrence is at 7, followed by 3 7 1; the copy stops
+    # before the sampled token (index 12)
+    assert _draft(NgramSimpleDrafter(2), seq, 2) == [3, 7]
+    assert _draft(NgramSimpleDrafter(2), seq, 4) == [3, 7, 1]
+    assert _draft(NgramSimpleDrafter(2), seq, 9) == []  # the sequence must hold more than N + gamma + 1 tokens
+    assert _draft(NgramSimpleDrafter(3), seq, 3) == []  # (3, 1, 2) never occurred: no shorter pattern instead
+    assert _draft(NgramSimpleDrafter(4), seq, 1) == []  # copy_max 1 < N
+    # in a run the latest occurrence not a token back (ending two back) leaves one token to copy,
+    # fewer than N: no draft, though an older occurrence could give two (prompt lookup drafts)
+    run = [5, 8, 8, 8, 8, 8, 8, 8, 8]
+    assert _draft(NgramSimpleDrafter(2), run, 2) == []
+    from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
+
+    assert _draft(PromptLookupDrafter(2, 2), run, 2) == [8]
+
+
+def test_ngram_mod_chains_windows_and_adds_new_ones_in_chunks() -> None:
+    prompt = [1, 2, 3, 4, 5, 1, 2, 3]
+    drafter = NgramModDrafter(n_match=3, n_min=1)
+    assert _draft(drafter, prompt, 4) == [4, 5, 1, 2]  # (1 2 3) -> 4, (2 3 4) -> 5, (3 4 5) -> 1, (4 5 1) -> 2
+    drafter.commit(Verdict(0, torch.tensor([9, 9]), False), None)  # (3 9 9) unknown: nothing
+    assert drafter.propose(4, GREEDY, None).tokens.tolist() == []
+    # 23 new tokens ending in a window seen among them: not in the table yet (32 must arrive first)
+    drafter.commit(Verdict(0, torch.tensor(list(range(10, 30)) + [10, 11, 12]), False), None)
+    assert drafter.propose(3, GREEDY, None).tokens.tolist() == []
+    # 23 more: the chunk goes in at this draft, the latest occurrence's follower winning
+    drafter.commit(Verdict(0, torch.tensor(list(range(30, 50)) + [10, 11, 12]), False), None)
+    assert drafter.propose(3, GREEDY, None).tokens.tolist() == [30, 31, 32]
+    # the prompt's last window has no follower, so a chain from a repeat made after the prompt ends there
+    for n_min, drafted in ((1, [4, 5, 6]), (3, [4, 5, 6]), (4, [])):
+        drafter = NgramModDrafter(n_match=3, n_min=n_min)
+        drafter.start([1, 2, 3, 4, 5, 6])
+        drafter.commit(Verdict(0, torch.tensor([1, 2, 3]), False), None)
+        assert drafter.propose(8, GREEDY, None).tokens.tolist() == drafted
+
+
+def build_drafter_from_spec(spec: str):
+    """The registry's way (`specdec.reference.drafters.factory.make_drafter`) without a target."""
+    import importlib
+
+    s = DrafterSpec.parse(spec)
+    return importlib.import_module(DRAFTER_KINDS[s.kind].module).build_drafter(s.arg, None)[0]
+
+
+def test_the_registry_builds_them() -> None:
+    drafter = build_drafter_from_spec("llamacpp:ngram-mod:8")
+    assert isinstance(drafter, NgramModDrafter) and drafter.n_match == 8 and drafter.deterministic
+    assert isinstance(build_drafter_from_spec("llamacpp:ngram-simple:3"), NgramSimpleDrafter)
+
+
+def _replay(drafter, prompt: list[int], emitted: list[int], gamma: int) -> np.ndarray:
+    """(drafts, draft tokens, accepted) of llama-server's loop over its own output at T = 0: the
+    prompt's pass emits the first token; every step drafts from the sequence, cut to the tokens left
+    but one, and accepts the drafts that equal what it emitted."""
+    drafter.start(prompt)
+    drafter.commit(Verdict(0, torch.tensor(emitted[:1]), False), None)
+    counts, i = np.zeros(3, dtype=int), 1
+    while i < len(emitted):
+        room = len(emitted) - i - 1
+        draft = drafter.propose(gamma, GREEDY, None).tokens.tolist()[:room] if room > 0 else []
+        accepted = 0
+        while accepted < len(draft) and draft[accepted] == emitted[i + accepted]:
+            accepted += 1
+        counts += [bool(draft), len(draft), accepted]
+        drafter.commit(Verdict(accepted, torch.tensor(emitted[i:i + accepted + 1]), accepted == len(draft) > 0), None)
+        i += accepted + 1
+    return counts
+
+
+@pytest.mark.parametrize("flags, spec, gamma", [
+    (("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "6"),
+     "llamacpp:ngram-simple:3", 6),
+    (("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "1", "--spec-ngram-simple-size-m", "4"),
+     "llamacpp:ngram-simple:1", 4),
+    (("--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "6", "--spec-ngram-mod-n-min", "1",
+      "--spec-ngram-mod-n-max", "8"), "llamacpp:ngram-mod:6:1", 8),
+    (("--spec-type", "ngram-mod", "--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", "32"),
+     "llamacpp:ngram-mod", 32),
+])
+def test_the_drafts_are_the_real_servers(flags, spec, gamma) -> None:
+    try:
+        binary = find_binary()
+    except SpecdecError as exc:
+        pytest.skip(f"llama-server not built: {exc}")
+    text = ("The river rose in the night and the village moved its boats up the hill, one by one, "
+            "while the old bell rang from the chapel. ")
+    with LlamaServer(ServerConfig(default_model(), ctx_size=1024, threads=1, extra=flags), binary) as server:
+        client = Client(server.url)
+        ids = [int(t) for t in client._json("/tokenize", {"content": text})[0]["tokens"]]
+        prompt = ids * 3
+        before = counters(client)[0]
+        done = client.complete(prompt, 72, temperature=0.0, return_tokens=True, ignore_eos=True)
+        reported = (counters(client)[0] - before).astype(int)
+    emitted = [int(t) for t in done.response["tokens"]]
+    assert done.timings["prompt_n"] == len(prompt) and len(emitted) == 72
+    drafter = build_drafter_from_spec(spec)
+    replayed = _replay(drafter, prompt, emitted, gamma)
+    assert reported[0] >= 2  # the prompt repeats: the engine drafted
+    assert replayed.tolist() == reported.tolist()
