@@ -1,7 +1,8 @@
 """llama.cpp's n-gram drafters in specdec (`llamacpp:ngram-simple`, `llamacpp:ngram-mod`,
 reference/drafters/llamacpp_ngram.py): their rules on hand-made sequences, and, against a real
 llama-server, the same drafts: replayed on the tokens the server emitted at T = 0, they make
-exactly the drafts, draft tokens and accepted tokens its /metrics counters report. Real-server
+exactly the drafts, draft tokens and accepted tokens its /metrics counters report; the live page,
+parsed, gives those counts and the steps (tokens_predicted_total) the plan's draft share needs. Real-server
 tests are skipped only when llama-server is not built (scripts/llamacpp.sh).
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, default_model, find_binary
 from specdec.engines.llamacpp.validation import counters
+from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Verdict
@@ -133,9 +135,14 @@ def test_the_drafts_are_the_real_servers(flags, spec, gamma) -> None:
         before = counters(client)[0]
         done = client.complete(prompt, 72, temperature=0.0, return_tokens=True, ignore_eos=True)
         reported = (counters(client)[0] - before).astype(int)
+        page = read_counts(client.metrics())  # the live page, as `plan --from` reads it
+
     emitted = [int(t) for t in done.response["tokens"]]
     assert done.timings["prompt_n"] == len(prompt) and len(emitted) == 72
     drafter = build_drafter_from_spec(spec)
     replayed = _replay(drafter, prompt, emitted, gamma)
     assert reported[0] >= 2  # the prompt repeats: the engine drafted
     assert replayed.tolist() == reported.tolist()
+    # its steps: the 72 tokens less those accepted (the first came from the prompt's pass, so one too many)
+    assert (page.drafts, page.accepted_tokens, page.steps) == (reported[0], reported[2], 72 - reported[2])
+    assert page.draft_share == reported[0] / (72 - reported[2])

@@ -178,10 +178,11 @@ def _parse_prometheus(text: str) -> EngineCounts:
     if accepted > generated:
         raise SpecdecError(f"llama-server /metrics: {accepted} accepted of {generated} draft tokens is impossible")
     predicted = prometheus_counters(text, PREDICTED, PER_POS)[0].get(PREDICTED.removesuffix("_total"))
-    steps = None if predicted is None else as_count(predicted, PREDICTED) - accepted
+    predicted = None if predicted is None else as_count(predicted, PREDICTED)
+    steps = None if predicted is None else predicted - accepted
     if steps is not None and steps < drafts:
-        raise SpecdecError(f"llama-server /metrics: {as_count(predicted, PREDICTED)} tokens predicted cannot hold "
-                           f"{drafts} drafts and {accepted} accepted tokens")
+        raise SpecdecError(f"llama-server /metrics: {predicted} tokens predicted cannot hold {drafts} drafts and "
+                           f"{accepted} accepted tokens")
     if drafts == 0 or not per_pos:  # nothing verified yet, or a build without per-position counters
         if drafts == 0:
             return EngineCounts("llamacpp-prometheus", drafts=0, draft_tokens=generated, accepted_tokens=accepted,

@@ -35,7 +35,7 @@ import numpy as np
 from specdec.engines.counts import prometheus_counters
 from specdec.engines.llamacpp.client import Client, Completion
 from specdec.engines.llamacpp.config import ngram_flags
-from specdec.engines.llamacpp.metrics import PER_POS, PROMETHEUS
+from specdec.engines.llamacpp.metrics import PER_POS, PREDICTED, PROMETHEUS
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig
 from specdec.errors import SpecdecError
 
@@ -384,7 +384,7 @@ def baselines(records: Sequence[Record], costs: EngineCosts) -> list[dict]:
 def metrics_page(records: Sequence[Record]) -> str:
     """The summed counters of `records` as a llama-server /metrics page (what `plan --from` reads)."""
     drafts = sum(r.drafts for r in records)
-    lines = [f"llamacpp:tokens_predicted_total {sum(r.tokens for r in records)}",
+    lines = [f"{PREDICTED} {sum(r.tokens for r in records)}",
              f"{PROMETHEUS}num_drafts_total {drafts}",
              f"{PROMETHEUS}num_draft_tokens_total {sum(r.draft_tokens for r in records)}",
              f"{PROMETHEUS}num_accepted_tokens_total {sum(r.accepted for r in records)}"]

@@ -50,19 +50,28 @@ def _empty() -> Proposal:
     return Proposal(torch.empty(0, dtype=torch.long))
 
 
-class NgramSimpleDrafter(DrafterBase):
-    """llama.cpp's ngram-simple with a pattern of `size_n` tokens (see the module doc)."""
+class _FollowsSequence(DrafterBase):
+    """A deterministic drafter that reads the committed sequence, `tokens` (its last the engine's
+    sampled token)."""
 
     deterministic = True
+    tokens: list[int]
+
+    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
+        self.tokens = source_ids(prompt) + [int(t) for t in prompt]
+
+    def commit(self, verdict: Verdict, scored: Scored) -> None:
+        self.tokens.extend(verdict.tokens.tolist())
+
+
+class NgramSimpleDrafter(_FollowsSequence):
+    """llama.cpp's ngram-simple with a pattern of `size_n` tokens (see the module doc)."""
 
     def __init__(self, size_n: int = 12) -> None:
         if size_n < 1:
             raise SpecdecError(f"ngram-simple's pattern needs at least 1 token, got {size_n}")
         self.size_n = size_n
-        self.tokens: list[int] = []
-
-    def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
-        self.tokens = source_ids(prompt) + [int(t) for t in prompt]
+        self.tokens = []
 
     def propose(self, gamma: int, sampling: SamplingConfig, generator: torch.Generator | None,
                 keep_going: KeepGoing | None = None) -> Proposal:
@@ -78,24 +87,20 @@ class NgramSimpleDrafter(DrafterBase):
                 return _empty() if copy < n else Proposal(torch.tensor(seq[j + n:j + n + copy], dtype=torch.long))
         return _empty()
 
-    def commit(self, verdict: Verdict, scored: Scored) -> None:
-        self.tokens.extend(verdict.tokens.tolist())
 
-
-class NgramModDrafter(DrafterBase):
+class NgramModDrafter(_FollowsSequence):
     """llama.cpp's ngram-mod over windows of `n_match` tokens (see the module doc)."""
-
-    deterministic = True
 
     def __init__(self, n_match: int = 24, n_min: int = 1) -> None:
         if n_match < 1 or n_min < 0:
             raise SpecdecError(f"ngram-mod needs n_match >= 1 and n_min >= 0, got {n_match}, {n_min}")
         self.n_match, self.n_min = n_match, n_min
-        self.tokens: list[int] = []
+        self.tokens = []
         self.table: dict[int, int] = {}  # index -> token (absent: the engine's EMPTY)
         self.i_last = 0  # windows starting before it are in the table
 
-    def _index(self, window: Sequence[int]) -> int:
+    @staticmethod
+    def _index(window: Sequence[int]) -> int:
         h = 0
         for t in window:
             h = (h * HASH_MUL + int(t)) & MASK64
@@ -108,7 +113,7 @@ class NgramModDrafter(DrafterBase):
             self.table[self._index(seq[i:i + n])] = seq[i + n]
 
     def start(self, prompt: Sequence[int], prefill: Scored | None = None) -> None:
-        self.tokens = source_ids(prompt) + [int(t) for t in prompt]
+        super().start(prompt, prefill)
         self.table, self.i_last = {}, 0
         if len(self.tokens) >= self.n_match:
             self._add(0, len(self.tokens) - self.n_match)
@@ -125,8 +130,7 @@ class NgramModDrafter(DrafterBase):
         if self.i_last + MOD_CHUNK < cur_len:
             self._add(self.i_last, cur_len - n)
             self.i_last = cur_len - n
-        window = self.tokens[-n:]
-        drafted: list[int] = []
+        window = self.tokens[-n:]  # grows by each drafted token
         for i in range(gamma):
             token = self.table.get(self._index(window[i:i + n]))
             if token is None:
@@ -134,15 +138,11 @@ class NgramModDrafter(DrafterBase):
                     return _empty()
                 break
             window.append(token)
-            drafted.append(token)
-        return Proposal(torch.tensor(drafted, dtype=torch.long))
-
-    def commit(self, verdict: Verdict, scored: Scored) -> None:
-        self.tokens.extend(verdict.tokens.tolist())
+        return Proposal(torch.tensor(window[n:], dtype=torch.long))
 
 
 def build_drafter(arg: str | None, target, **place) -> tuple[DrafterBase, None]:
-    """The registry's builder of `llamacpp:ngram-simple[:N]` and `llamacpp:ngram-mod[:N]`."""
+    """The registry's builder of `llamacpp:ngram-simple[:N]` and `llamacpp:ngram-mod[:N[:MIN]]`."""
     from specdec.reference.drafters.spec import llamacpp_args
 
     kind, *numbers = llamacpp_args(arg)

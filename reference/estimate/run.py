@@ -86,14 +86,14 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
         prompt_set = load_target_prompts(target, math.ceil(config.tokens / config.new_tokens),
                                      config.source)
         generator = torch.Generator(device=output_device(target.model)).manual_seed(config.seed)
-        shares = {}
+        shares, width = {}, config.max_gamma(draft.deterministic)
         for category in prompt_set.category_names():
             ids = prompt_set.of(category)
             names = [n for n, c in zip(prompt_set.names, prompt_set.categories) if c == category]
             shares[category] = score_chunks(target.model, {config.drafter: draft}, ids,
                                             ranks.share(len(ids), config.batch_size), config.new_tokens,
                                             config.sampling, config.seed, target.vocab_size, config.lenience,
-                                            min(config.batch_size, 8), config.max_gamma(draft.deterministic), generator=generator,
+                                            min(config.batch_size, 8), width, generator=generator,
                                             progress=ranks.main, sources=names,
                                             confidence_top_k=config.confidence_top_k)
         return (target, draft, note, prompt_set), shares
@@ -129,8 +129,9 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
     n_prompts, median = len(lengths), prompt_set.median_length(category)
     context = config.context or median + config.new_tokens // 2
     scored = merge(parts, n_prompts)
+    width = config.max_gamma(draft.deterministic)
     est = alpha_from_scores(scored.scores[config.drafter], config.lenience, np.random.default_rng(config.seed),
-                            config.bootstrap, max_gamma=config.max_gamma(draft.deterministic))
+                            config.bootstrap, max_gamma=width)
     report = {"kind": KIND_ESTIMATE, "drafter": config.drafter, "target": str(target.path), "backend": target.backend,
               "backend_seconds": target.backend_seconds, "note": note, "device": place.device,
               "device_map": getattr(target.model, "hf_device_map", None),
@@ -146,7 +147,7 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
         report["confidence_law"]["top_k"] = config.confidence_top_k
     warnings = _warnings(config, n_prompts)
     if all(s.accept() is not None for s in est.scores):
-        report["replay"] = _replay(est, config.max_gamma(draft.deterministic))
+        report["replay"] = _replay(est, width)
     others = config.contexts if config.contexts is not None else _spanned(lengths, config, target.model)
     report.update(_costs(config, target, draft, scored.samples.sequences()[0], context, others, warnings))
     if config.batch_sizes is not None:
