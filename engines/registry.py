@@ -29,6 +29,7 @@ class Engine(Protocol):
     label: str  # how reports and messages name the engine ("vLLM")
     text_formats: str | None  # what `parse_text` reads, said in help and errors; None: no text format
     json_formats: str | None  # what `parse_json` reads; None: no JSON format
+    # optional: equal_split_batches = True when B slots' unequal feeds decode as equal micro-batches
 
     def parse_text(self, text: str) -> EngineCounts | None:
         """The counts in `text` if it is this engine's text output, else None (errors: SpecdecError)."""
@@ -61,6 +62,13 @@ def get(name: str) -> Engine:
 def engines() -> list[Engine]:
     """Every engine, in the order the format detection tries them."""
     return [get(n) for n in names()]
+
+
+def splits_batches(name: str | None) -> bool:
+    """Whether the engine decodes B slots that feed unequal token counts as equal micro-batches
+    (its module's optional `equal_split_batches`, default False): its batch table is then priced by
+    `specdec.simulator.equal_split`."""
+    return name is not None and bool(getattr(get(name), "equal_split_batches", False))
 
 
 def engine_of_source(source: str) -> str | None:

@@ -124,9 +124,14 @@ def gamma_ranges(alphas: npt.ArrayLike, batch_sizes: npt.ArrayLike, seconds: npt
     merged into ranges; gamma 0 means do not speculate."""
     b, t = check_batch_times(batch_sizes, seconds)
     every = np.arange(b[0], b[-1] + 1)
-    best = batch_plan(alphas, every, interpolate_batches(b, t, every), c, max_gamma).best_gamma(tolerance)
+    return merge_ranges(every, batch_plan(alphas, every, interpolate_batches(b, t, every), c, max_gamma)
+                        .best_gamma(tolerance))
+
+
+def merge_ranges(sizes: npt.ArrayLike, best: npt.ArrayLike) -> list[tuple[int, int, int]]:
+    """[(batch_start, batch_end, gamma)]: consecutive batch sizes with the same best gamma merged."""
     ranges: list[tuple[int, int, int]] = []
-    for size, g in zip(every.tolist(), best.tolist()):
+    for size, g in zip(np.asarray(sizes).tolist(), np.asarray(best).tolist()):
         if ranges and ranges[-1][2] == g:
             ranges[-1] = (ranges[-1][0], size, g)
         else:

@@ -1,20 +1,22 @@
 """The plan of `specdec plan --from`: a serving engine's measured acceptance in, the optimal draft
 length out, with a batch cost table the best draft length per batch-size range.
 
-Names follow Leviathan et al. (ICML 2023): `alpha` (alpha_i per position), `gamma` draft
-length, `c` draft/target time ratio. Acceptance comes from an engine's counts
-(`specdec.engines.acceptance`); the plan is `simulator.plan` with per-position acceptance, the
-batch table `simulator.batch`. The search covers the observed draft lengths only, unless asked
-to extrapolate (alpha_i beyond them = the last observed, flagged). A drafter that drafts on a share
-s of the steps only (an n-gram lookup that finds no match on the others: a plain step) is priced
-exactly by `drafting_on_a_share`. Pure numpy.
+Names follow Leviathan et al. (ICML 2023): `alpha` (alpha_i per position), `gamma` draft length, `c`
+draft/target time ratio. Acceptance comes from an engine's counts (`specdec.engines.acceptance`);
+the plan is `simulator.plan` with per-position acceptance, the batch table `simulator.batch`
+(`simulator.equal_split` for an engine that splits its batches). The search covers the observed
+draft lengths only, unless asked to extrapolate (alpha_i beyond them = the last observed, flagged).
+A drafter that drafts on a share s of the steps only (an n-gram lookup that finds no match on the
+others: a plain step) is priced exactly by `drafting_on_a_share`. Pure numpy.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
 from specdec.simulator.batch import BatchPlan, BatchTimes, batch_plan, gamma_ranges
+from specdec.simulator.equal_split import equal_split_plan, equal_split_ranges
 from specdec.simulator.counts import Acceptance
 from specdec.simulator.plan import Plan, make_plan
 
@@ -37,6 +39,7 @@ class EnginePlan:
     # (context, its gamma ranges) for every context the batch cost file timed, when it timed several
     context_ranges: tuple[tuple[int, tuple[tuple[int, int, int], ...]], ...] = ()
     draft_share: float | None = None  # the share of steps that draft, when below 1 (the plan prices it)
+    equal_split: bool = False  # the batch table priced by the engine's equal micro-batches (simulator.equal_split)
 
     @property
     def positions_observed(self) -> int:
@@ -69,7 +72,7 @@ def drafting_on_a_share(alphas: Sequence[float], c: float, verify_cost: Sequence
 def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | None = None,
                 extrapolate: bool = False, verify_cost: Sequence[float] | None = None,
                 batch_times: BatchTimes | None = None, context_tables: Sequence[BatchTimes] = (),
-                draft_share: float | None = None) -> EnginePlan:
+                draft_share: float | None = None, equal_split: bool = False) -> EnginePlan:
     """Plan from measured acceptance.
 
     Args:
@@ -84,8 +87,11 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
         context_tables: t(B, k) timed at several context lengths: adds the best gamma per
             batch-size range at each of them (batch_times is then the one at the stated context).
         draft_share: the share of the target's steps that verified a draft (None or 1: all);
-            the single-sequence plan prices the plain steps between drafts, the batch table
-            assumes every step drafts.
+            the single-sequence plan prices the plain steps between drafts, the batch table too
+            when `equal_split`, else it assumes every step drafts.
+        equal_split: the engine decodes a batch whose slots feed unequal counts as equal
+            micro-batches (llama.cpp with -np B): the batch table and ranges priced by
+            `simulator.equal_split`, every slot drafting on the share independently.
     """
     curve_note = None
     if verify_cost is None and batch_times is not None and batch_times.batch_sizes[0] == 1:
@@ -103,13 +109,17 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
                               drafting_on_a_share(acceptance.alphas, c, verify_cost, share))
     plan = make_plan(c=c_step, alpha_per_position=alphas, max_gamma=top, verify_cost=v_step)
     batch = ranges = None
+    table, between = batch_plan, gamma_ranges
+    if equal_split:
+        table = functools.partial(equal_split_plan, share=share)
+        between = functools.partial(equal_split_ranges, share=share)
     if batch_times is not None:
         sizes, seconds = batch_times.batch_sizes, batch_times.seconds
         batch_top = min(top, len(seconds[0]) - 1)
-        batch = batch_plan(acceptance.alphas, sizes, seconds, c, batch_top)
-        ranges = tuple(gamma_ranges(acceptance.alphas, sizes, seconds, c, batch_top, RANGE_TOLERANCE))
-    by_context = tuple((t.context_tokens, tuple(gamma_ranges(acceptance.alphas, t.batch_sizes, t.seconds, c,
-                                                             min(top, len(t.seconds[0]) - 1), RANGE_TOLERANCE)))
+        batch = table(acceptance.alphas, sizes, seconds, c, batch_top)
+        ranges = tuple(between(acceptance.alphas, sizes, seconds, c, batch_top, RANGE_TOLERANCE))
+    by_context = tuple((t.context_tokens, tuple(between(acceptance.alphas, t.batch_sizes, t.seconds, c,
+                                                        min(top, len(t.seconds[0]) - 1), RANGE_TOLERANCE)))
                        for t in context_tables)
     return EnginePlan(source, acceptance, plan, curve_note, batch_times, batch, ranges, RANGE_TOLERANCE, by_context,
-                      share)
+                      share, equal_split)

@@ -123,7 +123,7 @@ def engine_plan_dict(engine_plan: EnginePlan, config: Mapping[str, Any] | None =
                            "latency": batch.latency.tolist(), "best_gamma": engine_plan.best_batch_gamma(),
                            "tolerance": engine_plan.range_tolerance,
                            "ranges": [list(r) for r in engine_plan.gamma_ranges or ()], "device": times.device,
-                           "context_tokens": times.context_tokens,
+                           "context_tokens": times.context_tokens, "equal_split": engine_plan.equal_split,
                            "ranges_by_context": [{"context": n, "ranges": [list(r) for r in ranges]}
                                                  for n, ranges in engine_plan.context_ranges]}
     if config is not None:
@@ -147,8 +147,9 @@ def engine_plan_text(engine_plan: EnginePlan, config: Mapping[str, Any] | None =
                  + (f" ({r['verify_cost_source']})" if r["verify_cost_source"] else ""))
     if r["draft_share"] is not None:
         lines.append(f"drafts on {100 * r['draft_share']:.1f}% of the target's steps, s: the table prices the plain "
-                     "steps between drafts (c and v above are per step: s c, 1 - s + s v(k)); the batch table assumes "
-                     "a draft every step")
+                     "steps between drafts (c and v above are per step: s c, 1 - s + s v(k)); the batch table "
+                     + ("too, every slot drafting on that share" if r.get("batch", {}).get("equal_split")
+                        else "assumes a draft every step"))
     lines.append(f"{'gamma':>5}  {'tokens/iter':>11}  {'speedup':>8}")
     for row in plan["table"]:
         mark = "  <- best" if row["gamma"] == plan["optimal_gamma"] else ""
@@ -167,7 +168,9 @@ def engine_plan_text(engine_plan: EnginePlan, config: Mapping[str, Any] | None =
 
 def _batch_lines(b: Mapping[str, Any]) -> list[str]:
     """The speedup table per batch size and the best draft length per batch-size range."""
-    lines = [f"\nspeedup by batch size (t(B, k) measured on {b['device']} at {b['context_tokens']} tokens of context):",
+    lines = [f"\nspeedup by batch size (t(B, k) measured on {b['device']} at {b['context_tokens']} tokens of context"
+             + ("; priced as the engine decodes B slots, equal micro-batches: a slot that drafts beside one that "
+                "does not costs one more decode" if b.get("equal_split") else "") + "):",
              f"{'B':>5}  " + "  ".join(f"g={g:<4d}" for g in b["gammas"]) + "  best"]
     for size, row, best in zip(b["batch_sizes"], b["speedup"], b["best_gamma"]):
         lines.append(f"{size:>5}  " + "  ".join(f"{x:6.3f}" for x in row) + f"  {best}")

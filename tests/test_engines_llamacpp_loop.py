@@ -206,6 +206,32 @@ def test_metrics_page_is_what_plan_reads() -> None:
     assert counts.k == 4 and counts.reached[:2] == [4, 3] and counts.accepted[:2] == [3, 2]
 
 
+def test_plan_prices_llama_cpps_batches_as_its_micro_batches(capsys) -> None:
+    """`plan --from` a llama.cpp page (ngram-simple on the edit prompts at f32) with the engine's cost
+    file: the batch table is the equal-split one (each slot drafting on the page's share), which at
+    B = 1 is the single-sequence plan and at B > 1 below one packed pass over the same slots."""
+    from specdec.simulator.ragged import joint_from_alphas, predict_ragged
+
+    data = Path(__file__).parents[1] / "benchmarks" / "data" / "llamacpp" / "f32"
+    page, costs = data / "validate-f32-edit.T0.metrics.txt", data / "costs-b1248-f32.json"
+    code, out, err = run_main(capsys, ["plan", "--from", str(page), "--c", "0", "--batch-cost-file", str(costs), "--json"])
+    assert code == 0, err
+    r = strict_json(out)
+    b = r["batch"]
+    assert b["equal_split"] and 0 < r["draft_share"] < 1 and b["batch_sizes"] == [1, 2, 4, 8]
+    speedup = np.array(b["speedup"])
+    plan = {row["gamma"]: row["speedup"] for row in r["plan"]["table"]}
+    assert all(speedup[0, g] == pytest.approx(plan[g], rel=0.02) for g in b["gammas"])  # B = 1: the plan
+    t, share, alphas = read_batch_times(costs)[0].seconds, r["draft_share"], r["acceptance"]["alpha_per_position"]
+    for i, B in enumerate(b["batch_sizes"][1:], 1):  # one packed pass over the same slots costs less
+        for g in b["gammas"][1:]:
+            joint = share * joint_from_alphas(alphas, g)
+            joint[0, 0] += 1 - share
+            assert speedup[i, g] < predict_ragged(joint, B, t[i], 0.0, packed=True).speedup
+    code, out, err = run_main(capsys, ["plan", "--from", str(page), "--c", "0", "--batch-cost-file", str(costs)])
+    assert code == 0 and "equal micro-batches" in out and "every slot drafting on that share" in out
+
+
 def test_ngram_flags_set_the_draft_length_llama_cpp_reads() -> None:
     flags = ngram_flags(2)
     assert flags["ngram-simple"] == "--spec-type ngram-simple --spec-ngram-simple-size-n 2 --spec-ngram-simple-size-m 2"
@@ -297,7 +323,7 @@ def test_batches_and_a_draft_model_row_on_a_real_server(capsys, tmp_path) -> Non
     (config,) = b["temperatures"][0]["configs"]
     assert [p["batch"] for p in config["points"]] == [1, 2] and "crossover" in config and "B=2" in stdout
     assert all(p["pairs"] == p["batch"] and 0.2 < p["predicted"] < 5 and p["tokens_per_step"] > 1
-               for p in config["points"])
+               and 0.2 < p["predicted_one_pass"] < 5 and p["decodes_per_step"] >= 1 for p in config["points"])
     assert len([r for r in b["temperatures"][0]["records"] if r["config"] == "s" and r["batch"] == 2]) == 2
     estimate = tmp_path / "lookup1.json"
     code, est_out, err = run_main(capsys, ["estimate", "--drafter", "lookup:1", "--workload", "edit", "--tokens", "16",

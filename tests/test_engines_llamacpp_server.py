@@ -136,3 +136,15 @@ def test_a_busy_port_is_retried_on_another(monkeypatch) -> None:
         with LlamaServer(ServerConfig(model, threads=1), binary) as server:
             assert server.port != taken and "couldn't bind" not in server.log_text()
             assert Client(server.url).complete("Hello", 2).tokens == 2
+
+
+@pytest.mark.parametrize("flags, off", [("flags : fpu avx512f amx_tile amx_int8 amx_bf16\n", True),
+                                        ("flags : fpu avx2 avx512f avx512_vnni\n", False), (None, False)])
+def test_repacking_is_off_where_the_cpu_has_amx(monkeypatch, flags, off) -> None:
+    """llama.cpp's AMX matmul crashed loading the default target's Q4_1 on an AMX Xeon (SIGSEGV in
+    ggml_backend_amx_mul_mat): where the CPU has AMX the server starts with --no-repack."""
+    from specdec.engines.llamacpp import server
+
+    monkeypatch.setattr(server, "_cpu_flags", lambda: flags)
+    argv = server.server_argv(Path("llama-server"), ServerConfig(Path("m.gguf"), threads=1), 8080)
+    assert ("--no-repack" in argv) == off and server.no_repack() == off

@@ -18,7 +18,7 @@ from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Verdict
-from specdec.reference.drafters.llamacpp_ngram import NgramModDrafter, NgramSimpleDrafter
+from specdec.reference.drafters.llamacpp_ngram import NgramModDrafter, NgramSimpleDrafter, server_steps
 from specdec.reference.drafters.spec import DRAFTER_KINDS, DrafterSpec, llamacpp_args
 
 GREEDY = SamplingConfig(temperature=0.0)
@@ -93,22 +93,9 @@ def test_the_registry_builds_them() -> None:
 
 
 def _replay(drafter, prompt: list[int], emitted: list[int], gamma: int) -> np.ndarray:
-    """(drafts, draft tokens, accepted) of llama-server's loop over its own output at T = 0: the
-    prompt's pass emits the first token; every step drafts from the sequence, cut to the tokens left
-    but one, and accepts the drafts that equal what it emitted."""
-    drafter.start(prompt)
-    drafter.commit(Verdict(0, torch.tensor(emitted[:1]), False), None)
-    counts, i = np.zeros(3, dtype=int), 1
-    while i < len(emitted):
-        room = len(emitted) - i - 1
-        draft = drafter.propose(gamma, GREEDY, None).tokens.tolist()[:room] if room > 0 else []
-        accepted = 0
-        while accepted < len(draft) and draft[accepted] == emitted[i + accepted]:
-            accepted += 1
-        counts += [bool(draft), len(draft), accepted]
-        drafter.commit(Verdict(accepted, torch.tensor(emitted[i:i + accepted + 1]), accepted == len(draft) > 0), None)
-        i += accepted + 1
-    return counts
+    """(drafts, draft tokens, accepted) of llama-server's loop over its own output at T = 0."""
+    steps = server_steps(drafter, prompt, emitted, gamma)
+    return np.array([sum(k > 0 for k, _ in steps), sum(k for k, _ in steps), sum(n for _, n in steps)])
 
 
 @pytest.mark.parametrize("flags, spec, gamma", [

@@ -9,5 +9,6 @@ name = "llamacpp"
 label = "llama.cpp"
 text_formats = "llama.cpp speculative output"
 json_formats = "llama-server timings with drafts"
+equal_split_batches = True  # -np B: one KV stream per slot, batches cut by split_equal (docs/engines.md)
 
 __all__ = ["config_lines", "configure", "parse_json", "parse_text"]

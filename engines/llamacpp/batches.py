@@ -5,16 +5,23 @@ cost file of `specdec llamacpp costs --batch-sizes`) and the configuration's cou
 batch size (what it proposed and accepted per step, as the engine counted them).
 
 Measured, per (configuration, B): throughput = B sum(n_i - 1) / sum(decode_ms_i) over the B
-requests of a round (each its own `timings.predicted_ms`, the prompt excluded; the B slots decode
-at once, so a slot's time per step is the pass's), pooled over the repeats; speedup = the
+requests of a wave (each its own `timings.predicted_ms`, the prompt excluded; the B slots decode
+at once, so a slot's time per step is the pass's), pooled over the waves and repeats; speedup = the
 configuration's throughput / no speculation's, with a 95% bootstrap interval over the
-(repeat, slot) pairs (same prompt and seed). Predicted: `predict_ragged(joint, B, t(B, .),
-o, packed=True)` — llama.cpp puts every slot's pending token and drafts into one batch, not padded
-to the longest row — with joint pi(k, n) from the counters (`joint_from_counts`: the plain steps
+(repeat, wave, slot) pairs (same prompt and seed). A round sends every prompt once, in waves of
+B at once (slot i of wave w the prompt (w B + i + repeat) mod n), so that every B decodes the same
+requests and the slots of a wave decode different ones, independent as the model has them (B
+copies of one prompt draft in lockstep). Predicted: `predict_equal_split(joint, B, u, o)` —
+llama.cpp puts every slot's pending token and drafts into one batch, and with one KV stream per
+slot splits it into equal-length micro-batches (`specdec.simulator.equal_split`); u(r, m) is the
+cost file's t(r, m) where timed, else priced by the micro-batch's tokens r m (`ubatch_seconds`)
+— with joint pi(k, n) from the counters at the first B (`joint_from_counts`: the plain steps
 at k = 0, the drafts' accepted law from the per-position counters, their lengths around the
-mean draft G / D); o = c_acc E[N], the cost file's accepted-token cost. Request i goes to slot i
-with its prompt cached there first, so that the B slots start decoding together. The
-crossover: the smallest B from which on speculation stops paying (`crossover`).
+mean draft G / D); o = c_acc E[N], the cost file's accepted-token cost. Beside it, the one-pass
+prediction (`predict_ragged(..., packed=True)`: the batch decoded at once, as with
+`--kv-unified`). Request i goes to slot i with its prompt cached there first, so that the B
+slots start decoding together. The crossover: the smallest B from which on speculation stops
+paying (`crossover`).
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, counters, send
 from specdec.engines.llamacpp.server import LlamaServer
 from specdec.errors import SpecdecError
+from specdec.simulator.equal_split import predict_equal_split, ubatch_seconds
 from specdec.simulator.ragged import crossover, predict_ragged
 
 SLOT_CTX = 2048  # context per slot (-c B * SLOT_CTX): a workload prompt, its answer and a draft
@@ -46,7 +54,8 @@ class BatchRecord:
     tokens: int
     decode_ms: float
     prompt_tokens: int
-    drafts: int = 0  # the round's, on slot 0 only (the server's counters are per server)
+    wave: int = 0
+    drafts: int = 0  # the wave's, on slot 0 only (the server's counters are per server)
     draft_tokens: int = 0
     accepted: int = 0
     per_pos: list[int] = field(default_factory=list)
@@ -56,11 +65,13 @@ def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Req
                 temperature: float, repeats: int, new_tokens: int, threads: int | None,
                 log: Callable[[str], None] = lambda line: None, seed: int = 0) -> list[BatchRecord]:
     """Per B: every configuration's server (-np B) alive at once; each repeat, in a rotating order,
-    one round per configuration: B requests at once, slot i sending requests[(i + repeat) % n]
-    with seed (seed, repeat, i) — the same in every configuration, so rounds pair. Request i goes
-    to slot i (`id_slot`) with its prompt cached there by a one-token request just before:
-    otherwise the first slot to start decodes while the others' prompts are processed in the
-    same batches, and its decode time holds their prompts (seen: 15.3 s against 4.6 s)."""
+    one round per configuration: every request once, in waves of B at once, slot i of wave w
+    sending requests[(w B + i + repeat) % n] with seed (seed, repeat, w, i) — the same in every
+    configuration, so rounds pair. Request i goes to slot i (`id_slot`) and decodes all
+    `new_tokens` (`ignore_eos`: a slot that ended early would leave the others a smaller batch),
+    its prompt cached there by a one-token request just before: otherwise the first slot to start
+    decodes while the others' prompts are processed in the same batches, and its decode time
+    holds their prompts (seen: 15.3 s against 4.6 s)."""
     records: list[BatchRecord] = []
     for B in batch_sizes:
         with ExitStack() as stack:
@@ -73,8 +84,9 @@ def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Req
                 order = list(range(len(configs)))
                 order = order[r % len(order):] + order[:r % len(order)]
                 for i in order:
-                    records += _round(clients[i], configs[i].label, B, r, requests, temperature, new_tokens,
-                                      seed + 1000 * r)
+                    for w in range(-(-len(requests) // B)):
+                        records += _wave(clients[i], configs[i].label, B, r, w, requests, temperature, new_tokens,
+                                         seed + 1000 * r + 100 * w)
                 log(f"B={B} repeat {r + 1}/{repeats} done")
     return records
 
@@ -85,21 +97,21 @@ def _with_slots(config: Config, model, threads: int | None, B: int):
     return replace(config.server(model, threads, B * SLOT_CTX), parallel=B)
 
 
-def _round(client: Client, label: str, B: int, repeat: int, requests: Sequence[Request], temperature: float,
-           new_tokens: int, seed: int) -> list[BatchRecord]:
-    picks = [requests[(i + repeat) % len(requests)] for i in range(B)]
+def _wave(client: Client, label: str, B: int, repeat: int, wave: int, requests: Sequence[Request],
+          temperature: float, new_tokens: int, seed: int) -> list[BatchRecord]:
+    picks = [requests[(wave * B + i + repeat) % len(requests)] for i in range(B)]
     for i in range(B):  # each slot's prompt cached first, so that no slot decodes beside another's prompt
         send(client, picks[i], 1, temperature, seed + i, id_slot=i, cache_prompt=True)
     before = counters(client)
     with ThreadPoolExecutor(B) as pool:
         done = list(pool.map(lambda i: send(client, picks[i], new_tokens, temperature, seed + i, id_slot=i,
-                                            cache_prompt=True), range(B)))
+                                            cache_prompt=True, ignore_eos=True), range(B)))
     after = counters(client)
     head = (after[0] - before[0]).astype(int)
     width = max(len(after[1]), len(before[1]))
     pos = (np.pad(after[1], (0, width - len(after[1]))) - np.pad(before[1], (0, width - len(before[1])))).astype(int)
     out = [BatchRecord(label, B, repeat, i, picks[i].name, d.tokens, d.decode_ms,
-                       int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)))  # cached prompt too
+                       int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)), wave)  # cached prompt too
            for i, d in enumerate(done)]
     out[0].drafts, out[0].draft_tokens, out[0].accepted = (int(x) for x in head)
     out[0].per_pos = [int(x) for x in pos]
@@ -183,7 +195,8 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
     if missing:
         raise SpecdecError(f"the cost file has no t(B, k) for B = {missing}: measure them "
                            "(`specdec llamacpp costs --batch-sizes`)")
-    base = {(r.batch, r.repeat, r.slot): r for r in records if r.config == "none"}
+    key = lambda r: (r.batch, r.repeat, r.wave, r.slot)  # noqa: E731
+    base = {key(r): r for r in records if r.config == "none"}
     labels = list(dict.fromkeys(r.config for r in records if r.config != "none"))
     out = []
     for label in labels:
@@ -196,12 +209,11 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
         e_accepted = float((joint.sum(axis=0) @ np.arange(joint.shape[1])) / joint.sum())
         rows = []
         for B in sizes:
-            mine = [r for r in records if r.config == label and r.batch == B and (B, r.repeat, r.slot) in base]
-            pairs = [(base[(B, r.repeat, r.slot)], r) for r in mine]
-            t = seconds[B]
-            if t.size < joint.shape[0]:  # drafts longer than the timed k: the last slope on
-                t = np.concatenate([t, t[-1] + (t[-1] - t[-2]) * np.arange(1, joint.shape[0] - t.size + 1)])
-            pred = predict_ragged(joint, B, t, accept_seconds * e_accepted, packed=True)
+            pairs = [(base[key(r)], r) for r in records if r.config == label and r.batch == B and key(r) in base]
+            u = ubatch_seconds(seconds, B, joint.shape[0])
+            o = accept_seconds * e_accepted
+            split = predict_equal_split(joint, B, u, o, rng)
+            one_pass = predict_ragged(joint, B, u[B - 1], o, packed=True)
 
             def ratio(idx: np.ndarray) -> float:
                 return _throughput([pairs[i][1] for i in idx], B) / _throughput([pairs[i][0] for i in idx], B)
@@ -212,8 +224,12 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
             point = BatchPoint(label, B, _throughput([c for _, c in pairs], B), _throughput([b for b, _ in pairs], B),
                                ratio(np.arange(len(pairs))),
                                (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))),
-                               float(pred.speedup), len(pairs), sum(max(r.tokens - 1, 1) for _, r in pairs) / steps)
-            rows.append(point.__dict__ | {"error": point.error})
+                               float(split.prediction.speedup), len(pairs),
+                               sum(max(r.tokens - 1, 1) for _, r in pairs) / steps)
+            rows.append(point.__dict__ | {"error": point.error, "predicted_one_pass": float(one_pass.speedup),
+                                          "error_one_pass": float(one_pass.speedup) / point.measured - 1,
+                                          "decodes_per_step": split.decodes,
+                                          "iteration_standard_error": split.iteration_standard_error})
         out.append({"config": label, "context": context, "points": rows,
                     "crossover": crossover(sizes, [p["measured"] for p in rows]),
                     "predicted_crossover": crossover(sizes, [p["predicted"] for p in rows]),

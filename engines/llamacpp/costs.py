@@ -1,7 +1,10 @@
 """The engine's own step costs, measured inside llama-server: t(B, k), one step of B slots each
 verifying k tokens, at a given context length, and the cost of each accepted token beyond the
 first (`accept_seconds`). Written as a cost file `specdec plan --batch-cost-file` reads
-(kind `specdec.estimate`, one `batch_timing` table per context; method: docs/engines.md).
+(kind `specdec.estimate`, one `batch_timing` table per context; method: docs/engines.md). A table's
+`context_tokens` is the mean context over its timed decode, the prompt plus half the new tokens, as
+the validation reads a request's (prompt + tokens / 2); files written before 2026-11-27 06:20 UTC
+hold the prompt alone, 32 tokens less at 64 new tokens.
 
 How a step is made a k-token verify: `--spec-type ngram-simple` with `--spec-ngram-simple-size-m
 k - 1` drafts k - 1 tokens whenever the last size-n tokens occurred before, at least k - 1 tokens
@@ -28,7 +31,7 @@ import numpy as np
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.metrics import PROMETHEUS
 from specdec.engines.counts import prometheus_counters
-from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, build_info
+from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, build_info, no_repack
 from specdec.errors import SpecdecError
 
 PERIOD = 40  # numbers per period of the cost prompt (~110 tokens: longer than any draft timed)
@@ -117,7 +120,7 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
     accept: list[float] = []
     draft_samples: dict[str, dict[int, list[Sample]]] = {}
     for B in batch_sizes:
-        ctx = B * (max(contexts) + new_tokens + max(ks) + 64)
+        ctx = B * (max(*contexts, 3 * 2 * PERIOD) + new_tokens + max(ks) + 64)  # the prompt is >= 2 periods
         with ExitStack() as stack:
             clients = {k: Client(stack.enter_context(LlamaServer(synth_config(model, k, 0.0, B, ctx, threads),
                                                                  binary)).url) for k in ks}
@@ -155,17 +158,19 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                     shares.append(float(np.mean([v[1] for v in values])))
                     means.append(float(np.mean([v[2] for v in values])))
                 prompt_tokens = per[L][1][0].prompt_tokens
+                context = prompt_tokens + new_tokens // 2  # the mean over the timed decode, as a request's is read
                 # the k each t was timed at: 1 + the mean draft (drafts near a request's end are cut to the
                 # tokens it has left, n_remaining - 1: server_slot::get_n_draft_max)
                 k_eff = [1.0] + [1.0 + d for d in means[1:]]
-                raw.append({"B": B, "context_tokens": prompt_tokens, "k": list(ks), "k_timed": k_eff, "seconds": row,
+                raw.append({"B": B, "context_tokens": context, "prompt_tokens": prompt_tokens, "k": list(ks),
+                            "k_timed": k_eff, "seconds": row,
                             "draft_share": shares, "mean_draft": means,
                             "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}})
-                log(f"B={B} L={prompt_tokens}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
+                log(f"B={B} L={context}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
     data = _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
     if draft_samples:
         data["draft_seconds"] = {
-            d: {"context_tokens": [per[L][0].prompt_tokens for L in contexts],
+            d: {"context_tokens": [per[L][0].prompt_tokens + new_tokens // 2 for L in contexts],
                 "seconds": [float(np.median([s.ms / 1000 / s.steps for s in per[L]])) for L in contexts],
                 "all_seconds": [[s.ms / 1000 / s.steps for s in per[L]] for L in contexts]}
             for d, per in draft_samples.items()}
@@ -189,7 +194,8 @@ def bench_seconds(binary: Path, model: Path, ks: tuple[int, ...], depth: int, th
     if not bench.is_file():
         return None
     argv = [str(bench), "-m", str(model), "-p", ",".join(map(str, ks)), "-n", "0", "-d", str(depth), "-r",
-            str(repeats), "-o", "json"] + ([] if threads is None else ["-t", str(threads)])
+            str(repeats), "-o", "json"] + ([] if threads is None else ["-t", str(threads)]) \
+        + (["--repack", "0"] if no_repack() else [])
     try:
         out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=900).stdout
         return {int(row["n_prompt"]): min(row["samples_ns"]) / 1e9 for row in json.loads(out)}
@@ -249,7 +255,8 @@ def _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, n
                        "version": info.get("version"), "build_flags": info.get("flags"), "binary": str(binary),
                        "model": str(model),
                        "server_flags": "--spec-type ngram-simple --spec-ngram-simple-size-n min(k-1,8) "
-                                       "--spec-ngram-simple-size-m k-1 --spec-synth-rates 0,...,0 -np B",
+                                       "--spec-ngram-simple-size-m k-1 --spec-synth-rates 0,...,0 -np B"
+                                       + (" --no-repack" if no_repack() else ""),
                        "threads": threads},
             "method": {"repeats": repeats, "new_tokens": new_tokens, "timed_k": list(ks),
                        "interpolated": "t(k) linear between the k timed (raw[].k_timed: 1 + the mean draft)",

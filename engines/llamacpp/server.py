@@ -57,14 +57,28 @@ class ServerConfig:
         return out + list(self.extra)
 
 
-def isa_key() -> str:
-    """The CPU's feature flags hashed, as scripts/llamacpp.sh keys its builds (GGML_NATIVE)."""
+def _cpu_flags() -> str | None:
+    """/proc/cpuinfo's first flags line (None where it cannot be read)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            line = next((x for x in f if x.startswith("flags")), "")
+            return next((x for x in f if x.startswith("flags")), "")
     except OSError:
-        return "unknown"
-    return hashlib.sha256(line.encode()).hexdigest()[:12]
+        return None
+
+
+def isa_key() -> str:
+    """The CPU's feature flags hashed, as scripts/llamacpp.sh keys its builds (GGML_NATIVE)."""
+    line = _cpu_flags()
+    return "unknown" if line is None else hashlib.sha256(line.encode()).hexdigest()[:12]
+
+
+def no_repack() -> bool:
+    """Whether to start llama.cpp without its extra weight buffers (`--no-repack`, llama-bench
+    `--repack 0`): where the CPU has AMX, since GGML_NATIVE then repacks quantized weights for
+    AMX and its matmul crashed on load (SIGSEGV in ggml_backend_amx_mul_mat, the default
+    target's Q4_1, an Intel Xeon with amx_int8 in a Firecracker VM, 2026-11-27; f32 has no AMX
+    path and ran). Elsewhere the repacked layouts stay on, as every earlier measurement ran."""
+    return "amx_int8" in (_cpu_flags() or "").split()
 
 
 def build_info(binary: Path) -> dict:
@@ -120,6 +134,8 @@ def server_argv(binary: Path, config: ServerConfig, port: int) -> list[str]:
             "--no-webui", "-c", str(config.ctx_size), "-np", str(config.parallel)]
     if config.threads is not None:
         argv += ["-t", str(config.threads)]
+    if no_repack():
+        argv.append("--no-repack")
     return argv + config.flags()
 
 

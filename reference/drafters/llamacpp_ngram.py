@@ -147,3 +147,25 @@ def build_drafter(arg: str | None, target, **place) -> tuple[DrafterBase, None]:
 
     kind, *numbers = llamacpp_args(arg)
     return (NgramSimpleDrafter(*numbers) if kind == "ngram-simple" else NgramModDrafter(*numbers)), None
+
+
+def server_steps(drafter: DrafterBase, prompt: Sequence[int], emitted: Sequence[int], gamma: int
+                 ) -> list[tuple[int, int]]:
+    """(drafted, accepted) of every decode step llama-server ran to emit `emitted` after `prompt`
+    at T = 0 with this drafter's type: the prompt's pass emits the first token; every step drafts
+    from the sequence, cut to the tokens left but one (`server_slot::get_n_draft_max`), and
+    accepts the drafts that equal what it emitted."""
+    greedy = SamplingConfig(temperature=0.0)
+    drafter.start(list(prompt))
+    drafter.commit(Verdict(0, torch.tensor(list(emitted[:1])), False), None)
+    steps, i = [], 1
+    while i < len(emitted):
+        room = len(emitted) - i - 1
+        draft = drafter.propose(gamma, greedy, None).tokens.tolist()[:room] if room > 0 else []
+        n = 0
+        while n < len(draft) and draft[n] == emitted[i + n]:
+            n += 1
+        steps.append((len(draft), n))
+        drafter.commit(Verdict(n, torch.tensor(list(emitted[i:i + n + 1])), n == len(draft) > 0), None)
+        i += n + 1
+    return steps

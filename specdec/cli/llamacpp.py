@@ -308,7 +308,8 @@ def render_batches(result: dict) -> str:
                          f"predicted B={c['predicted_crossover']} (None: still pays at the largest B)")
             for p in c["points"]:
                 lines.append(f"  B={p['batch']:<3}{p['measured']:>8.3f}x  [{p['interval'][0]:.3f}, {p['interval'][1]:.3f}]"
-                             f"  predicted {p['predicted']:.3f}x ({100 * p['error']:+.1f}%)  {p['throughput']:.1f} vs "
+                             f"  predicted {p['predicted']:.3f}x ({100 * p['error']:+.1f}%; one packed pass "
+                             f"{p['predicted_one_pass']:.3f}x, {100 * p['error_one_pass']:+.1f}%)  {p['throughput']:.1f} vs "
                              f"{p['base_throughput']:.1f} tokens/s, {p['tokens_per_step']:.2f} tokens a step")
     return "\n".join(lines)
 

@@ -299,6 +299,7 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
     from specdec.engines.acceptance import acceptance_from_counts
     from specdec.engines.configs import engine_config
     from specdec.engines.metrics import MAX_SOURCE_BYTES, read_counts, read_source
+    from specdec.engines.registry import splits_batches
     from specdec.inputs import read_stdin
     from specdec.simulator.engine_plan import engine_plan
 
@@ -312,7 +313,8 @@ def _engine_plan(source: str, c: float, draft_length: int | None, max_gamma: int
     try:
         counts = read_counts(text)
         result = engine_plan(acceptance_from_counts(counts, draft_length), c, counts.source, max_gamma, extrapolate,
-                             verify_cost, batch_times, tables if len(tables) > 1 else (), counts.draft_share)
+                             verify_cost, batch_times, tables if len(tables) > 1 else (), counts.draft_share,
+                             splits_batches(counts.engine))
     except SpecdecError as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
     engine = engine or counts.engine  # the configuration of the engine the counts came from, unless named

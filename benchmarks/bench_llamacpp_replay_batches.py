@@ -1,0 +1,121 @@
+"""The B-client check's ngram-simple rows predicted from each request's own step sequence at B = 1,
+replayed side by side: no independence between slots assumed, only the engine's micro-batches.
+
+    flock /tmp/specdec-heavy.lock .venv/bin/python benchmarks/bench_llamacpp_replay_batches.py \
+        --batches benchmarks/data/llamacpp/batches/batches-f32.json \
+        --costs benchmarks/data/llamacpp/batches/costs-b1248-f32.json --model F32_GGUF [--json out.json]
+
+`specdec llamacpp validate --batch-sizes` (engines/llamacpp/batches.py) predicts B slots from the
+(proposed, accepted) law at B = 1, each slot drawing its steps independently. Its slots start
+together on prompts of one kind, so they may draft in phase. This replays what each request did:
+the configuration's server answers every prompt of the check alone (the chat template applied,
+T = 0, every token decoded), specdec's `llamacpp:ngram-simple` drafter (exactly the server's
+drafts, tests/test_llamacpp_ngram.py) replays the answer into its step sequence (K_t, N_t), and
+the check's waves are rebuilt from those sequences — slot i of wave w the prompt (w B + i +
+repeat) mod n, all starting together, each step's feeds K + 1 (0 once a slot has finished)
+priced by llama.cpp's equal split (`specdec.simulator.equal_split.split_decodes`, u(r, m) from the
+cost file) plus c_acc per accepted token; a slot's decode time is the sum of the steps until its
+own last. Throughput as the check measures it, B sum(n - 1) / sum(decode), against B / t(B, 1).
+The replay's counts are compared with the server's counters for the same request, and with the
+check's own B = 1 rows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from specdec.engines.llamacpp.batches import batch_seconds
+from specdec.engines.llamacpp.client import Client
+from specdec.engines.llamacpp.server import LlamaServer, find_binary
+from specdec.engines.llamacpp.validation import counters, from_flags
+from specdec.reference.data.workloads import workload_prompts
+from specdec.reference.drafters.llamacpp_ngram import NgramSimpleDrafter, server_steps
+from specdec.simulator.equal_split import split_decodes, ubatch_seconds
+
+
+def wave_seconds(sequences: list[list[tuple[int, int]]], u: np.ndarray, accept_s: float) -> list[float]:
+    """Each slot's decode seconds when the slots step together from the same moment."""
+    B, longest = len(sequences), max(len(s) for s in sequences)
+    done = [0.0] * B
+    clock = 0.0
+    for t in range(longest):
+        feeds = [s[t][0] + 1 if t < len(s) else 0 for s in sequences]
+        clock += sum(u[r - 1, m - 1] for r, m in split_decodes(feeds))
+        clock += accept_s * sum(s[t][1] for s in sequences if t < len(s))
+        for i, s in enumerate(sequences):
+            if t == len(s) - 1:
+                done[i] = clock
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=Path, required=True, help="a `llamacpp validate --batch-sizes` result")
+    ap.add_argument("--costs", type=Path, required=True, help="its cost file")
+    ap.add_argument("--model", type=Path, required=True, help="the GGUF it ran")
+    ap.add_argument("--config", default="ngram-simple g4", help="the grid row to replay (an ngram-simple one)")
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args(argv)
+    check = json.loads(a.batches.read_text())
+    cost_data = json.loads(a.costs.read_text())
+    flags = next(g["flags"] for g in check["grid"] if g["label"] == a.config)
+    config = from_flags(a.config, flags)
+    size_n, gamma = int(config.flag("--spec-ngram-simple-size-n")), int(config.flag("--spec-ngram-simple-size-m"))
+    at = check["temperatures"][0]
+    records = at["records"]
+    names, new_tokens, repeats = check["prompts"], check["new_tokens"], check["repeats"]
+    by_name = {p.name: p for p in workload_prompts(names[0].split("/")[0], len(names))}
+    sequences, rows = {}, []
+    with LlamaServer(config.server(a.model, check["threads"], 4096), find_binary()) as server:
+        client = Client(server.url)
+        client.complete("Hello", 4)
+        for name in names:
+            text = by_name[name].text
+            templated = client._json("/apply-template", {"messages": [{"role": "user", "content": text}]})[0]["prompt"]
+            ids = [int(t) for t in client._json("/tokenize", {"content": templated, "add_special": True,
+                                                              "parse_special": True})[0]["tokens"]]
+            before = counters(client)[0]
+            done = client.complete(ids, new_tokens, temperature=0.0, return_tokens=True, ignore_eos=True)
+            served = (counters(client)[0] - before).astype(int).tolist()
+            seq = server_steps(NgramSimpleDrafter(size_n), ids, [int(t) for t in done.response["tokens"]], gamma)
+            sequences[name] = seq
+            replayed = [sum(k > 0 for k, _ in seq), sum(k for k, _ in seq), sum(n for _, n in seq)]
+            alone = [(r["drafts"], r["draft_tokens"], r["accepted"]) for r in records
+                     if r["config"] == a.config and r["batch"] == 1 and r["prompt"] == name]
+            rows.append({"prompt": name, "server": served, "replayed": replayed, "check_b1": [list(x) for x in alone]})
+            print(f"{name}: server {served}, replayed {replayed}, the check at B = 1 {sorted(set(alone))}",
+                  file=sys.stderr)
+    context = float(np.mean([r["prompt_tokens"] + r["tokens"] / 2 for r in records]))
+    seconds = batch_seconds(cost_data, context)
+    accept_s = max(0.0, float(cost_data.get("accept_seconds") or 0.0))
+    points = {p["batch"]: p for c in at["configs"] if c["config"] == a.config for p in c["points"]}
+    out = []
+    print(f"{a.config}: measured, replayed side by side (error), independent slots, one packed pass")
+    for B in check["batch_sizes"]:
+        u = ubatch_seconds(seconds, B, gamma + 1)
+        tokens = decode = 0.0
+        for r in range(repeats):
+            for w in range(-(-len(names) // B)):
+                picks = [names[(w * B + i + r) % len(names)] for i in range(B)]
+                times = wave_seconds([sequences[n] for n in picks], u, accept_s)
+                tokens += sum(len(sequences[n]) + sum(acc for _, acc in sequences[n]) for n in picks)  # n - 1 each
+                decode += sum(times)
+        predicted = (B * tokens / decode) / (B / u[B - 1, 0])
+        p = points[B]
+        print(f"  B={B:<3}{p['measured']:>7.3f}x  {predicted:.3f}x ({100 * (predicted / p['measured'] - 1):+.1f}%)"
+              f"  {p['predicted']:.3f}x  {p['predicted_one_pass']:.3f}x")
+        out.append({"batch": B, "measured": p["measured"], "replayed": predicted,
+                    "error": predicted / p["measured"] - 1, "independent": p["predicted"],
+                    "one_pass": p["predicted_one_pass"]})
+    if a.json is not None:
+        a.json.write_text(json.dumps({"batches": str(a.batches), "costs": str(a.costs), "config": a.config,
+                                      "requests": rows, "points": out}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

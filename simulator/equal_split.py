@@ -1,0 +1,203 @@
+"""A ragged batch in an engine that keeps one KV stream per slot: llama.cpp's server with
+`-np B` (`kv_unified` false) splits each step's batch into equal-length micro-batches.
+
+Each step, slot s feeds f_s = 1 + K_s tokens (its pending token and its K_s drafts), the slots in
+order. llama.cpp (vendored 0c1e570, `llama_batch_allocr::split_equal(n_ubatch, sequential=true)`,
+called by `llama_kv_cache::init_batch` when there is more than one stream) takes from the first
+slot with tokens left the longest run of consecutive slots that all have tokens left, feeds each
+of them m = the run's smallest remainder, and repeats until every token is fed:
+
+    feeds (1, 5)        -> 2 rows x 1, then 1 row x 4            (two decodes, two weight reads)
+    feeds (5, 1, 5)     -> 3 rows x 1, then 1 row x 4, 1 row x 4  (three)
+    feeds (5, 5)        -> 2 rows x 5                             (one, as one packed pass)
+
+A micro-batch of r rows of m tokens costs u(r, m) seconds (the caller's table: the engine's
+t(r, m) with every row feeding m tokens, `specdec llamacpp costs --batch-sizes`), so a step with
+proposals K = (K_1..K_B) costs split(K) = sum over its micro-batches u(r, m), and, rows
+independent with (K_s, N_s) ~ pi(k, n) each as in `specdec.simulator.ragged`:
+
+    E[iteration]  = E[split(K)] + B o,
+    throughput(B) = B E[N + 1] / E[iteration],
+    speedup(B)    = throughput(B) / (B / (u(B, 1) + B o_0)).
+
+E[split(K)] depends on the slots' order, so for a measured pi it is averaged over `samples` steps
+drawn with the caller's generator (`predict_equal_split`, its standard error reported; the latency
+law is the drawn rows'); when every slot drafts gamma tokens on a share s of its steps, the plan's
+case, it has a closed form over the runs of drafting slots (`drafting_share_seconds`). When
+every slot feeds the same count this is `predict_ragged(packed=True)` priced at u(B, 1 + K); a slot
+that drafts beside one that does not costs one more decode, which at a memory-bound step (one read
+of the weights each) is what takes speculation's gain away at B > 1.
+
+Assumed: the slots draft independently, as requests arriving at random moments do. Slots that
+start together on prompts of one kind draft in phase, fewer steps mix drafting and plain slots, and
+this under-predicts them (up to −16 %); their own B = 1 step sequences priced side by side by the
+same rule (`split_decodes`, benchmarks/bench_llamacpp_replay_batches.py) predict them within 2 %
+(benchmarks/RESULTS.md). Not modelled here: slots that are idle mid-batch (a finished request
+between two decoding ones also breaks the run; the replay has them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from specdec.errors import SpecdecError
+from specdec.simulator.batch import BatchPlan, check_batch_times, interpolate_batches, merge_ranges
+from specdec.simulator.positional import positional_expected_tokens_by_gamma
+from specdec.simulator.ragged import RaggedPrediction, check_joint
+
+
+@dataclass(frozen=True)
+class SplitPrediction:
+    """The ragged prediction under the equal split, its Monte Carlo standard error (seconds of
+    E[iteration]) and the mean number of micro-batches (decodes) a step."""
+
+    prediction: RaggedPrediction
+    iteration_standard_error: float
+    decodes: float
+
+
+def split_decodes(feeds: npt.ArrayLike) -> list[tuple[int, int]]:
+    """The micro-batches, (rows, tokens per row), of one step's slot feeds (B,) under the module
+    doc's rule (for reading and for tests; `split_seconds` is the vectorised one)."""
+    rem, out = np.array(feeds, dtype=np.int64), []
+    while (rem > 0).any():
+        first = int(np.argmax(rem > 0))
+        end = first
+        while end < rem.size and rem[end] > 0:
+            end += 1
+        m = int(rem[first:end].min())
+        out.append((end - first, m))
+        rem[first:end] -= m
+    return out
+
+
+def split_seconds(feeds: npt.ArrayLike, u: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Per step of feeds [steps, B] (each >= 1): (seconds, decodes) under the equal split, a
+    micro-batch of r rows x m tokens priced u(r, m) = u[r - 1, m - 1]."""
+    rem = np.array(np.atleast_2d(feeds), dtype=np.int64)
+    u = np.asarray(u, dtype=np.float64)
+    steps, B = rem.shape
+    if rem.min() < 1:
+        raise SpecdecError("every slot feeds at least its pending token")
+    if u.ndim != 2 or u.shape[0] < B or u.shape[1] < rem.max() or not np.all(np.isfinite(u)) or u.min() <= 0:
+        raise SpecdecError(f"u(r, m) must be positive seconds for r = 1..{B}, m = 1..{rem.max()}")
+    seconds, decodes = np.zeros(steps), np.zeros(steps, dtype=np.int64)
+    slot = np.arange(B)
+    while True:
+        active = rem > 0
+        live = active.any(axis=1)
+        if not live.any():
+            return seconds, decodes
+        first = np.argmax(active, axis=1)
+        after = slot[None, :] >= first[:, None]
+        run = after & active & (np.cumsum(after & ~active, axis=1) == 0)
+        m = np.where(run, rem, np.iinfo(np.int64).max).min(axis=1)
+        rows = run.sum(axis=1)
+        seconds[live] += u[rows[live] - 1, m[live] - 1]
+        decodes += live
+        rem -= np.where(run, m[:, None], 0)
+
+
+def ubatch_seconds(seconds: Mapping[int, npt.ArrayLike], rows: int, width: int) -> np.ndarray:
+    """u(r, m) [rows, width]: one decode of r slots feeding m tokens each, from t(B, k) timed at
+    some (B, k) (`seconds`: {B: t(B, 1..K)}, an engine's cost file). As timed where timed;
+    elsewhere priced by the decode's tokens r m, linear between the timed (B, k) read as B k tokens
+    (their mean where several share a count), the last slope beyond. At the batch check's contexts
+    a decode's cost follows its token count, not how the tokens divide among slots (llama.cpp, f32,
+    264 tokens: t(2, 1) 48.8 ms, t(1, 2) 47.6; t(8, 1) 81.9, t(4, 2) 83.8, t(2, 4) 82.9 —
+    benchmarks/RESULTS.md)."""
+    by_tokens: dict[int, list[float]] = {}
+    seconds = {int(B): np.asarray(t, dtype=np.float64) for B, t in seconds.items()}
+    for B, t in seconds.items():
+        for k, x in enumerate(t, 1):
+            by_tokens.setdefault(B * k, []).append(float(x))
+    n = np.array(sorted(by_tokens), dtype=float)
+    s = np.array([np.mean(by_tokens[int(x)]) for x in n])
+    tokens = np.arange(1, rows + 1)[:, None] * np.arange(1, width + 1)[None, :]
+    u = np.interp(tokens, n, s)
+    if n.size > 1:
+        beyond = tokens > n[-1]
+        u[beyond] = s[-1] + (s[-1] - s[-2]) / (n[-1] - n[-2]) * (tokens[beyond] - n[-1])
+    for B, t in seconds.items():
+        if B <= rows:
+            u[B - 1, :min(width, t.size)] = t[:width]
+    return u
+
+
+def predict_equal_split(joint: npt.ArrayLike, batch: int, u: npt.ArrayLike, overhead: float,
+                        rng: np.random.Generator, base_overhead: float = 0.0, samples: int = 40_000) -> SplitPrediction:
+    """The module doc's prediction at batch size `batch` from pi(k, n) (`joint`), u(r, m)
+    (`u`, r = 1..batch, m = 1..K + 1: `ubatch_seconds`) and the per-row overheads o, o_0 (seconds)."""
+    p = check_joint(joint)
+    if batch < 1:
+        raise SpecdecError(f"batch size must be >= 1, got {batch}")
+    if samples < 2:
+        raise SpecdecError(f"samples must be >= 2, got {samples}")
+    if not all(np.isfinite(x) and x >= 0 for x in (overhead, base_overhead)):
+        raise SpecdecError("the per-row overheads must be finite seconds >= 0")
+    flat = rng.choice(p.size, size=(samples, batch), p=p.reshape(-1))
+    k, n = np.divmod(flat, p.shape[1])
+    seconds, decodes = split_seconds(k + 1, u)
+    step = seconds + batch * overhead
+    iteration = float(step.mean())
+    tokens = float(p.sum(axis=0) @ (np.arange(p.shape[0]) + 1))  # E[N + 1], exact
+    throughput = batch * tokens / iteration
+    base = batch / (float(np.asarray(u)[batch - 1, 0]) + batch * base_overhead)
+    values = (step[:, None] / (n + 1)).reshape(-1)
+    weights = (n + 1).reshape(-1).astype(np.float64)
+    prediction = RaggedPrediction(batch, iteration, throughput, throughput / base, values, weights / weights.sum())
+    return SplitPrediction(prediction, float(step.std(ddof=1) / np.sqrt(samples)), float(decodes.mean()))
+
+
+def drafting_share_seconds(batch: int, gamma: int, share: float, u: npt.ArrayLike) -> float:
+    """E[split(K)] exactly when each of B slots independently drafts gamma tokens (feeds gamma + 1)
+    with probability s and feeds its one token otherwise: every slot drafting is one decode
+    u(B, gamma + 1); else the first micro-batch feeds every slot one token, u(B, 1), and each
+    maximal run of r consecutive drafting slots then its gamma drafts, u(r, gamma):
+
+        E = s^B u(B, gamma + 1) + (1 - s^B) u(B, 1) + sum_{r < B} u(r, gamma) E[runs of exactly r],
+        E[runs of exactly r] = sum_{i = 0}^{B - r} s^r (1 - s)^[i > 0] (1 - s)^[i + r < B]."""
+    t = np.asarray(u, dtype=np.float64)
+    if gamma == 0 or share <= 0.0:
+        return float(t[batch - 1, 0])
+    out = share ** batch * t[batch - 1, gamma] + (1 - share ** batch) * t[batch - 1, 0]
+    for r in range(1, batch):
+        runs = sum(share ** r * (1 - share) ** ((i > 0) + (i + r < batch)) for i in range(batch - r + 1))
+        out += t[r - 1, gamma - 1] * runs
+    return float(out)
+
+
+def equal_split_plan(alphas: npt.ArrayLike, batch_sizes: Sequence[int], seconds: npt.ArrayLike, c: float,
+                     max_gamma: int, share: float | None) -> BatchPlan:
+    """`simulator.batch.batch_plan`'s table for an engine that splits its batches (module doc):
+    each of B slots drafts on a share s of its steps (None: every step) gamma tokens accepted with
+    alpha_1..alpha_K, independently of the other slots (`drafting_share_seconds`, exact), and
+    drafting costs s gamma c t(B, 1) a step; seconds[b, k - 1] = t(batch_sizes[b], k) as in
+    `batch_plan`, u(r, m) from them (`ubatch_seconds`). With s = 1 every slot feeds gamma + 1
+    tokens: one decode, `batch_plan`."""
+    b, t = check_batch_times(batch_sizes, seconds)
+    s = 1.0 if share is None else float(share)
+    if not 0.0 < s <= 1.0:
+        raise SpecdecError(f"a draft share must lie in (0, 1], got {share}")
+    top = min(int(max_gamma), t.shape[1] - 1)
+    tokens = 1.0 + s * (positional_expected_tokens_by_gamma(alphas, top) - 1.0)
+    iteration = np.zeros((b.size, top + 1))
+    timed = {int(B): row for B, row in zip(b, t)}
+    for i, B in enumerate(b.tolist()):
+        u = ubatch_seconds(timed, B, top + 1)
+        iteration[i] = [drafting_share_seconds(B, g, s, u) + s * g * c * t[i, 0] for g in range(top + 1)]
+    return BatchPlan(b, tokens, iteration, tokens * t[:, :1] / iteration, b[:, None] * tokens / iteration,
+                     iteration / tokens)
+
+
+def equal_split_ranges(alphas: npt.ArrayLike, batch_sizes: Sequence[int], seconds: npt.ArrayLike, c: float,
+                       max_gamma: int, tolerance: float, share: float | None) -> list[tuple[int, int, int]]:
+    """`simulator.batch.gamma_ranges` under the equal split: the best gamma for every batch size
+    from the smallest to the largest timed (t interpolated in B between), merged into ranges."""
+    b, t = check_batch_times(batch_sizes, seconds)
+    every = np.arange(b[0], b[-1] + 1)
+    plan = equal_split_plan(alphas, every, interpolate_batches(b, t, every), c, max_gamma, share)
+    return merge_ranges(every, plan.best_gamma(tolerance))
