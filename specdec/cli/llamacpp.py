@@ -167,9 +167,10 @@ def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_
 @click.option("--advise-from", default="ngram-simple g16", show_default=True,
               help="The grid configuration whose counts the plan reads.")
 @click.option("--batch-sizes", default=None, type=NumberList(int, 1, 64, increasing=True, what="batch sizes"),
-              help="Instead of the grid's single requests: B concurrent clients against -np B for each B, the "
-                   "throughput speedup per B and the crossover, measured and predicted by the ragged batch model "
-                   "from the cost file's t(B, k) (which must hold these B). No advice run.")
+              help="Instead of the grid's single requests: for each B, every prompt once a repeat in waves of B "
+                   "concurrent clients against -np B; the throughput speedup per B and the crossover, measured and "
+                   "predicted by llama.cpp's equal micro-batches (and by one packed pass) from the cost file's "
+                   "t(B, k) (which must hold these B). No advice run.")
 @click.option("--seed", type=Number(int, 0, 2**31 - 1), default=0, show_default=True,
               help="Seeds the requests' sampling and the bootstrap.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
