@@ -30,29 +30,19 @@ import json
 import random
 import statistics
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
-import numpy as np
-
 from specdec.engines.llamacpp.client import Client
-from specdec.engines.llamacpp.costs import cost_prompt, counters, synth_config
+from specdec.engines.llamacpp.costs import cost_prompt, synth_config, timed_batch
 from specdec.engines.llamacpp.server import LlamaServer, build_info, default_model, find_binary
 
 
-def step_ms(client: Client, prompts: list[str], new_tokens: int) -> tuple[float, int, int]:
-    """Slots 0..n-1 on `prompts` at once (prompts cached first): the mean step in ms over the
-    slots, and the drafts and steps the server counted."""
-    for i, p in enumerate(prompts):
-        client.complete(p, 1, temperature=0.0, id_slot=i, cache_prompt=True)
-    before = counters(client)
-    with ThreadPoolExecutor(len(prompts)) as pool:
-        done = list(pool.map(lambda i: client.complete(prompts[i], new_tokens, temperature=0.0, id_slot=i,
-                                                       cache_prompt=True, ignore_eos=True), range(len(prompts))))
-    drafts = int((counters(client) - before)[0])
-    steps = sum(d.tokens - 1 for d in done)
-    return float(np.mean([d.decode_ms / (d.tokens - 1) for d in done])), drafts, steps
+def step_ms(client: Client, prompts: list[str], new_tokens: int) -> tuple[float, float]:
+    """Slots 0..n-1 on `prompts` at once, every token decoded: the step in ms and the share of the
+    slots' steps that drafted (the server's counters)."""
+    s = timed_batch(client, prompts, new_tokens, ignore_eos=True)
+    return s.ms / s.steps, s.drafts / s.steps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(a.repeats):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 kk, prompts = plan[name]
-                ms, drafts, steps = step_ms(clients[kk], prompts, a.new_tokens)
+                ms, share = step_ms(clients[kk], prompts, a.new_tokens)
                 times[name].append(ms)
-                shares[name].append(drafts / steps)
+                shares[name].append(share)
             print(f"repeat {r + 1}/{a.repeats} done", file=sys.stderr)
     t = {name: statistics.median(v) for name, v in times.items()}
     t21, t31, t1m, t2m = t["t(2, 1)"], t["t(3, 1)"], t[f"t(1, {k - 1})"], t[f"t(2, {k - 1})"]

@@ -11,9 +11,8 @@ together on prompts of one kind, so they may draft in phase. This replays what e
 the configuration's server answers every prompt of the check alone (the chat template applied,
 T = 0, every token decoded), specdec's `llamacpp:ngram-simple` drafter (exactly the server's
 drafts, tests/test_llamacpp_ngram.py) replays the answer into its step sequence (K_t, N_t), and
-the check's waves are rebuilt from those sequences — slot i of wave w the prompt (w B + i +
-repeat) mod n, all starting together, each step's feeds K + 1 (0 once a slot has finished)
-priced by llama.cpp's equal split (`specdec.simulator.equal_split.split_decodes`, u(r, m) from the
+the check's waves (`batches.waves`) are rebuilt from those sequences, all starting together, each
+step's feeds K + 1 (0 once a slot has finished) priced by llama.cpp's equal split (`specdec.simulator.equal_split.split_decodes`, u(r, m) from the
 cost file) plus c_acc per accepted token; a slot's decode time is the sum of the steps until its
 own last. Throughput as the check measures it, B sum(n - 1) / sum(decode), against B / t(B, 1).
 The replay's counts are compared with the server's counters for the same request, and with the
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.engines.llamacpp.batches import batch_seconds
+from specdec.engines.llamacpp.batches import batch_seconds, waves
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.server import LlamaServer, find_binary
 from specdec.engines.llamacpp.validation import counters, from_flags
@@ -99,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         u = ubatch_seconds(seconds, B, gamma + 1)
         tokens = decode = 0.0
         for r in range(repeats):
-            for w in range(-(-len(names) // B)):
-                picks = [names[(w * B + i + r) % len(names)] for i in range(B)]
+            for wave in waves(len(names), B, r):
+                picks = [names[j] for j in wave]
                 times = wave_seconds([sequences[n] for n in picks], u, accept_s)
                 tokens += sum(len(sequences[n]) + sum(acc for _, acc in sequences[n]) for n in picks)  # n - 1 each
                 decode += sum(times)

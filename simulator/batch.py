@@ -18,7 +18,7 @@ Pure numpy; measured t(B, k) come from `specdec estimate --batch-sizes`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -118,20 +118,17 @@ def batch_times_at(tables: Sequence[BatchTimes], context: int) -> BatchTimes:
 
 
 def gamma_ranges(alphas: npt.ArrayLike, batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, c: float = 0.0,
-                 max_gamma: int | None = None, tolerance: float = 0.0) -> list[tuple[int, int, int]]:
+                 max_gamma: int | None = None, tolerance: float = 0.0,
+                 table: Callable[..., BatchPlan] = batch_plan) -> list[tuple[int, int, int]]:
     """[(batch_start, batch_end, gamma)]: the best gamma (`BatchPlan.best_gamma(tolerance)`) for
     every batch size from the smallest to the largest measured one (t interpolated in between),
-    merged into ranges; gamma 0 means do not speculate."""
+    merged into ranges; gamma 0 means do not speculate. `table(alphas, sizes, seconds, c,
+    max_gamma)` prices the batch (`batch_plan`, or an engine's own: `equal_split.equal_split_plan`)."""
     b, t = check_batch_times(batch_sizes, seconds)
     every = np.arange(b[0], b[-1] + 1)
-    return merge_ranges(every, batch_plan(alphas, every, interpolate_batches(b, t, every), c, max_gamma)
-                        .best_gamma(tolerance))
-
-
-def merge_ranges(sizes: npt.ArrayLike, best: npt.ArrayLike) -> list[tuple[int, int, int]]:
-    """[(batch_start, batch_end, gamma)]: consecutive batch sizes with the same best gamma merged."""
+    best = table(alphas, every, interpolate_batches(b, t, every), c, max_gamma).best_gamma(tolerance)
     ranges: list[tuple[int, int, int]] = []
-    for size, g in zip(np.asarray(sizes).tolist(), np.asarray(best).tolist()):
+    for size, g in zip(every.tolist(), best.tolist()):
         if ranges and ranges[-1][2] == g:
             ranges[-1] = (ranges[-1][0], size, g)
         else:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from specdec.simulator.batch import BatchPlan, BatchTimes, batch_plan, gamma_ranges
-from specdec.simulator.equal_split import equal_split_plan, equal_split_ranges
+from specdec.simulator.equal_split import equal_split_plan
 from specdec.simulator.counts import Acceptance
 from specdec.simulator.plan import Plan, make_plan
 
@@ -112,7 +112,7 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
     table, between = batch_plan, gamma_ranges
     if equal_split:
         table = functools.partial(equal_split_plan, share=share)
-        between = functools.partial(equal_split_ranges, share=share)
+        between = functools.partial(gamma_ranges, table=table)
     if batch_times is not None:
         sizes, seconds = batch_times.batch_sizes, batch_times.seconds
         batch_top = min(top, len(seconds[0]) - 1)

@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specdec.errors import SpecdecError
-from specdec.simulator.batch import BatchPlan, check_batch_times, interpolate_batches, merge_ranges
+from specdec.simulator.batch import BatchPlan, check_batch_times
 from specdec.simulator.positional import positional_expected_tokens_by_gamma
 from specdec.simulator.ragged import RaggedPrediction, check_joint
 
@@ -171,7 +171,7 @@ def drafting_share_seconds(batch: int, gamma: int, share: float, u: npt.ArrayLik
 
 
 def equal_split_plan(alphas: npt.ArrayLike, batch_sizes: Sequence[int], seconds: npt.ArrayLike, c: float,
-                     max_gamma: int, share: float | None) -> BatchPlan:
+                     max_gamma: int | None = None, share: float | None = None) -> BatchPlan:
     """`simulator.batch.batch_plan`'s table for an engine that splits its batches (module doc):
     each of B slots drafts on a share s of its steps (None: every step) gamma tokens accepted with
     alpha_1..alpha_K, independently of the other slots (`drafting_share_seconds`, exact), and
@@ -182,7 +182,7 @@ def equal_split_plan(alphas: npt.ArrayLike, batch_sizes: Sequence[int], seconds:
     s = 1.0 if share is None else float(share)
     if not 0.0 < s <= 1.0:
         raise SpecdecError(f"a draft share must lie in (0, 1], got {share}")
-    top = min(int(max_gamma), t.shape[1] - 1)
+    top = t.shape[1] - 1 if max_gamma is None else min(int(max_gamma), t.shape[1] - 1)
     tokens = 1.0 + s * (positional_expected_tokens_by_gamma(alphas, top) - 1.0)
     iteration = np.zeros((b.size, top + 1))
     timed = {int(B): row for B, row in zip(b, t)}
@@ -192,12 +192,3 @@ def equal_split_plan(alphas: npt.ArrayLike, batch_sizes: Sequence[int], seconds:
     return BatchPlan(b, tokens, iteration, tokens * t[:, :1] / iteration, b[:, None] * tokens / iteration,
                      iteration / tokens)
 
-
-def equal_split_ranges(alphas: npt.ArrayLike, batch_sizes: Sequence[int], seconds: npt.ArrayLike, c: float,
-                       max_gamma: int, tolerance: float, share: float | None) -> list[tuple[int, int, int]]:
-    """`simulator.batch.gamma_ranges` under the equal split: the best gamma for every batch size
-    from the smallest to the largest timed (t interpolated in B between), merged into ranges."""
-    b, t = check_batch_times(batch_sizes, seconds)
-    every = np.arange(b[0], b[-1] + 1)
-    plan = equal_split_plan(alphas, every, interpolate_batches(b, t, every), c, max_gamma, share)
-    return merge_ranges(every, plan.best_gamma(tolerance))

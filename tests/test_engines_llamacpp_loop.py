@@ -19,7 +19,7 @@ import pytest
 from specdec.costfiles import read_batch_times
 from specdec.engines.llamacpp.config import config_lines, ngram_flags
 from specdec.engines.llamacpp.server import default_model, find_binary
-from specdec.engines.llamacpp.batches import joint_from_counts
+from specdec.engines.llamacpp.batches import joint_from_counts, waves
 from specdec.engines.llamacpp.estimated import category_estimates, gamma_of, predicted_b
 from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, draft_lengths, draft_passes, from_flags,
                                                  metrics_page, ngram, predicted_seconds, synthetic)
@@ -187,6 +187,15 @@ def test_prediction_b_of_a_cut_off_reads_the_top_10_confidence_law() -> None:
     assert e.passes == pytest.approx(2.5)
     per_iteration = 0.5 * 0.010 + 0.25 * 0.016 + 0.25 * 0.020 + 2.5 * 0.002
     assert predicted_b(config, [rec], {"code": e}, costs) == pytest.approx(0.010 / (per_iteration / 1.75))
+
+
+def test_a_round_sends_every_request_once_in_waves_of_different_prompts() -> None:
+    for B in (1, 2, 4, 8):
+        for repeat in range(3):
+            rounds = waves(8, B, repeat)
+            assert len(rounds) == 8 // B and all(len(set(w)) == B for w in rounds)
+            assert sorted(j for w in rounds for j in w) == list(range(8))
+    assert waves(1, 2, 0) == [[0, 0]] and waves(3, 2, 1) == [[1, 2], [0, 1]]  # the last wave wraps to fill
 
 
 def test_the_joint_from_the_engines_counters_keeps_its_means() -> None:

@@ -61,13 +61,19 @@ class BatchRecord:
     per_pos: list[int] = field(default_factory=list)
 
 
+def waves(n: int, B: int, repeat: int) -> list[list[int]]:
+    """A round's waves: every one of n requests once (wrapping to fill the last), B at once, slot i
+    of wave w request (w B + i + repeat) mod n."""
+    return [[(w * B + i + repeat) % n for i in range(B)] for w in range(-(-n // B))]
+
+
 def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Request], batch_sizes: Sequence[int],
                 temperature: float, repeats: int, new_tokens: int, threads: int | None,
                 log: Callable[[str], None] = lambda line: None, seed: int = 0) -> list[BatchRecord]:
     """Per B: every configuration's server (-np B) alive at once; each repeat, in a rotating order,
-    one round per configuration: every request once, in waves of B at once, slot i of wave w
-    sending requests[(w B + i + repeat) % n] with seed (seed, repeat, w, i) — the same in every
-    configuration, so rounds pair. Request i goes to slot i (`id_slot`) and decodes all
+    one round per configuration: every request once, in waves of B at once (`waves`), slot i of
+    wave w with seed (seed, repeat, w, i) — the same in every configuration, so rounds pair.
+    Request i goes to slot i (`id_slot`) and decodes all
     `new_tokens` (`ignore_eos`: a slot that ended early would leave the others a smaller batch),
     its prompt cached there by a one-token request just before: otherwise the first slot to start
     decodes while the others' prompts are processed in the same batches, and its decode time
@@ -84,9 +90,9 @@ def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Req
                 order = list(range(len(configs)))
                 order = order[r % len(order):] + order[:r % len(order)]
                 for i in order:
-                    for w in range(-(-len(requests) // B)):
-                        records += _wave(clients[i], configs[i].label, B, r, w, requests, temperature, new_tokens,
-                                         seed + 1000 * r + 100 * w)
+                    for w, picks in enumerate(waves(len(requests), B, r)):
+                        records += _wave(clients[i], configs[i].label, B, r, w, [requests[j] for j in picks],
+                                         temperature, new_tokens, seed + 1000 * r + 100 * w)
                 log(f"B={B} repeat {r + 1}/{repeats} done")
     return records
 
@@ -97,9 +103,8 @@ def _with_slots(config: Config, model, threads: int | None, B: int):
     return replace(config.server(model, threads, B * SLOT_CTX), parallel=B)
 
 
-def _wave(client: Client, label: str, B: int, repeat: int, wave: int, requests: Sequence[Request],
+def _wave(client: Client, label: str, B: int, repeat: int, wave: int, picks: Sequence[Request],
           temperature: float, new_tokens: int, seed: int) -> list[BatchRecord]:
-    picks = [requests[(wave * B + i + repeat) % len(requests)] for i in range(B)]
     for i in range(B):  # each slot's prompt cached first, so that no slot decodes beside another's prompt
         send(client, picks[i], 1, temperature, seed + i, id_slot=i, cache_prompt=True)
     before = counters(client)

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -77,17 +78,17 @@ class Sample:
     accepted: int
 
 
-def timed_batch(client: Client, prompt: str, parallel: int, new_tokens: int) -> Sample:
-    """B identical raw-text requests at once (T = 0), with the counters around them. Request i
-    goes to slot i with the prompt cached there first (a one-token request): otherwise the first
-    slot to start decodes while the others' prompts are processed in the same batches, and its
-    decode time holds their prompts (`batches.py`)."""
-    for i in range(parallel):
+def timed_batch(client: Client, prompts: Sequence[str], new_tokens: int, **options) -> Sample:
+    """len(prompts) raw-text requests at once (T = 0; `options` into each body), with the counters
+    around them. Request i goes to slot i with its prompt cached there first (a one-token request):
+    otherwise the first slot to start decodes while the others' prompts are processed in the same
+    batches, and its decode time holds their prompts (`batches.py`)."""
+    for i, prompt in enumerate(prompts):
         client.complete(prompt, 1, temperature=0.0, id_slot=i, cache_prompt=True)
     before = counters(client)
-    with ThreadPoolExecutor(parallel) as pool:
-        done = list(pool.map(lambda i: client.complete(prompt, new_tokens, temperature=0.0, id_slot=i,
-                                                       cache_prompt=True), range(parallel)))
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        done = list(pool.map(lambda i: client.complete(prompts[i], new_tokens, temperature=0.0, id_slot=i,
+                                                       cache_prompt=True, **options), range(len(prompts))))
     delta = (counters(client) - before).astype(int)
     return Sample(sum(d.decode_ms for d in done), sum(max(d.tokens - 1, 1) for d in done),
                   int(done[0].timings.get("prompt_n", 0)) + int(done[0].timings.get("cache_n", 0)),
@@ -141,9 +142,9 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                     prompt = cost_prompt(L)
                     order = list(ks[r % len(ks):] + ks[:r % len(ks)])
                     for k in order:
-                        per[L][k].append(timed_batch(clients[k], prompt, B, new_tokens))
+                        per[L][k].append(timed_batch(clients[k], [prompt] * B, new_tokens))
                     for d, c in draft_clients.items():
-                        draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, prompt, 1,
+                        draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, [prompt],
                                                                                                  new_tokens))
                     if accept_clients and L == contexts[0]:
                         accept += _accept_costs(accept_clients, {k: v[-1] for k, v in per[L].items()}, prompt,
@@ -213,7 +214,7 @@ def _accept_costs(clients: dict[int, Client], latest: dict[int, Sample], prompt:
     curve = _dense([k for k, _ in timed], [t for _, t in timed], top)
     out = []
     for k, client in clients.items():
-        s = timed_batch(client, prompt, 1, new_tokens)
+        s = timed_batch(client, [prompt], new_tokens)
         if s.drafts and s.accepted:
             k_mean = 1 + s.draft_tokens / s.drafts
             plain = s.steps - s.drafts - s.accepted
