@@ -1,22 +1,28 @@
-"""The B-client check's ngram-simple rows predicted from each request's own step sequence at B = 1,
-replayed side by side: no independence between slots assumed, only the engine's micro-batches.
+"""The B-client check's ngram-simple rows — the target's own acceptance or synthetic — predicted from
+each request's own step sequence at B = 1, replayed side by side: no independence between slots
+assumed, only the engine's micro-batches.
 
     flock /tmp/specdec-heavy.lock .venv/bin/python benchmarks/bench_llamacpp_replay_batches.py \
         --batches benchmarks/data/llamacpp/batches/batches-f32.json \
-        --costs benchmarks/data/llamacpp/batches/costs-b1248-f32.json --model F32_GGUF [--json out.json]
+        --costs benchmarks/data/llamacpp/batches/costs-b1248-f32.json --model F32_GGUF \
+        [--config "synthetic p0.9 g4"] [--json out.json]
 
 `specdec llamacpp validate --batch-sizes` (engines/llamacpp/batches.py) predicts B slots from the
 (proposed, accepted) law at B = 1, each slot drawing its steps independently. Its slots start
 together on prompts of one kind, so they may draft in phase. This replays what each request did:
 the configuration's server answers every prompt of the check alone (the chat template applied,
-T = 0, every token decoded), specdec's `llamacpp:ngram-simple` drafter (exactly the server's
-drafts, tests/test_llamacpp_ngram.py) replays the answer into its step sequence (K_t, N_t), and
-the check's waves (`batches.waves`) are rebuilt from those sequences, all starting together, each
+T = 0, every token decoded, the check's seed for that request and repeat), specdec's
+`llamacpp:ngram-simple` drafter (exactly the server's drafts, tests/test_llamacpp_ngram.py)
+replays the answer into its step sequence (K_t, N_t) — N_t the drafts that equal the answer, or,
+with synthetic acceptance, the server's own draws from the request's seed
+(`specdec.engines.llamacpp.synthetic`, draw for draw: same test file) — and the check's waves
+(`batches.waves`) are rebuilt from those sequences, all starting together, each
 step's feeds K + 1 (0 once a slot has finished) priced by llama.cpp's equal split (`specdec.simulator.equal_split.split_decodes`, u(r, m) from the
 cost file) plus c_acc per accepted token; a slot's decode time is the sum of the steps until its
 own last. Throughput as the check measures it, B sum(n - 1) / sum(decode), against B / t(B, 1).
 The replay's counts are compared with the server's counters for the same request, and with the
-check's own B = 1 rows.
+check's own B = 1 rows. A synthetic row needs a check that sent each request the same seed at
+every B (the file's "seed"; before 2026-11-27 a request's seed depended on its wave and slot).
 """
 from __future__ import annotations
 
@@ -27,9 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.engines.llamacpp.batches import batch_seconds, waves
+from specdec.engines.llamacpp.batches import batch_seconds, request_seed, waves
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.server import LlamaServer, find_binary
+from specdec.engines.llamacpp.synthetic import SyntheticAcceptance, eog_ids, synthetic_rates
 from specdec.engines.llamacpp.validation import counters, from_flags
 from specdec.reference.data.workloads import workload_prompts
 from specdec.reference.drafters.llamacpp_ngram import NgramSimpleDrafter, server_steps
@@ -56,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=Path, required=True, help="a `llamacpp validate --batch-sizes` result")
     ap.add_argument("--costs", type=Path, required=True, help="its cost file")
     ap.add_argument("--model", type=Path, required=True, help="the GGUF it ran")
-    ap.add_argument("--config", default="ngram-simple g4", help="the grid row to replay (an ngram-simple one)")
+    ap.add_argument("--config", default="ngram-simple g4",
+                    help="the grid row to replay (an ngram-simple one, synthetic acceptance or not)")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
     check = json.loads(a.batches.read_text())
@@ -64,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     flags = next(g["flags"] for g in check["grid"] if g["label"] == a.config)
     config = from_flags(a.config, flags)
     size_n, gamma = int(config.flag("--spec-ngram-simple-size-n")), int(config.flag("--spec-ngram-simple-size-m"))
+    rates = synthetic_rates(config, gamma)
+    if rates is not None and "seed" not in check:
+        raise SystemExit(f"{a.batches}: no per-request seed recorded; its synthetic draws cannot be replayed")
     at = check["temperatures"][0]
     records = at["records"]
     names, new_tokens, repeats = check["prompts"], check["new_tokens"], check["repeats"]
@@ -72,22 +83,28 @@ def main(argv: list[str] | None = None) -> int:
     with LlamaServer(config.server(a.model, check["threads"], 4096), find_binary()) as server:
         client = Client(server.url)
         client.complete("Hello", 4)
-        for name in names:
-            text = by_name[name].text
-            templated = client._json("/apply-template", {"messages": [{"role": "user", "content": text}]})[0]["prompt"]
-            ids = [int(t) for t in client._json("/tokenize", {"content": templated, "add_special": True,
-                                                              "parse_special": True})[0]["tokens"]]
-            before = counters(client)[0]
-            done = client.complete(ids, new_tokens, temperature=0.0, return_tokens=True, ignore_eos=True)
-            served = (counters(client)[0] - before).astype(int).tolist()
-            seq = server_steps(NgramSimpleDrafter(size_n), ids, [int(t) for t in done.response["tokens"]], gamma)
-            sequences[name] = seq
-            replayed = [sum(k > 0 for k, _ in seq), sum(k for k, _ in seq), sum(n for _, n in seq)]
-            alone = [(r["drafts"], r["draft_tokens"], r["accepted"]) for r in records
-                     if r["config"] == a.config and r["batch"] == 1 and r["prompt"] == name]
-            rows.append({"prompt": name, "server": served, "replayed": replayed, "check_b1": [list(x) for x in alone]})
-            print(f"{name}: server {served}, replayed {replayed}, the check at B = 1 {sorted(set(alone))}",
-                  file=sys.stderr)
+        eog = eog_ids(client)
+        for r in range(repeats if rates is not None else 1):  # at T = 0 only synthetic draws change with the seed
+            for j, name in enumerate(names):
+                ids = client.chat_ids(by_name[name].text)
+                seed = request_seed(check.get("seed", 0), r, j)
+                before = counters(client)[0]
+                done = client.complete(ids, new_tokens, temperature=0.0, seed=seed, return_tokens=True,
+                                       ignore_eos=True)
+                served = (counters(client)[0] - before).astype(int).tolist()
+                accepted = None if rates is None else SyntheticAcceptance(rates, seed, eog).accepted
+                seq = server_steps(NgramSimpleDrafter(size_n), ids, [int(t) for t in done.response["tokens"]], gamma,
+                                   accepted)
+                for rr in range(repeats) if rates is None else [r]:
+                    sequences[rr, name] = seq
+                replayed = [sum(k > 0 for k, _ in seq), sum(k for k, _ in seq), sum(n for _, n in seq)]
+                alone = [(x["drafts"], x["draft_tokens"], x["accepted"]) for x in records
+                         if x["config"] == a.config and x["batch"] == 1 and x["prompt"] == name
+                         and (rates is None or x["repeat"] == r)]
+                rows.append({"prompt": name, "repeat": r, "seed": seed, "server": served, "replayed": replayed,
+                             "check_b1": [list(x) for x in alone]})
+                print(f"{name} r{r}: server {served}, replayed {replayed}, the check at B = 1 {sorted(set(alone))}",
+                      file=sys.stderr)
     context = float(np.mean([r["prompt_tokens"] + r["tokens"] / 2 for r in records]))
     seconds = batch_seconds(cost_data, context)
     accept_s = max(0.0, float(cost_data.get("accept_seconds") or 0.0))
@@ -99,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         tokens = decode = 0.0
         for r in range(repeats):
             for wave in waves(len(names), B, r):
-                picks = [names[j] for j in wave]
-                times = wave_seconds([sequences[n] for n in picks], u, accept_s)
-                tokens += sum(len(sequences[n]) + sum(acc for _, acc in sequences[n]) for n in picks)  # n - 1 each
+                picks = [sequences[r, names[j]] for j in wave]
+                times = wave_seconds(picks, u, accept_s)
+                tokens += sum(len(seq) + sum(acc for _, acc in seq) for seq in picks)  # n - 1 each
                 decode += sum(times)
         predicted = (B * tokens / decode) / (B / u[B - 1, 0])
         p = points[B]

@@ -19,9 +19,10 @@ import pytest
 from specdec.costfiles import read_batch_times
 from specdec.engines.llamacpp.config import config_lines, ngram_flags
 from specdec.engines.llamacpp.server import default_model, find_binary
-from specdec.engines.llamacpp.batches import joint_from_counts, waves
+from specdec.engines.llamacpp.batches import BatchRecord, joint_from_counts, joint_from_steps, waves
 from specdec.engines.llamacpp.estimated import category_estimates, gamma_of, predicted_b
-from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, draft_lengths, draft_passes, from_flags,
+from specdec.engines.llamacpp.trace import draft_lengths, verify_steps
+from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, draft_passes, from_flags,
                                                  metrics_page, ngram, predicted_seconds, synthetic)
 from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
@@ -113,6 +114,21 @@ def test_a_draft_models_tokens_are_priced_at_its_own_step() -> None:
         costs.t_draft(Path("/m/other.gguf"), 100)
 
 
+def test_drafts_are_priced_at_their_own_lengths_where_traced() -> None:
+    """t(k) is concave (here t(2) - t(1) = 8 ms, t(4) - t(3) = 2 ms): two drafts of 1 and 3 tokens
+    cost t(2) + t(4) = 42 ms, less than two at the mean length, 2 t(3) = 44 ms — what an untraced
+    record falls back to."""
+    costs = EngineCosts((100,), ((0.010, 0.018, 0.022, 0.024),), 0.0)
+    traced = Record("s", 0, "p", "c", 0, tokens=9, decode_ms=0, prompt_tokens=96, drafts=2, draft_tokens=4,
+                    accepted=2, lengths=[0, 1, 0, 1])
+    untraced = Record("s", 0, "p", "c", 0, tokens=9, decode_ms=0, prompt_tokens=96, drafts=2, draft_tokens=4,
+                      accepted=2)
+    plain = 8 - 2 - 2
+    assert predicted_seconds(traced, costs)[0] == pytest.approx(plain * 0.010 + 0.018 + 0.024)
+    assert predicted_seconds(untraced, costs)[0] == pytest.approx(plain * 0.010 + 2 * 0.022)
+    assert from_flags("n", "--spec-type ngram-simple").traced and not from_flags("none", "").traced
+
+
 def test_a_confidence_cut_off_prices_the_traced_draft_lengths() -> None:
     """At p-min > 0 a draft stops where its confidence fell (one more pass: the look that failed)
     and every plain step was an attempt that drafted nothing (two passes: the batch, the look)."""
@@ -124,8 +140,8 @@ def test_a_confidence_cut_off_prices_the_traced_draft_lengths() -> None:
                  accepted=4, lengths=[0, 1, 1, 2])
     steps, attempts, looks = 16, 16, 9 - 2  # the two full drafts need no pass after their last token
     assert draft_passes(rec, config) == steps + attempts + looks
-    verify = costs.t(1 + 9 / 4, 100.5)
-    assert predicted_seconds(rec, costs, config)[0] == pytest.approx(12 * 0.010 + 4 * verify + 39 * 0.002)
+    verify = 0.016 + 0.020 + 2 * 0.024  # each traced draft at its own length: 1, 2, 3, 3
+    assert predicted_seconds(rec, costs, config)[0] == pytest.approx(12 * 0.010 + verify + 39 * 0.002)
     with pytest.raises(SpecdecError, match="no traced draft lengths"):
         draft_passes(Record("d", 0, "p", "c", 0, 21, 0, 90, 4, 9, 4), config)
     # nothing drafted in 20 steps: each still paid the pass over its batch and the look that failed
@@ -138,14 +154,16 @@ def test_draft_lengths_read_a_captured_trace() -> None:
     agree with the counters the same server reported around the request, and pricing reads them."""
     fixtures = Path(__file__).parent / "fixtures" / "llamacpp"
     counts = strict_json((fixtures / "trace_draft_simple.json").read_text())
-    lengths = draft_lengths((fixtures / "trace_draft_simple.log").read_text())
+    steps = verify_steps((fixtures / "trace_draft_simple.log").read_text())
+    assert {slot for slot, _, _ in steps} == {0} and sum(n for _, _, n in steps) == counts["accepted_tokens"]
+    lengths = draft_lengths(steps)
     assert len(lengths) <= 5 and lengths[0] == 0 and lengths[1] > 0  # p-min cut drafts short of n-max 4
     assert sum(lengths) == counts["drafts"] and sum(n * k for n, k in enumerate(lengths)) == counts["draft_tokens"]
     rec = Record("d", 0, "p", "code", 0, 65, 0, 80, counts["drafts"], counts["draft_tokens"],
                  counts["accepted_tokens"], lengths=lengths)
     steps = 64 - counts["accepted_tokens"]
     assert draft_passes(rec, from_flags("d", counts["flags"])) == 2 * steps + counts["draft_tokens"] - sum(lengths[4:])
-    assert draft_lengths("no trace here") == [0]
+    assert verify_steps("no trace here") == [] and draft_lengths([]) == [0]
 
 
 def test_prediction_b_prices_the_estimators_replay() -> None:
@@ -205,6 +223,20 @@ def test_the_joint_from_the_engines_counters_keeps_its_means() -> None:
     k, n = np.arange(joint.shape[0]), np.arange(joint.shape[1])
     assert joint.sum(axis=1) @ k == pytest.approx(35) and joint.sum(axis=0) @ n == pytest.approx(16)
     assert np.all(np.triu(joint, 1) == 0)
+
+
+def test_the_joint_from_traced_steps_is_the_steps_themselves() -> None:
+    """Two requests of 9 tokens (8 steps after the prompt's): traced verify steps (3, 2), (3, 0) and
+    (1, 1) on the first, nothing drafted on the second — the joint counts them where they happened;
+    a trace that does not add up to the counters is not used (None: `joint_from_counts`)."""
+    a = BatchRecord("s", 1, 0, 0, "p", 9, 1.0, 50, drafts=3, draft_tokens=7, accepted=3,
+                    steps=[[3, 2], [3, 0], [1, 1]])
+    b = BatchRecord("s", 1, 0, 0, "q", 9, 1.0, 50, wave=1)
+    joint = joint_from_steps([a, b])
+    assert joint.shape == (4, 4) and (joint[3, 2], joint[3, 0], joint[1, 1]) == (1, 1, 1)
+    assert joint[0, 0] == (8 - 3 - 3) + 8 and joint.sum() == 16 - 3
+    a.accepted = 4
+    assert joint_from_steps([a, b]) is None and joint_from_steps([b]) is None
 
 
 def test_metrics_page_is_what_plan_reads() -> None:
@@ -333,7 +365,18 @@ def test_batches_and_a_draft_model_row_on_a_real_server(capsys, tmp_path) -> Non
     assert [p["batch"] for p in config["points"]] == [1, 2] and "crossover" in config and "B=2" in stdout
     assert all(p["pairs"] == p["batch"] and 0.2 < p["predicted"] < 5 and p["tokens_per_step"] > 1
                and 0.2 < p["predicted_one_pass"] < 5 and p["decodes_per_step"] >= 1 for p in config["points"])
-    assert len([r for r in b["temperatures"][0]["records"] if r["config"] == "s" and r["batch"] == 2]) == 2
+    rows = [r for r in b["temperatures"][0]["records"] if r["config"] == "s"]
+    assert len([r for r in rows if r["batch"] == 2]) == 2
+    # every verify step traced to its slot, adding up to the wave's counters; the joint of B = 1 is the trace's
+    for head in (r for r in rows if r["slot"] == 0):
+        wave = [r for r in rows if (r["batch"], r["wave"]) == (head["batch"], head["wave"])]
+        assert sum(len(r["steps"]) for r in wave) == head["drafts"] > 0
+        assert sum(n for r in wave for _, n in r["steps"]) == head["accepted"]
+    (alone,) = [r for r in rows if r["batch"] == 1]
+    joint = np.array(config["joint"])
+    assert joint.sum() == 15 - sum(n for _, n in alone["steps"]) and joint[1:].sum() == len(alone["steps"])
+    # one prompt, one seed at every B: the synthetic draws of a request do not depend on its batch-mates
+    assert all(r["steps"] == alone["steps"] for r in rows)
     estimate = tmp_path / "lookup1.json"
     code, est_out, err = run_main(capsys, ["estimate", "--drafter", "lookup:1", "--workload", "edit", "--tokens", "16",
                                            "--new-tokens", "16", "--max-k", "3", "--no-timing", "--json"])

@@ -7,12 +7,15 @@ tests are skipped only when llama-server is not built (scripts/llamacpp.sh).
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
 
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, default_model, find_binary
+from specdec.engines.llamacpp.synthetic import SyntheticAcceptance, conditional, eog_ids, rates_from_length
 from specdec.engines.llamacpp.validation import counters
 from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
@@ -117,7 +120,7 @@ def test_the_drafts_are_the_real_servers(flags, spec, gamma) -> None:
             "while the old bell rang from the chapel. ")
     with LlamaServer(ServerConfig(default_model(), ctx_size=1024, threads=1, extra=flags), binary) as server:
         client = Client(server.url)
-        ids = [int(t) for t in client._json("/tokenize", {"content": text})[0]["tokens"]]
+        ids = client.tokenize(text)
         prompt = ids * 3
         before = counters(client)[0]
         done = client.complete(prompt, 72, temperature=0.0, return_tokens=True, ignore_eos=True)
@@ -133,3 +136,64 @@ def test_the_drafts_are_the_real_servers(flags, spec, gamma) -> None:
     # its steps: the 72 tokens less those accepted (the first came from the prompt's pass, so one too many)
     assert (page.drafts, page.accepted_tokens, page.steps) == (reported[0], reported[2], 72 - reported[2])
     assert page.draft_share == reported[0] / (72 - reported[2])
+
+
+@pytest.mark.parametrize("rates, temperature", [("0.9,0.81,0.729,0.6561", 0.0), ("0.8,0.5,0.5,0.2", 1.0)])
+def test_synthetic_acceptance_replays_the_real_servers_draws(rates, temperature) -> None:
+    """--spec-synth-rates with a request's seed: specdec's copy of the server's generator and
+    draws (engines/llamacpp/synthetic.py) replays every verify step — the drafts, their tokens and
+    how many were accepted equal the server's counters, and every accepted token is the one it
+    emitted (the replay checks that itself)."""
+    try:
+        binary = find_binary()
+    except SpecdecError as exc:
+        pytest.skip(f"llama-server not built: {exc}")
+    flags = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "1", "--spec-ngram-simple-size-m", "4",
+             "--spec-synth-rates", rates)
+    text = "Copy this list: apples, pears, plums, apples, pears, plums, figs, apples, pears, plums."
+    with LlamaServer(ServerConfig(default_model(), ctx_size=1024, threads=1, extra=flags), binary) as server:
+        client = Client(server.url)
+        prompt = client.chat_ids(text)
+        eog = eog_ids(client)
+        runs = []
+        for seed in (3, 11):
+            before = counters(client)[0]
+            done = client.complete(prompt, 64, temperature=temperature, seed=seed, return_tokens=True,
+                                   ignore_eos=True)
+            runs.append((seed, [int(t) for t in done.response["tokens"]], (counters(client)[0] - before).astype(int)))
+
+    assert 2 in eog  # <|im_end|>, the chat template's turn end, is in the prompt and may be drafted
+    rate_list = [float(x) for x in rates.split(",")]
+    for seed, emitted, reported in runs:
+        steps = server_steps(NgramSimpleDrafter(1), prompt, emitted, 4,
+                             SyntheticAcceptance(rate_list, seed, eog).accepted)
+        replayed = [sum(k > 0 for k, _ in steps), sum(k for k, _ in steps), sum(n for _, n in steps)]
+        assert reported[0] >= 10 and replayed == reported.tolist()
+    (seed, emitted, reported), (other, _, _) = runs
+    assert runs[0][2].tolist() != runs[1][2].tolist()  # two seeds, two sequences of draws
+    try:  # the other request's seed does not replay this one: the match above is the draws', not luck
+        steps = server_steps(NgramSimpleDrafter(1), prompt, emitted, 4,
+                             SyntheticAcceptance(rate_list, other, eog).accepted)
+        assert [sum(k > 0 for k, _ in steps), sum(k for k, _ in steps), sum(n for _, n in steps)] != reported.tolist()
+    except SpecdecError as exc:  # or it accepts a token the server did not emit, and says so
+        assert "synthetic replay" in str(exc)
+
+
+def test_synthetic_rates_are_the_servers() -> None:
+    """--spec-synth-len L: the rates specdec derives are those the real server prints (%.6g), they
+    sum to L - 1, and the conditional probabilities are the ratios the server draws against."""
+    try:
+        binary = find_binary()
+    except SpecdecError as exc:
+        pytest.skip(f"llama-server not built: {exc}")
+    flags = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "1", "--spec-ngram-simple-size-m", "5",
+             "--spec-synth-len", "2.7")
+    with LlamaServer(ServerConfig(default_model(), ctx_size=512, threads=1, extra=flags), binary) as server:
+        logged = re.search(r"synthetic acceptance: n_max = 5, mean length = ([\d.]+), rates = \[([^\]]*)\]",
+                           server.log_text())
+    assert logged is not None
+    rates = rates_from_length(2.7, 5)
+    assert [f"{r:.6g}" for r in rates] == logged.group(2).split(", ")
+    assert sum(rates) == pytest.approx(1.7, abs=1e-6) and float(logged.group(1)) == pytest.approx(2.7, abs=1e-5)
+    assert conditional(rates) == pytest.approx([rates[0]] * 5)  # p^i: every conditional p
+    assert conditional([0.5, 0.0, 0.0]) == [0.5, 0.0, 0.0]

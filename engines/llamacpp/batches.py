@@ -15,9 +15,11 @@ copies of one prompt draft in lockstep). Predicted: `predict_equal_split(joint, 
 llama.cpp puts every slot's pending token and drafts into one batch, and with one KV stream per
 slot splits it into equal-length micro-batches (`specdec.simulator.equal_split`); u(r, m) is the
 cost file's t(r, m) where timed, else priced by the micro-batch's tokens r m (`ubatch_seconds`)
-— with joint pi(k, n) from the counters at the first B (`joint_from_counts`: the plain steps
-at k = 0, the drafts' accepted law from the per-position counters, their lengths around the
-mean draft G / D); o = c_acc E[N], the cost file's accepted-token cost. Beside it, the one-pass
+— with joint pi(k, n) at the first B from the server's trace (every speculative server runs
+with LLAMA_TRACE=1: each verify step's drafted and accepted tokens, per slot; `joint_from_steps`),
+else from its counters (`joint_from_counts`: the plain steps at k = 0, the drafts' accepted law
+from the per-position counters, their lengths around the mean draft G / D); o = c_acc E[N], the
+cost file's accepted-token cost. Beside it, the one-pass
 prediction (`predict_ragged(..., packed=True)`: the batch decoded at once, as with
 `--kv-unified`). Request i goes to slot i with its prompt cached there first, so that the B
 slots start decoding together. The crossover: the smallest B from which on speculation stops
@@ -33,6 +35,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from specdec.engines.llamacpp.client import Client
+from specdec.engines.llamacpp.trace import traced_steps
 from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, counters, send
 from specdec.engines.llamacpp.server import LlamaServer
 from specdec.errors import SpecdecError
@@ -59,6 +62,7 @@ class BatchRecord:
     draft_tokens: int = 0
     accepted: int = 0
     per_pos: list[int] = field(default_factory=list)
+    steps: list[list[int]] = field(default_factory=list)  # its verify steps' (drafted, accepted), traced servers
 
 
 def waves(n: int, B: int, repeat: int) -> list[list[int]]:
@@ -67,12 +71,19 @@ def waves(n: int, B: int, repeat: int) -> list[list[int]]:
     return [[(w * B + i + repeat) % n for i in range(B)] for w in range(-(-n // B))]
 
 
+def request_seed(seed: int, repeat: int, request: int) -> int:
+    """A request's seed in repeat `repeat`: its sampling's and its synthetic acceptance's
+    (`specdec.engines.llamacpp.synthetic`), whatever B and slot it runs at."""
+    return seed + 1000 * repeat + request
+
+
 def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Request], batch_sizes: Sequence[int],
                 temperature: float, repeats: int, new_tokens: int, threads: int | None,
                 log: Callable[[str], None] = lambda line: None, seed: int = 0) -> list[BatchRecord]:
     """Per B: every configuration's server (-np B) alive at once; each repeat, in a rotating order,
-    one round per configuration: every request once, in waves of B at once (`waves`), slot i of
-    wave w with seed (seed, repeat, w, i) — the same in every configuration, so rounds pair.
+    one round per configuration: every request once, in waves of B at once (`waves`), each with its
+    seed (`request_seed`: the same at every B and in every configuration, so rounds pair and a
+    synthetic acceptance's draws are the same whoever shares the batch).
     Request i goes to slot i (`id_slot`) and decodes all
     `new_tokens` (`ignore_eos`: a slot that ended early would leave the others a smaller batch),
     its prompt cached there by a one-token request just before: otherwise the first slot to start
@@ -91,8 +102,8 @@ def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Req
                 order = order[r % len(order):] + order[:r % len(order)]
                 for i in order:
                     for w, picks in enumerate(waves(len(requests), B, r)):
-                        records += _wave(clients[i], configs[i].label, B, r, w, [requests[j] for j in picks],
-                                         temperature, new_tokens, seed + 1000 * r + 100 * w)
+                        records += _wave(clients[i], servers[i], configs[i], B, r, w, [requests[j] for j in picks],
+                                         temperature, new_tokens, [request_seed(seed, r, j) for j in picks])
                 log(f"B={B} repeat {r + 1}/{repeats} done")
     return records
 
@@ -103,20 +114,22 @@ def _with_slots(config: Config, model, threads: int | None, B: int):
     return replace(config.server(model, threads, B * SLOT_CTX), parallel=B)
 
 
-def _wave(client: Client, label: str, B: int, repeat: int, wave: int, picks: Sequence[Request],
-          temperature: float, new_tokens: int, seed: int) -> list[BatchRecord]:
+def _wave(client: Client, server: LlamaServer, config: Config, B: int, repeat: int, wave: int,
+          picks: Sequence[Request], temperature: float, new_tokens: int, seeds: Sequence[int]) -> list[BatchRecord]:
     for i in range(B):  # each slot's prompt cached first, so that no slot decodes beside another's prompt
-        send(client, picks[i], 1, temperature, seed + i, id_slot=i, cache_prompt=True)
-    before = counters(client)
+        send(client, picks[i], 1, temperature, seeds[i], id_slot=i, cache_prompt=True)
+    before, logged = counters(client), len(server.log_text()) if config.traced else 0
     with ThreadPoolExecutor(B) as pool:
-        done = list(pool.map(lambda i: send(client, picks[i], new_tokens, temperature, seed + i, id_slot=i,
+        done = list(pool.map(lambda i: send(client, picks[i], new_tokens, temperature, seeds[i], id_slot=i,
                                             cache_prompt=True, ignore_eos=True), range(B)))
     after = counters(client)
     head = (after[0] - before[0]).astype(int)
     width = max(len(after[1]), len(before[1]))
     pos = (np.pad(after[1], (0, width - len(after[1]))) - np.pad(before[1], (0, width - len(before[1])))).astype(int)
-    out = [BatchRecord(label, B, repeat, i, picks[i].name, d.tokens, d.decode_ms,
-                       int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)), wave)  # cached prompt too
+    traced = traced_steps(server, logged, int(head[0])) if config.traced else []
+    out = [BatchRecord(config.label, B, repeat, i, picks[i].name, d.tokens, d.decode_ms,
+                       int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)), wave,  # cached prompt too
+                       steps=[[k, n] for slot, k, n in traced if slot == i])
            for i, d in enumerate(done)]
     out[0].drafts, out[0].draft_tokens, out[0].accepted = (int(x) for x in head)
     out[0].per_pos = [int(x) for x in pos]
@@ -151,6 +164,22 @@ def joint_from_counts(steps: int, drafts: int, draft_tokens: int, per_pos: Seque
         else:
             joint[lo, i] += (1 - share) * exact[i]
             joint[lo + 1, i] += share * exact[i]
+    return joint
+
+
+def joint_from_steps(records: Sequence[BatchRecord]) -> np.ndarray | None:
+    """pi(k, n) [K + 1, K + 1] (counts) from the requests' traced verify steps, each (drafted,
+    accepted) where it happened, and their plain steps at (0, 0); None where the trace is missing
+    or does not add up to the server's counters (then `joint_from_counts`)."""
+    heads = [r for r in records if r.slot == 0]
+    steps = [tuple(s) for r in records for s in r.steps]
+    if not steps or len(steps) != sum(r.drafts for r in heads) or sum(n for _, n in steps) != sum(
+            r.accepted for r in heads):
+        return None
+    K = max(k for k, _ in steps)
+    joint = np.zeros((K + 1, K + 1))
+    np.add.at(joint, tuple(np.asarray(steps).T), 1.0)
+    joint[0, 0] = sum(max(r.tokens - 1, 1) for r in records) - len(steps) - sum(n for _, n in steps)
     return joint
 
 
@@ -209,8 +238,10 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
         heads = [r for r in first if r.slot == 0]
         width = max((len(r.per_pos) for r in heads), default=0)
         per_pos = [sum(r.per_pos[i] for r in heads if i < len(r.per_pos)) for i in range(width)]
-        joint = joint_from_counts(sum(max(r.tokens - 1, 1) for r in first) - sum(r.accepted for r in heads),
-                                  sum(r.drafts for r in heads), sum(r.draft_tokens for r in heads), per_pos)
+        joint = joint_from_steps(first)
+        if joint is None:
+            joint = joint_from_counts(sum(max(r.tokens - 1, 1) for r in first) - sum(r.accepted for r in heads),
+                                      sum(r.drafts for r in heads), sum(r.draft_tokens for r in heads), per_pos)
         e_accepted = float((joint.sum(axis=0) @ np.arange(joint.shape[1])) / joint.sum())
         rows = []
         for B in sizes:

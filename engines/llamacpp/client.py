@@ -93,6 +93,16 @@ class Client:
         text = str((choices[0].get("message") or {}).get("content", ""))
         return Completion(text, dict(data.get("timings") or {}), wall, data)
 
+    def tokenize(self, content: str, add_special: bool = False, parse_special: bool = False) -> list[int]:
+        """POST /tokenize: the model's token ids for `content`."""
+        body = {"content": content, "add_special": add_special, "parse_special": parse_special}
+        return [int(t) for t in self._json("/tokenize", body)[0]["tokens"]]
+
+    def chat_ids(self, text: str) -> list[int]:
+        """The token ids a one-turn chat request of `text` decodes after (its template applied)."""
+        templated = self._json("/apply-template", {"messages": [{"role": "user", "content": text}]})[0]["prompt"]
+        return self.tokenize(templated, add_special=True, parse_special=True)
+
     def metrics(self) -> str:
         """The Prometheus page (the server runs with --metrics)."""
         return self._call("/metrics").decode("utf-8", errors="replace")

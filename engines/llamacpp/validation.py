@@ -7,24 +7,24 @@ Prediction (a), per request: n tokens decoded in n - 1 steps after the prompt (t
 with it), D of them verify steps with G draft tokens and A accepted (the server's /metrics
 counters around the request), U = n - 1 - D - A plain steps:
 
-    time = U t(1, L) + D t(1 + G / D, L) + A c_acc,
+    time = U t(1, L) + sum over drafts t(1 + K_d, L) + A c_acc,
 
 t(k, L) the cost file's B = 1 table at the request's context L (linear in k between the timed
-lengths — the drafts' lengths vary and only their mean is reported — and in L between the timed
-contexts), c_acc its cost per accepted token. Predicted speedup = (sum (n - 1) t(1, L)) / (sum time)
+lengths and in L between the timed contexts), c_acc its cost per accepted token, K_d each draft's
+own length: every speculative server runs traced (LLAMA_TRACE=1: "accepted a/n draft tokens" per
+verify step), since the counters give only their sum G and t(k) is not linear — at f32 a verify's
+second token costs ~0.5 of a step, its tenth ~0.2, so pricing D drafts at the mean length,
+D t(1 + G / D, L), over-prices drafts of mixed lengths. Untraced records fall back to that. Predicted speedup = (sum (n - 1) t(1, L)) / (sum time)
 over the cell's requests. Nothing is fitted on the grid: the costs come from their own run.
 A draft model (`--spec-type draft-simple -md GGUF`) adds its passes at t_d(1, L), the draft's own
 plain step in the engine (`specdec llamacpp costs --draft`), counted as common/speculative.cpp
 runs them (`draft_passes`): one over every batch the target decoded (last logits only: about a
 one-token pass, the draft's output matrix dominating it), and per attempt to draft one for the
 last sampled token plus one for each drafted token but an n_max-th. The draft's lengths, which
-the counters do not give, come from the server's trace (LLAMA_TRACE=1: "accepted a/n draft
-tokens" per verify step), read per request.
+the counters do not give, come from the same trace, read per request.
 """
 from __future__ import annotations
 
-import re
-import time
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,14 +37,13 @@ from specdec.engines.llamacpp.client import Client, Completion
 from specdec.engines.llamacpp.config import ngram_flags
 from specdec.engines.llamacpp.metrics import PER_POS, PREDICTED, PROMETHEUS
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig
+from specdec.engines.llamacpp.trace import draft_lengths, traced_steps
 from specdec.errors import SpecdecError
 
 DRAFT_MODEL_FLAGS = ("--spec-draft-model", "-md", "--model-draft")  # this build's names (llama-server --help)
 BOOTSTRAP = 2000  # resamples of the (prompt, repeat) pairs for the speedup's 95% interval
 POSITIONS = 1024  # per-position counters kept (as many as a draft can be long)
 DRAFT_TOP_K = 10  # draft-simple's sampler keeps the top 10 and softmaxes them: --spec-draft-p-min reads that
-TRACE = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")  # server-context.cpp, LLAMA_TRACE > 0
-TRACE_WAIT_S = 5.0  # the log is written by a worker thread: wait this long for a request's lines
 
 
 @dataclass(frozen=True)
@@ -61,8 +60,9 @@ class Config:
 
     @property
     def traced(self) -> bool:
-        """A draft model's server traces its steps (the draft lengths `draft_passes` needs)."""
-        return self.draft_model is not None
+        """A speculative server traces its verify steps: the drafts' lengths, which price them (module
+        doc) and the draft model's passes (`draft_passes`)."""
+        return self.spec_type is not None
 
     def flag(self, *names: str) -> str | None:
         """The value of the first of `names` among the flags (None: not given)."""
@@ -211,7 +211,8 @@ def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Seq
                         before, logged = counters(clients[i]), len(servers[i].log_text()) if traced else 0
                         done = send(clients[i], request, new_tokens, temperature, seed=seed + 1000 * r + turn)
                         after = counters(clients[i])
-                        lengths = traced_lengths(servers[i], logged, int(after[0][0] - before[0][0])) if traced else []
+                        lengths = draft_lengths(traced_steps(servers[i], logged, int(after[0][0] - before[0][0]))
+                                                ) if traced else []
                         head = (after[0] - before[0]).astype(int)
                         width = max(len(after[1]), len(before[1]))
                         pos = (np.pad(after[1], (0, width - len(after[1])))
@@ -221,24 +222,6 @@ def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Seq
                                               *head.tolist(), [int(x) for x in pos], lengths))
         log(f"repeat {r + 1}/{repeats} done")
     return records
-
-
-def draft_lengths(log: str) -> list[int]:
-    """Drafts by length (index = tokens drafted) in a stretch of a traced server's log: one
-    "accepted a/n draft tokens" line per verify step (LLAMA_TRACE > 0). [0]: nothing drafted."""
-    return np.bincount(np.asarray([int(m.group(2)) for m in TRACE.finditer(log)], dtype=np.int64),
-                       minlength=1).tolist()
-
-
-def traced_lengths(server: LlamaServer, offset: int, drafts: int) -> list[int]:
-    """`draft_lengths` of what the server logged past `offset`, once as many drafts as its
-    counters' `drafts` have been written (the log's writer is a thread; SpecdecError if not)."""
-    deadline = time.monotonic() + TRACE_WAIT_S
-    while sum(lengths := draft_lengths(server.log_text()[offset:])) < drafts:
-        if time.monotonic() > deadline:
-            raise SpecdecError(f"llama-server's trace shows {sum(lengths)} drafts where its counters show {drafts}")
-        time.sleep(0.02)
-    return lengths
 
 
 # ---- the engine's costs, and prediction (a) -----------------------------------------------
@@ -307,10 +290,13 @@ def predicted_seconds(record: Record, costs: EngineCosts, config: Config | None 
     context = record.prompt_tokens + record.tokens / 2
     t1 = costs.t(1, context)
     plain = steps - record.drafts - record.accepted
-    verify = costs.t(1 + record.draft_tokens / record.drafts, context) if record.drafts else 0.0
+    if sum(record.lengths) == record.drafts:  # traced: each draft at its own length
+        verify = sum(n * costs.t(1 + k, context) for k, n in enumerate(record.lengths) if n)
+    else:
+        verify = record.drafts * costs.t(1 + record.draft_tokens / record.drafts, context)
     model = None if config is None else config.draft_model
     drafting = 0.0 if model is None else draft_passes(record, config) * costs.t_draft(model, context)
-    return plain * t1 + record.drafts * verify + record.accepted * costs.accept_seconds + drafting, steps * t1
+    return plain * t1 + verify + record.accepted * costs.accept_seconds + drafting, steps * t1
 
 
 @dataclass

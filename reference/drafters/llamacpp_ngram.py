@@ -28,7 +28,7 @@ the vendored llama.cpp 0c1e570 (the sequence: every committed token, the last on
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -149,12 +149,14 @@ def build_drafter(arg: str | None, target, **place) -> tuple[DrafterBase, None]:
     return (NgramSimpleDrafter(*numbers) if kind == "ngram-simple" else NgramModDrafter(*numbers)), None
 
 
-def server_steps(drafter: DrafterBase, prompt: Sequence[int], emitted: Sequence[int], gamma: int
-                 ) -> list[tuple[int, int]]:
+def server_steps(drafter: DrafterBase, prompt: Sequence[int], emitted: Sequence[int], gamma: int,
+                 accepted: Callable[[Sequence[int], Sequence[int]], int] | None = None) -> list[tuple[int, int]]:
     """(drafted, accepted) of every decode step llama-server ran to emit `emitted` after `prompt`
     at T = 0 with this drafter's type: the prompt's pass emits the first token; every step drafts
     from the sequence, cut to the tokens left but one (`server_slot::get_n_draft_max`), and
-    accepts the drafts that equal what it emitted."""
+    accepts the drafts that equal what it emitted — or, with synthetic acceptance, as many as
+    `accepted(draft, emitted from there)` says (`SyntheticAcceptance.accepted`, the server's own
+    draws)."""
     greedy = SamplingConfig(temperature=0.0)
     drafter.start(list(prompt))
     drafter.commit(Verdict(0, torch.tensor(list(emitted[:1])), False), None)
@@ -162,9 +164,12 @@ def server_steps(drafter: DrafterBase, prompt: Sequence[int], emitted: Sequence[
     while i < len(emitted):
         room = len(emitted) - i - 1
         draft = drafter.propose(gamma, greedy, None).tokens.tolist()[:room] if room > 0 else []
-        n = 0
-        while n < len(draft) and draft[n] == emitted[i + n]:
-            n += 1
+        if accepted is not None:
+            n = accepted(draft, emitted[i:]) if draft else 0
+        else:
+            n = 0
+            while n < len(draft) and draft[n] == emitted[i + n]:
+                n += 1
         steps.append((len(draft), n))
         drafter.commit(Verdict(n, torch.tensor(list(emitted[i:i + n + 1])), n == len(draft) > 0), None)
         i += n + 1

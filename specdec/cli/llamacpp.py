@@ -291,7 +291,7 @@ def _validate_batches(binary, gguf, configs, requests, temperatures, batch_sizes
     result = {"kind": "specdec.llamacpp-batches", "costs": str(costs_path), "engine": cost_data.get("engine"),
               "grid": [{"label": c.label, "flags": c.command_line()} for c in configs],
               "batch_sizes": list(batch_sizes), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
-              "prompts": [r.name for r in requests], "temperatures": []}
+              "prompts": [r.name for r in requests], "seed": seed, "temperatures": []}
     for t in temperatures:
         records = b.run_batches(binary, gguf, configs, requests, batch_sizes, t, repeats, new_tokens, threads, log, seed)
         result["temperatures"].append({"temperature": t, "configs": b.points(records, cost_data, accept, seed),
