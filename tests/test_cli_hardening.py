@@ -4,6 +4,8 @@ checked before any model loads; library errors one line with status 1; never a t
 every `--json` output parses with a strict parser (no NaN / Infinity)."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -320,3 +322,30 @@ def test_heads_paths_beyond_the_lattice_are_refused_before_loading(capsys, targe
     line = expect_usage_error(capsys, ["decode", "--prompt", PROMPT, "--target", str(target),
                                        "--drafter", f"heads:{tmp_path},k=2,p=16"], "--drafter")
     assert "not a heads card" in line and len(line) < 400
+
+
+def test_a_sigterm_that_lands_in_a_finalizer_is_not_lost() -> None:
+    """Python prints and drops an exception raised inside `__del__`: a SIGTERM arriving there (seen
+    once in a regex object's finalizer) must still end the command, so the handler sends it again
+    once the finalizer has returned, and Terminated is raised where the command is."""
+    import gc
+    import signal
+    import time
+
+    from specdec.cli import _terminate
+    from specdec.errors import Terminated
+
+    class Finalized:
+        def __del__(self) -> None:
+            _terminate(signal.SIGTERM, sys._getframe())  # as if the signal arrived here: must not raise
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        with pytest.raises(Terminated):
+            Finalized()
+            gc.collect()
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

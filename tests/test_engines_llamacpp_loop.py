@@ -437,3 +437,25 @@ def test_plan_prints_the_ngram_draft_length_flags(capsys) -> None:
     config = strict_json(out)["engine_config"]
     gamma = config["draft_max"]
     assert config["flags_ngram"] == ngram_flags(gamma) and gamma >= 1
+
+
+def test_the_regret_has_a_paired_interval() -> None:
+    """The advice's regret, best / advice - 1, with a bootstrap over the same (prompt, repeat) pairs:
+    a rival 25 % faster on every request is a regret whose interval stays well above 0; a rival
+    that is only noise around the advice gives an interval from 0 (the run cannot tell)."""
+    from specdec.engines.llamacpp.advice import regret_interval
+
+    rng = np.random.default_rng(1)
+    rows = []
+    for p in range(4):
+        for r in range(3):
+            plain = 2000 + 200 * p
+            rows += [Record("none", 1.0, f"p{p}", "c", r, 97, plain, 90, 0, 0, 0),
+                     Record("advice", 1.0, f"p{p}", "c", r, 97, plain / 1.2, 90, 0, 0, 0),
+                     Record("fast", 1.0, f"p{p}", "c", r, 97, plain / 1.5, 90, 0, 0, 0),
+                     Record("noise", 1.0, f"p{p}", "c", r, 97, plain / 1.2 * rng.uniform(0.95, 1.05), 90, 0, 0, 0)]
+    lo, hi = regret_interval(rows, "advice", ["fast"])
+    assert 0.2 < lo <= hi < 0.3
+    lo, hi = regret_interval(rows, "advice", ["noise"])
+    assert lo == 0.0 and 0 < hi < 0.06
+    assert regret_interval(rows, "none", ["advice"])[0] == pytest.approx(0.2)  # "don't speculate": the advice at 1

@@ -74,7 +74,19 @@ def cli() -> None:
     """Plan, measure and check speculative decoding (Leviathan et al., ICML 2023)."""
 
 
+FINALIZER_RETRY_S = 0.05  # a SIGTERM that landed in a finalizer is sent again this much later
+
+
 def _terminate(signum, frame) -> None:
+    """SIGTERM: raise Terminated where the command is — except inside a finalizer (`__del__`), where
+    Python prints an exception and drops it: the signal is sent again once the finalizer returned."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            again = threading.Timer(FINALIZER_RETRY_S, os.kill, (os.getpid(), signal.SIGTERM))
+            again.daemon = True
+            again.start()
+            return
+        frame = frame.f_back
     raise Terminated
 
 

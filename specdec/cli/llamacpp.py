@@ -369,5 +369,7 @@ def render(result: dict) -> str:
         rivals = ", ".join(f"{k} {v['measured']:.3f}x" for k, v in a["measured"].items() if k != "advice")
         lines.append(f"advice T={a['temperature']:g}: gamma {a['gamma']} ({a['flags'] or 'no speculation'}), "
                      f"predicted {a['predicted']:.3f}x, measured {a['advice_measured']:.3f}x; {rivals}; "
-                     f"regret {100 * a['regret']:.1f}%")
+                     f"regret {100 * a['regret']:.1f}%"
+                     + (" [{:.1f}, {:.1f}]".format(*(100 * x for x in a["regret_interval"])) if "regret_interval" in a
+                        else ""))
     return "\n".join(lines)
