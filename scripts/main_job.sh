@@ -204,7 +204,7 @@ ENGINE_STATUS="skipped (MAIN_ENGINE=0)"
 if [ "$ENGINE" = 1 ]; then
   if [ "$BUILD_OK" = 1 ]; then
     stamp "6/7 engine: llama-server's step costs t(k), then the grid on $ENGINE_WORKLOADS at temperatures $TEMPERATURES"
-    "$SPECDEC" llamacpp costs --batch-sizes 1 --contexts 128 --k 1,2,4,8,16 --repeats 3 --new-tokens 32 \
+    "$SPECDEC" llamacpp costs --batch-sizes 1 --contexts 96,256 --k 1,2,4,8,16 --repeats 3 --new-tokens 32 \
       --out "$OUT/engine-costs.json"
     "$SPECDEC" llamacpp validate --costs "$OUT/engine-costs.json" --workloads "$ENGINE_WORKLOADS" --prompts 1 \
       --temperatures "$TEMPERATURES" --repeats "$ENGINE_REPEATS" --new-tokens "$ENGINE_TOKENS" --out "$OUT/engine.json"

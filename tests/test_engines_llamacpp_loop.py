@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from specdec.costfiles import read_batch_times
-from specdec.engines.llamacpp.config import config_lines, ngram_flags
+from specdec.engines.llamacpp.config import config_lines, configure, ngram_flags
 from specdec.engines.llamacpp.server import default_model, find_binary
 from specdec.engines.llamacpp.batches import BatchRecord, joint_from_counts, joint_from_steps, waves
 from specdec.engines.llamacpp.estimated import category_estimates, gamma_of, predicted_b
@@ -287,17 +287,31 @@ def test_ngram_flags_set_the_draft_length_llama_cpp_reads() -> None:
     assert any("ngram-simple" in line and "--spec-ngram-simple-size-m 4" in line for line in lines)
 
 
+def _plan_of(speedups):
+    """What `configure` reads of an engine plan: the speedup per gamma and the best gamma."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(plan=SimpleNamespace(walltime_improvement=list(speedups),
+                                                optimal_gamma=int(np.argmax(speedups))))
+
+
 def test_advice_keeps_ngram_simple_at_the_lookup_its_counts_came_from() -> None:
-    from specdec.engines.llamacpp.advice import advised_gamma
+    """`plan --from` prints ngram-simple's flags at its best gamma of at least its lookup, and the
+    advice run runs exactly those (2026-11-27 at f32 it ran gamma 2's flags while saying gamma 3)."""
+    from specdec.engines.llamacpp.config import ngram_simple_gamma
+
     speedups = [1.0, 1.011, 0.99, 0.97, 0.95]  # gamma 1 best: for ngram-simple it would shorten the lookup
-    assert advised_gamma(speedups, "ngram-simple") == 0
-    assert advised_gamma([1.0, 1.02, 1.05, 1.04], "ngram-simple") == 3
-    assert advised_gamma(speedups, "ngram-mod") == 1 and advised_gamma(speedups, None) == 1
-    lines = config_lines({"flags": "--spec-draft-n-max 1", "flags_older": "--draft-max 1", "draft_max": 1,
-                          "flags_ngram": ngram_flags(1)})
-    assert any(line.startswith("note: ngram-simple cannot draft fewer") for line in lines)
+    assert ngram_simple_gamma(speedups) == 0 and ngram_simple_gamma([1.0, 1.02, 1.05, 1.04]) == 3
+    config = configure(_plan_of([1.0, 1.02, 1.05, 1.04]), "ngram")
+    assert config["draft_max"] == 2 and config["gamma_ngram_simple"] == 3
+    assert config["flags_ngram"] == {"ngram-simple": ngram_flags(3)["ngram-simple"],
+                                     "ngram-mod": ngram_flags(2)["ngram-mod"]}
+    lines = config_lines(config)
+    assert any(line.startswith("note: ngram-simple cannot draft fewer") and "best gamma is 3" in line for line in lines)
+    config = configure(_plan_of(speedups), "ngram")
+    assert list(config["flags_ngram"]) == ["ngram-mod"] and "does not pay" in config_lines(config)[-1]
     assert not any(line.startswith("note:") for line in config_lines(
-        {"flags": "x", "flags_older": "y", "draft_max": 4, "flags_ngram": ngram_flags(4)}))
+        configure(_plan_of([1.0, 1.1, 1.2, 1.3, 1.35, 1.3]), "ngram")))
 
 
 def test_forced_acceptance_is_no_rival_of_the_advice() -> None:
@@ -321,6 +335,7 @@ def test_costs_and_validation_on_a_real_server(capsys, tmp_path) -> None:
     data = strict_json(out.read_text())
     raw = data["raw"][0]
     assert raw["draft_share"][1] > 0.8 and raw["mean_draft"][1] > 1.5  # the engine's counters: k-token verifies
+    assert raw["prompt_tokens"] < 160  # timed near the 128 tokens asked for, not two 40-number periods (228)
     assert data["engine"]["commit"] and "--spec-synth-rates" in data["engine"]["server_flags"]
     (table,) = read_batch_times(out)
     assert table.batch_sizes == (1,) and len(table.seconds[0]) == 3 and table.seconds[0][2] > table.seconds[0][0]

@@ -10,20 +10,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from specdec.engines.llamacpp.config import NGRAM_SIZE_N
 from specdec.engines.llamacpp.validation import (BOOTSTRAP, Config, EngineCosts, Record, Request, as_dicts, cells,
                                                  from_flags, metrics_page, run_grid)
 from specdec.errors import SpecdecError
 
-
-def advised_gamma(speedups: Sequence[float], spec_type: str | None) -> int:
-    """The plan's best draft length among those the source's type can run with the acceptance its
-    counts measured: ngram-simple never drafts fewer tokens than its lookup (`copy_max < size_n`
-    returns no draft), so a gamma below NGRAM_SIZE_N shortens the lookup too (size-n = gamma), a
-    different drafter whose acceptance the counts (taken at size-n NGRAM_SIZE_N) do not describe:
-    measured 0.83x where a 1.01x was planned at gamma 1 (2026-11-26)."""
-    allowed = [g for g in range(len(speedups)) if g == 0 or spec_type != "ngram-simple" or g >= NGRAM_SIZE_N]
-    return max(allowed, key=lambda g: (speedups[g], -g))
 
 def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCosts, cost_data: dict,
            configs: Sequence[Config], source: str, temperature: float, requests: Sequence[Request], repeats: int, new_tokens: int,
@@ -52,7 +42,7 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
                        draft_share=counts.draft_share)
     config = engine_config(plan, "llamacpp", "ngram")
     spec_type = next(c.spec_type for c in configs if c.label == source)
-    gamma = advised_gamma(plan.plan.walltime_improvement, spec_type)
+    gamma = config.get("gamma_ngram_simple", 0) if spec_type == "ngram-simple" else plan.plan.optimal_gamma
     flags = (config.get("flags_ngram") or {}).get(spec_type) if gamma > 0 else None
     if gamma > 0 and flags is None:
         raise SpecdecError(f"{source}: the plan writes draft-length flags for the n-gram types only, not {spec_type}")

@@ -12,7 +12,7 @@ lookup `--spec-ngram-simple-size-n` of at most γ (a longer lookup never drafts:
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from specdec.simulator.engine_plan import EnginePlan
 
@@ -27,17 +27,32 @@ def ngram_flags(gamma: int) -> dict[str, str]:
             "ngram-mod": f"--spec-type ngram-mod --spec-ngram-mod-n-min 1 --spec-ngram-mod-n-max {gamma}"}
 
 
+def ngram_simple_gamma(speedups: Sequence[float]) -> int:
+    """The best draft length ngram-simple can run with the acceptance its counts measured: it never
+    drafts fewer tokens than its lookup (`copy_max < size_n` returns no draft), so a gamma below
+    NGRAM_SIZE_N would shorten the lookup too (size-n = gamma), a different drafter whose acceptance
+    the counts (taken at size-n NGRAM_SIZE_N) do not describe — measured 0.83x where 1.01x was
+    planned at gamma 1 (2026-11-26); 0: do not speculate with it."""
+    allowed = [g for g in range(len(speedups)) if g == 0 or g >= NGRAM_SIZE_N]
+    return max(allowed, key=lambda g: (speedups[g], -g))
+
+
 def configure(engine_plan: EnginePlan, method: str) -> dict[str, Any]:
     """The draft-length flags: the plan's best gamma as the longest draft, the shortest draft
-    that still beats plain decoding as the shortest (`method` is not one llama.cpp names)."""
+    that still beats plain decoding as the shortest (`method` is not one llama.cpp names); for
+    the n-gram types their own flags, ngram-simple at its best gamma of at least its lookup
+    (`ngram_simple_gamma`)."""
     plan = engine_plan.plan
     gamma = plan.optimal_gamma
     helps = [g for g in range(1, len(plan.walltime_improvement)) if plan.walltime_improvement[g] > 1.0]
     draft_min = min(helps) if helps else 0
+    simple = ngram_simple_gamma(plan.walltime_improvement)
+    flags_ngram = {**({"ngram-simple": ngram_flags(simple)["ngram-simple"]} if simple else {}),
+                   **({"ngram-mod": ngram_flags(gamma)["ngram-mod"]} if gamma else {})}
     return {"engine": "llamacpp", "speculate": True, "draft_max": gamma, "draft_min": draft_min,
             "flags": f"--spec-draft-n-max {gamma} --spec-draft-n-min {draft_min}",
             "flags_older": f"--draft-max {gamma} --draft-min {draft_min}",
-            "flags_ngram": ngram_flags(gamma) if gamma > 0 else {},
+            "flags_ngram": flags_ngram, "gamma_ngram_simple": simple,
             "note": "--spec-draft-n-min: the shortest draft that still beats plain decoding; --spec-draft-p-min (the "
                     "draft's confidence cut-off) cannot be set from acceptance counts: keep the engine's default; "
                     "builds before 2026 spell the flags --draft-max / --draft-min, which current builds refuse"}
@@ -47,8 +62,9 @@ def config_lines(config: Mapping[str, Any]) -> list[str]:
     lines = [f"llama.cpp: {config['flags']}   (builds before 2026: {config['flags_older']})"]
     for spec_type, flags in (config.get("flags_ngram") or {}).items():
         lines.append(f"llama.cpp {spec_type} (ignores --spec-draft-n-max): {flags}")
-    if 0 < config.get("draft_max", 0) < NGRAM_SIZE_N and config.get("flags_ngram"):
-        lines.append(f"note: ngram-simple cannot draft fewer tokens than its lookup, so gamma {config['draft_max']} "
-                     f"shortens the lookup to {config['draft_max']} tokens: counts taken at --spec-ngram-simple-size-n "
-                     f"{NGRAM_SIZE_N} do not predict it (ngram-mod's flags keep the drafter)")
+    simple = config.get("gamma_ngram_simple")
+    if simple is not None and simple != config.get("draft_max"):
+        lines.append(f"note: ngram-simple cannot draft fewer tokens than its {NGRAM_SIZE_N}-token lookup (a shorter "
+                     f"draft would shorten the lookup, a drafter these counts do not describe): "
+                     + (f"its best gamma is {simple}" if simple else "it does not pay at these counts"))
     return lines

@@ -11,7 +11,11 @@ k - 1` drafts k - 1 tokens whenever the last size-n tokens occurred before, at l
 back (common/ngram-map.cpp, `common_ngram_simple_draft`); `--spec-synth-rates 0,...,0` rejects
 every draft (tools/server/server-context.cpp, `server_sample_and_accept_synth`), so each step
 verifies k tokens and emits one, the target's own. The prompt is a fixed sequence of numbers
-repeated (period ~110 tokens), which the target at T = 0 keeps repeating: every step finds a match.
+repeated (a period of up to 40 numbers, ~110 tokens; shorter where a short context is asked for,
+never shorter than the longest draft timed needs), which the target at T = 0 keeps repeating: every
+step finds a match. Contexts matter: a k-token verify attends k queries over L cached keys, so its
+cost grows with k L (Q4_1 on the EPYC: t(13) 101 ms at 235 tokens, 124 at 530; t(1) 13.7 and 15.2),
+and a prompt of 91 tokens verified at the price timed at 296 was over-priced by ~10 % at k = 13.
 The server's own counters show it (drafts per step and tokens per draft are recorded beside each
 time); steps that drafted nothing or drafted fewer tokens are corrected for, not assumed away.
 With rates 1,...,1 instead every draft is accepted: the extra time per accepted token is
@@ -35,17 +39,20 @@ from specdec.engines.counts import prometheus_counters
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, build_info, no_repack
 from specdec.errors import SpecdecError
 
-PERIOD = 40  # numbers per period of the cost prompt (~110 tokens: longer than any draft timed)
+PERIOD = 40  # numbers per period of the cost prompt at most (~110 tokens: longer than any draft timed)
 TOKENS_PER_NUMBER = 2.85  # SmolLM2's tokenizer: " 17" is three tokens, " 5" two (measured: 341 tokens for 120)
 MAX_K = PERIOD * 2  # a draft cannot be longer than the period it copies from
 
 
-def cost_prompt(tokens: int) -> str:
-    """About `tokens` tokens of a fixed 40-number sequence, repeated."""
+def cost_prompt(tokens: int, max_k: int = MAX_K) -> str:
+    """About `tokens` tokens (at least two periods) of a fixed sequence of numbers, repeated: its
+    period 40 numbers, or as few as fit two periods in `tokens` while a period (each number at
+    least two tokens) still holds a draft of max_k - 1 tokens and the 8-token pattern before it."""
     rng = random.Random(0)
-    period = [str(rng.randrange(0, 100)) for _ in range(PERIOD)]
-    count = max(2 * PERIOD, round(tokens / TOKENS_PER_NUMBER))
-    return " ".join(period[i % PERIOD] for i in range(count))
+    numbers = [str(rng.randrange(0, 100)) for _ in range(PERIOD)]
+    period = min(PERIOD, max(-(-(max_k + 8) // 2), round(tokens / (2 * TOKENS_PER_NUMBER))))
+    count = max(2 * period, round(tokens / TOKENS_PER_NUMBER))
+    return " ".join(numbers[i % period] for i in range(count))
 
 
 def synth_config(model: Path, k: int, rate: float, parallel: int, ctx: int, threads: int | None) -> ServerConfig:
@@ -139,7 +146,7 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
             per: dict[int, dict[int, list]] = {L: {k: [] for k in ks} for L in contexts}
             for r in range(repeats):
                 for L in contexts:
-                    prompt = cost_prompt(L)
+                    prompt = cost_prompt(L, max(ks))
                     order = list(ks[r % len(ks):] + ks[:r % len(ks)])
                     for k in order:
                         per[L][k].append(timed_batch(clients[k], [prompt] * B, new_tokens))

@@ -34,9 +34,11 @@ for T in 0 1; do
   for L in "ngram-mod g8" "ngram-mod g32"; do EST="$EST --estimate '$L=$OUT/estimate-ngram-mod-T$T.json'"; done
 done
 # per workload: the engine's costs timed right before its grid (the f32 one-token step is memory-bound
-# and moved 10 % between a cost run and a grid 10 minutes later, 2026-11-27), then the grid
+# and moved 10 % between a cost run and a grid 10 minutes later, 2026-11-27) at two contexts around the
+# requests' (~140 tokens on chat, ~210 on code, ~275 on edit: a k-token verify's cost grows with k L, and at
+# one context, 296 tokens, the short requests' long drafts were over-priced, 2026-11-27), then the grid
 for W in code edit chat; do
-  .venv/bin/specdec llamacpp costs --model "$F32" --batch-sizes 1 --contexts 256 --k 1,2,3,4,6,8,12,16,24,32 \
+  .venv/bin/specdec llamacpp costs --model "$F32" --batch-sizes 1 --contexts 96,320 --k 1,2,3,4,6,8,12,16,24,32 \
     --repeats 2 --new-tokens 64 --out "$OUT/costs-f32-$W.json"
   eval .venv/bin/specdec llamacpp validate --model "$F32" --costs "$OUT/costs-f32-$W.json" --workloads $W --prompts 2 \
     --temperatures 0,1 --repeats 2 --new-tokens 96 --grid "'$GRID'" --advise-from "'ngram-simple g32'" $EST \
