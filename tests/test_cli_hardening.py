@@ -325,27 +325,40 @@ def test_heads_paths_beyond_the_lattice_are_refused_before_loading(capsys, targe
 
 
 def test_a_sigterm_that_lands_in_a_finalizer_is_not_lost() -> None:
-    """Python prints and drops an exception raised inside `__del__`: a SIGTERM arriving there (seen
-    once in a regex object's finalizer) must still end the command, so the handler sends it again
-    once the finalizer has returned, and Terminated is raised where the command is."""
+    """Python prints and drops an exception raised inside `__del__` or a weakref callback: a SIGTERM
+    arriving there (seen once in a regex object's finalizer) must still end the command, so the
+    command's unraisable hook sends it again once the finalizer has returned, and Terminated is
+    raised where the command is."""
     import gc
     import signal
     import time
+    import weakref
 
-    from specdec.cli import _terminate
+    from specdec.cli import _terminate, _unraisable
     from specdec.errors import Terminated
 
     class Finalized:
         def __del__(self) -> None:
-            _terminate(signal.SIGTERM, sys._getframe())  # as if the signal arrived here: must not raise
+            _terminate(signal.SIGTERM, None)  # as if the signal arrived here
 
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    class Referent:
+        pass
+
+    previous, hook = signal.signal(signal.SIGTERM, _terminate), sys.unraisablehook
+    sys.unraisablehook = _unraisable(hook)
     try:
-        with pytest.raises(Terminated):
-            Finalized()
-            gc.collect()
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                time.sleep(0.01)
+        for finalizer in ("__del__", "weakref"):
+            with pytest.raises(Terminated):
+                if finalizer == "__del__":
+                    Finalized()
+                else:
+                    referent = Referent()
+                    keep = weakref.ref(referent, lambda ref: _terminate(signal.SIGTERM, None))  # noqa: F841
+                    del referent
+                gc.collect()
+                deadline = time.monotonic() + 5
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
     finally:
+        sys.unraisablehook = hook
         signal.signal(signal.SIGTERM, previous)

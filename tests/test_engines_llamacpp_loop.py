@@ -253,7 +253,7 @@ def test_plan_prices_llama_cpps_batches_as_its_micro_batches(capsys) -> None:
     B = 1 is the single-sequence plan and at B > 1 below one packed pass over the same slots."""
     from specdec.simulator.ragged import joint_from_alphas, predict_ragged
 
-    data = Path(__file__).parents[1] / "benchmarks" / "data" / "llamacpp" / "f32"
+    data = Path(__file__).parents[1] / "benchmarks" / "data" / "llamacpp" / "f32" / "epyc"
     page, costs = data / "validate-f32-edit.T0.metrics.txt", data / "costs-b1248-f32.json"
     code, out, err = run_main(capsys, ["plan", "--from", str(page), "--c", "0", "--batch-cost-file", str(costs), "--json"])
     assert code == 0, err

@@ -78,16 +78,21 @@ FINALIZER_RETRY_S = 0.05  # a SIGTERM that landed in a finalizer is sent again t
 
 
 def _terminate(signum, frame) -> None:
-    """SIGTERM: raise Terminated where the command is — except inside a finalizer (`__del__`), where
-    Python prints an exception and drops it: the signal is sent again once the finalizer returned."""
-    while frame is not None:
-        if frame.f_code.co_name == "__del__":
+    raise Terminated
+
+
+def _unraisable(previous):
+    """A `sys.unraisablehook` for the command: Terminated raised where Python cannot propagate it (a
+    `__del__`, a weakref callback: it would print the exception and drop the SIGTERM) sends the
+    signal again once that finalizer has returned; anything else goes to `previous`."""
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, Terminated):
             again = threading.Timer(FINALIZER_RETRY_S, os.kill, (os.getpid(), signal.SIGTERM))
             again.daemon = True
             again.start()
             return
-        frame = frame.f_back
-    raise Terminated
+        previous(unraisable)
+    return hook
 
 
 ARGV: list[str] = []  # this invocation's arguments, for a command that relaunches itself (estimate --processes)
@@ -106,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"Error: {problem}", err=True)
         sys.exit(2)
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     try:
         cli.main(args=argv, prog_name="specdec", standalone_mode=False)
     except Terminated:
@@ -140,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
                    err=True)
         sys.exit(2)
     finally:
+        sys.unraisablehook = previous_hook
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
 
