@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         client = Client(server.url)
         client.complete("Hello", 4)
         eog = eog_ids(client)
+        prompts = {name: client.chat_ids(by_name[name].text) for name in names}
         for r in range(repeats if rates is not None else 1):  # at T = 0 only synthetic draws change with the seed
             for j, name in enumerate(names):
-                ids = client.chat_ids(by_name[name].text)
+                ids = prompts[name]
                 seed = request_seed(check.get("seed", 0), r, j)
                 before = counters(client)[0]
                 done = client.complete(ids, new_tokens, temperature=0.0, seed=seed, return_tokens=True,

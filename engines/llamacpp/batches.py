@@ -36,7 +36,7 @@ import numpy as np
 
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.trace import traced_steps
-from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, counters, send
+from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, counter_deltas, counters, send
 from specdec.engines.llamacpp.server import LlamaServer
 from specdec.errors import SpecdecError
 from specdec.simulator.equal_split import predict_equal_split, ubatch_seconds
@@ -122,17 +122,14 @@ def _wave(client: Client, server: LlamaServer, config: Config, B: int, repeat: i
     with ThreadPoolExecutor(B) as pool:
         done = list(pool.map(lambda i: send(client, picks[i], new_tokens, temperature, seeds[i], id_slot=i,
                                             cache_prompt=True, ignore_eos=True), range(B)))
-    after = counters(client)
-    head = (after[0] - before[0]).astype(int)
-    width = max(len(after[1]), len(before[1]))
-    pos = (np.pad(after[1], (0, width - len(after[1]))) - np.pad(before[1], (0, width - len(before[1])))).astype(int)
-    traced = traced_steps(server, logged, int(head[0])) if config.traced else []
+    head, pos = counter_deltas(before, counters(client))
+    traced = traced_steps(server, logged, head[0]) if config.traced else []
     out = [BatchRecord(config.label, B, repeat, i, picks[i].name, d.tokens, d.decode_ms,
                        int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)), wave,  # cached prompt too
                        steps=[[k, n] for slot, k, n in traced if slot == i])
            for i, d in enumerate(done)]
-    out[0].drafts, out[0].draft_tokens, out[0].accepted = (int(x) for x in head)
-    out[0].per_pos = [int(x) for x in pos]
+    out[0].drafts, out[0].draft_tokens, out[0].accepted = head
+    out[0].per_pos = pos
     return out
 
 

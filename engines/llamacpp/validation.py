@@ -177,6 +177,15 @@ def counters(client: Client) -> tuple[np.ndarray, np.ndarray]:
     return head, pos
 
 
+def counter_deltas(before: tuple[np.ndarray, np.ndarray], after: tuple[np.ndarray, np.ndarray]
+                   ) -> tuple[list[int], list[int]]:
+    """What `counters` grew by between two reads: (drafts, draft tokens, accepted tokens) and the
+    per-position counters (as wide as the wider read: a page lists positions once they are reached)."""
+    width = max(len(after[1]), len(before[1]))
+    pos = np.pad(after[1], (0, width - len(after[1]))) - np.pad(before[1], (0, width - len(before[1])))
+    return (after[0] - before[0]).astype(int).tolist(), pos.astype(int).tolist()
+
+
 def send(client: Client, request: Request, new_tokens: int, temperature: float, seed: int, **options) -> Completion:
     if request.turn:
         return client.chat([{"role": "user", "content": request.text}], new_tokens, temperature=temperature, seed=seed,
@@ -210,16 +219,11 @@ def run_grid(binary: Path, model: Path, configs: Sequence[Config], requests: Seq
                         traced = configs[i].traced
                         before, logged = counters(clients[i]), len(servers[i].log_text()) if traced else 0
                         done = send(clients[i], request, new_tokens, temperature, seed=seed + 1000 * r + turn)
-                        after = counters(clients[i])
-                        lengths = draft_lengths(traced_steps(servers[i], logged, int(after[0][0] - before[0][0]))
-                                                ) if traced else []
-                        head = (after[0] - before[0]).astype(int)
-                        width = max(len(after[1]), len(before[1]))
-                        pos = (np.pad(after[1], (0, width - len(after[1])))
-                               - np.pad(before[1], (0, width - len(before[1])))).astype(int)
+                        head, pos = counter_deltas(before, counters(clients[i]))
+                        lengths = draft_lengths(traced_steps(servers[i], logged, head[0])) if traced else []
                         records.append(Record(configs[i].label, temperature, request.name, request.category, r,
                                               done.tokens, done.decode_ms, int(done.timings.get("prompt_n", 0)),
-                                              *head.tolist(), [int(x) for x in pos], lengths))
+                                              *head, pos, lengths))
         log(f"repeat {r + 1}/{repeats} done")
     return records
 
