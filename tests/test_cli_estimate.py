@@ -60,6 +60,15 @@ def test_estimate_self_is_one_and_lookup_is_documented(tiny_pair) -> None:
     assert "without a proposal count as rejections" in d["estimates"]
 
 
+def test_estimate_continues_each_prompt_several_times(tiny_pair) -> None:
+    """--samples-per-prompt 3: a third of the prompts, each sampled three times (60 positions still),
+    and the sampler's min-p recorded."""
+    d = _run(_common(tiny_pair) + ["--drafter", "lookup:2", "--no-timing", "--temperature", "1",
+                                   "--samples-per-prompt", "3", "--top-k", "40", "--min-p", "0.05"])
+    assert d["prompts"] == 2 and d["samples_per_prompt"] == 3 and d["n_positions"] == 60
+    assert d["sampling"] == {"temperature": 1.0, "top_k": 40, "top_p": 1.0, "min_p": 0.05}
+
+
 def test_estimate_human_output(tiny_pair) -> None:
     result = CliRunner().invoke(cli, ["estimate", *_common(tiny_pair), "--drafter", "lookup", "--no-timing"])
     assert result.exit_code == 0, result.output
@@ -73,6 +82,8 @@ def test_estimate_human_output(tiny_pair) -> None:
     (["--drafter", "none"], "needs a drafter"),
     (["--drafter", "lookup", "--contexts", "30"], "--contexts times the verify-cost curve"),
     (["--drafter", "lookup", "--contexts", "30,20"], "--contexts"),
+    (["--drafter", "lookup", "--samples-per-prompt", "2"], "--samples-per-prompt"),
+    (["--drafter", "lookup", "--min-p", "1.5"], "--min-p"),
 ])
 def test_bad_input_is_a_one_line_error(tiny_pair, capsys, args, message) -> None:
     with pytest.raises(SystemExit) as exc:

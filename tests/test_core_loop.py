@@ -50,7 +50,8 @@ def test_self_drafting_accepts_everything() -> None:
 
 
 @pytest.mark.parametrize("sampling", [SamplingConfig(1.0), SamplingConfig(1.0, top_k=3),
-                                      SamplingConfig(0.8, top_p=0.7)], ids=["t1", "topk3", "t0.8-topp0.7"])
+                                      SamplingConfig(0.8, top_p=0.7), SamplingConfig(1.0, top_k=5, top_p=0.9, min_p=0.2)],
+                         ids=["t1", "topk3", "t0.8-topp0.7", "llama-server-chain"])
 def test_sampled_output_follows_target_distribution(sampling: SamplingConfig) -> None:
     vocab, n_tokens, runs = 6, 3, 3000
     target = tiny_llama(vocab_size=vocab, seed=0, sharpness=6.0)

@@ -24,11 +24,16 @@ class SamplingConfig:
     temperature: 0 means greedy (argmax, one-hot distribution); > 0 divides the logits.
     top_k: keep the k most likely tokens (0 = off).
     top_p: keep the smallest set of most likely tokens whose mass reaches top_p (1 = off).
+    min_p: keep the tokens at least min_p times as likely as the most likely one (0 = off).
+
+    Applied in that order after the temperature. llama-server's default sampler (top-k 40, top-p
+    0.95, min-p 0.05: common/common.h) truncates before its temperature instead: the same at T = 1.
     """
 
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
+    min_p: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.temperature >= 0 and math.isfinite(self.temperature)):
@@ -37,6 +42,8 @@ class SamplingConfig:
             raise SpecdecError(f"top_k must be >= 0, got {self.top_k}")
         if not 0 < self.top_p <= 1:
             raise SpecdecError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_p <= 1:
+            raise SpecdecError(f"min_p must be in [0, 1], got {self.min_p}")
 
     @property
     def greedy(self) -> bool:
@@ -61,6 +68,10 @@ class SamplingConfig:
             drop_sorted = (cum - sorted_logits.softmax(-1)) >= self.top_p
             drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
             logits = logits.masked_fill(drop, float("-inf"))
+        if self.min_p > 0:
+            # p_i >= min_p p_max  <=>  l_i >= l_max + log(min_p) (the row maximum survives every cut)
+            floor = logits.max(-1, keepdim=True).values + math.log(self.min_p)
+            logits = logits.masked_fill(logits < floor, float("-inf"))
         return logits.softmax(-1)
 
 

@@ -28,8 +28,9 @@ class EstimateConfig:
     """One `specdec estimate` job (every value already checked by the caller).
 
     target: the model folder; drafter: a drafter spec (`specdec.reference.drafters.spec`);
-    tokens: target-sampled positions to score per prompt category (ceil(tokens / new_tokens)
-    prompts of each category of `source`); batch_size: prompts per generation batch (a torchrun
+    tokens: target-sampled positions to score per prompt category (ceil(tokens / new_tokens /
+    samples_per_prompt) prompts of each category of `source`, each continued samples_per_prompt
+    times, every continuation with its own generator); batch_size: prompts per generation batch (a torchrun
     process's unit of work; teacher-forced passes take up to 8); bootstrap: resamples of the
     interval; context / max_k / timing_repeats: the timing of v(1..max_k), at `context` tokens
     or, None, at each category's median prompt length + new_tokens / 2 (the context its
@@ -58,6 +59,7 @@ class EstimateConfig:
     batch_sizes: tuple[int, ...] | None = None
     batch_max_k: int = 8
     seed: int = 0
+    samples_per_prompt: int = 1
     confidence_top_k: int = 0  # the confidence law's: the top probability renormalised over the top k (0: all)
 
     def max_gamma(self, deterministic: bool) -> int:
@@ -83,13 +85,13 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
     def work():  # every rank: load (kept here), then sample and score its chunks of each category (gathered)
         target = load_model(config.target, place.device, config.dtype, config.backend, place.device_map)
         draft, note = make_drafter(config.drafter, target, place.device, config.dtype, place.draft_device_map)
-        prompt_set = load_target_prompts(target, math.ceil(config.tokens / config.new_tokens),
-                                     config.source)
+        repeat = config.samples_per_prompt
+        prompt_set = load_target_prompts(target, math.ceil(config.tokens / config.new_tokens / repeat), config.source)
         generator = torch.Generator(device=output_device(target.model)).manual_seed(config.seed)
         shares, width = {}, config.max_gamma(draft.deterministic)
         for category in prompt_set.category_names():
-            ids = prompt_set.of(category)
-            names = [n for n, c in zip(prompt_set.names, prompt_set.categories) if c == category]
+            ids = [p for p in prompt_set.of(category) for _ in range(repeat)]
+            names = [n for n, c in zip(prompt_set.names, prompt_set.categories) if c == category for _ in range(repeat)]
             shares[category] = score_chunks(target.model, {config.drafter: draft}, ids,
                                             ranks.share(len(ids), config.batch_size), config.new_tokens,
                                             config.sampling, config.seed, target.vocab_size, config.lenience,
@@ -128,7 +130,7 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
     lengths = sorted(prompt_set.lengths[category])
     n_prompts, median = len(lengths), prompt_set.median_length(category)
     context = config.context or median + config.new_tokens // 2
-    scored = merge(parts, n_prompts)
+    scored = merge(parts, n_prompts * config.samples_per_prompt)
     width = config.max_gamma(draft.deterministic)
     est = alpha_from_scores(scored.scores[config.drafter], config.lenience, np.random.default_rng(config.seed),
                             config.bootstrap, max_gamma=width)
@@ -136,8 +138,9 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
               "backend_seconds": target.backend_seconds, "note": note, "device": place.device,
               "device_map": getattr(target.model, "hf_device_map", None),
               "sampling": {"temperature": config.sampling.temperature, "top_k": config.sampling.top_k,
-                           "top_p": config.sampling.top_p},
-              "category": category, "prompts": n_prompts, "new_tokens": config.new_tokens, "prompt_tokens": median,
+                           "top_p": config.sampling.top_p, "min_p": config.sampling.min_p},
+              "category": category, "prompts": n_prompts, "samples_per_prompt": config.samples_per_prompt,
+              "new_tokens": config.new_tokens, "prompt_tokens": median,
               "context": context, "generation_seconds": scored.generation_seconds,
               "scoring_seconds": scored.scoring_seconds, "alpha_seconds": alpha_seconds,
               "processes": {"count": ranks.world_size, "per_rank": scored.ranks,

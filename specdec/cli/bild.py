@@ -66,7 +66,7 @@ from specdec.strict_json import to_json
 @json_option
 def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device, dtype, device_map, draft_device_map,
          backend, drafter,
-         fallback, rollback, max_little_steps, temperature, top_k, top_p, new_tokens, ignore_eos, sweep, fallbacks,
+         fallback, rollback, max_little_steps, temperature, top_k, top_p, min_p, new_tokens, ignore_eos, sweep, fallbacks,
          rollbacks, handovers, gammas, repeats, out, seed, as_json):
     """Big Little Decoder: the drafter is the little model, the target the large one."""
     if sweep and out is None:
@@ -101,7 +101,7 @@ def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device,
         methods = sweep_methods(fallbacks, rollbacks, gammas, handovers, max_little_steps)
     else:
         methods = [Method("bild", policy=BildPolicy(fallback, rollback, max_little_steps))]
-    sampling = SamplingConfig(temperature, top_k, top_p)
+    sampling = SamplingConfig(temperature, top_k, top_p, min_p)
     place = resolve_placement(device, device_map, draft_device_map, backend, path, (drafter,), one_process=True)
     target = load_model(path, place.device, dtype, backend, place.device_map)
     little, note = make_drafter(drafter, target, place.device, dtype, place.draft_device_map)
@@ -119,7 +119,7 @@ def bild(prompts, encoder_inputs, n_prompts, prompt_tokens, target_path, device,
         rows = run_sweep(TargetScorer(target.model), little, ids, methods, new_tokens, sampling, seed, eos, repeats,
                          lambda run: bar.update(1))
     bar.close()
-    report = {"drafter": drafter, "note": note, "temperature": temperature, "top_k": top_k, "top_p": top_p,
+    report = {"drafter": drafter, "note": note, "temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
               "seed": seed, "new_tokens": new_tokens, "prompts": len(ids), "repeats": repeats, "rows": rows}
     if sweep:
         from specdec.figures.bild import bild_tradeoff

@@ -142,6 +142,9 @@ sampling_options = stack(
                  help="Keep the k most likely tokens; 0 = off."),
     click.option("--top-p", type=UNIT_OPEN_LOW, default=1.0, show_default=True,
                  help="Keep the smallest set of tokens with this much mass, in (0, 1]; 1 = off."),
+    click.option("--min-p", type=Number(float, 0, 1), default=0.0, show_default=True,
+                 help="Keep the tokens at least this many times as likely as the most likely one, in [0, 1]; 0 = "
+                      "off (llama-server's default sampler: --top-k 40 --top-p 0.95 --min-p 0.05)."),
 )
 drafter_option = click.option("--drafter", default="lookup", show_default=True, type=DrafterSpecType(),
                               help=f"Draft model: {SPEC_HELP}")

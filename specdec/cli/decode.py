@@ -40,7 +40,7 @@ from specdec.strict_json import to_json
 @seed_option
 @json_option
 def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft_device_map, backend, drafter, gamma,
-           draft_policy, temperature, top_k, top_p, lenience, new_tokens, ignore_eos, baseline, seed, as_json):
+           draft_policy, temperature, top_k, top_p, min_p, lenience, new_tokens, ignore_eos, baseline, seed, as_json):
     """Decode a prompt with the target and a drafter; print the text and the statistics."""
     from specdec.errors import SpecdecError
     from specdec.reference.core.policy import parse_policy  # torch-free: checked before anything loads
@@ -78,7 +78,7 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
     from specdec.reference.measure.harness import Decoding
     from specdec.reference.measure.speedup import compare
 
-    sampling = SamplingConfig(temperature, top_k, top_p)
+    sampling = SamplingConfig(temperature, top_k, top_p, min_p)
     place = resolve_placement(device, device_map, draft_device_map, backend, path, (drafter,), one_process=True)
     target = load_model(path, place.device, dtype, backend, place.device_map)
     draft, note = make_drafter(drafter, target, place.device, dtype, place.draft_device_map)
@@ -90,7 +90,7 @@ def decode(prompt, encoder_inputs, target_path, device, dtype, device_map, draft
     scorer = TargetScorer(target.model)
     method = Decoding(drafter, draft, policy, SpeculativeSampling(lenience))
     report = {"drafter": drafter, "gamma": gamma, "draft_policy": draft_policy, "temperature": temperature, "top_k": top_k,
-              "top_p": top_p, "lenience": lenience, "seed": seed, "note": note}
+              "top_p": top_p, "min_p": min_p, "lenience": lenience, "seed": seed, "note": note}
     if baseline:  # the one comparison harness: interleaved, separate prefill excluded from the speedup
         with draft:
             comparison, runs = compare(method, scorer, [ids], new_tokens, sampling, seed=seed, eos_id=eos,

@@ -8,6 +8,8 @@ summary or one JSON object. torch is imported only when the command runs.
 """
 from __future__ import annotations
 
+import math
+
 import click
 
 from specdec.cli.common import (LENIENCE, MAX_BOOTSTRAP, MAX_DECODE_GAMMA, MAX_REPEATS, MAX_TOKENS, backend_option,
@@ -30,7 +32,11 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @backend_option
 @drafter_option
 @click.option("--tokens", type=Number(int, 1, MAX_TOKENS), default=10_000, show_default=True,
-              help="Target-sampled positions to score per prompt category: ceil(tokens / new-tokens) prompts.")
+              help="Target-sampled positions to score per prompt category: ceil(tokens / new-tokens / "
+                   "samples-per-prompt) prompts.")
+@click.option("--samples-per-prompt", type=Number(int, 1, 1024), default=1, show_default=True,
+              help="Continuations sampled from each prompt (T > 0), each with its own generator: a short prompt list "
+                   "averaged over more of its sample paths (the bootstrap then resamples continuations).")
 @click.option("--new-tokens", type=POSITIVE, default=128, show_default=True,
               help="Tokens the target samples after each prompt.")
 @click.option("--prompt-tokens", type=POSITIVE, default=64, show_default=True,
@@ -73,8 +79,8 @@ MAX_BATCH = 256  # largest batch size --batch-sizes times
 @seed_option
 @json_option
 def estimate(target_path, device, dtype, device_map, draft_device_map, backend, drafter, tokens, new_tokens,
-             prompt_tokens, prompts_file, encoder_inputs, workloads, categories, chat_template, max_prompt_tokens, truncate, temperature, top_k, top_p, lenience, batch_size, bootstrap, context, contexts, max_k,
-             timing_repeats, no_timing, batch_sizes, batch_max_k, processes, confidence_top_k, seed, as_json):
+             prompt_tokens, prompts_file, encoder_inputs, workloads, categories, chat_template, max_prompt_tokens, truncate, temperature, top_k, top_p, min_p, lenience, batch_size, bootstrap, context, contexts, max_k,
+             timing_repeats, no_timing, batch_sizes, batch_max_k, processes, confidence_top_k, seed, samples_per_prompt, as_json):
     """Estimate alpha of a drafter against the target, its 95% interval, and the costs c, c_hat, v(k);
     with --batch-sizes also t(B, k) per batch size.
 
@@ -82,6 +88,9 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     processes and alpha is the same as one process gives; rank 0 alone times and prints
     (docs/distributed.md)."""
     batch_only = batch_sizes is not None and drafter == "none"
+    if samples_per_prompt > 1 and temperature == 0:
+        raise click.BadParameter("at --temperature 0 every continuation of a prompt is the same: use 1",
+                                 param_hint="--samples-per-prompt")
     # the prompts' files checked before the tokenizer loads; t(B, k) alone runs on the prompts named, else held-out text
     source = prompt_source(prompts_file, workloads, categories, chat_template, max_prompt_tokens, truncate,
                            prompt_tokens, encoder_inputs)
@@ -107,7 +116,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
                                  "t(B, k) only)")
         refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
         check_heads_prompts(drafter, prompt_tokens)
-        longest = preflight_prompts(path, -(-tokens // new_tokens), source).longest
+        longest = preflight_prompts(path, math.ceil(tokens / new_tokens / samples_per_prompt), source).longest
         check_context(limit, longest + new_tokens, "the longest prompt plus --new-tokens", "--new-tokens")
         if not no_timing:
             check_context(limit, (context or longest + new_tokens // 2) + max_k, "the timing context plus --max-k",
@@ -128,11 +137,12 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         launch(processes, without_option(ARGV, "--processes"))
         return
     config = EstimateConfig(target=path, drafter=drafter, placement=place, dtype=dtype, backend=backend,
-                            sampling=SamplingConfig(temperature, top_k, top_p), tokens=tokens, new_tokens=new_tokens,
+                            sampling=SamplingConfig(temperature, top_k, top_p, min_p), tokens=tokens, new_tokens=new_tokens,
                             source=source, lenience=lenience,
                             batch_size=batch_size, bootstrap=bootstrap, context=context, contexts=contexts, max_k=max_k,
                             timing_repeats=timing_repeats, timing=not no_timing, batch_sizes=batch_sizes,
-                            batch_max_k=batch_max_k, seed=seed, confidence_top_k=confidence_top_k)
+                            batch_max_k=batch_max_k, seed=seed, samples_per_prompt=samples_per_prompt,
+                            confidence_top_k=confidence_top_k)
     report = run_batch_timing(config) if batch_only else run_estimate(config)
     if report is None:  # a torchrun rank other than 0: rank 0 prints
         return
@@ -171,8 +181,9 @@ def _print(r: dict, note: str | None) -> None:
     for warning in r["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     s = r["sampling"]
-    click.echo(f"drafter {r['drafter']}  temperature {s['temperature']:g}  top-k {s['top_k']}  top-p {s['top_p']:g}")
-    click.echo(f"positions {r['n_positions']} ({r['prompts']} prompts x {r['new_tokens']} target-sampled tokens)")
+    click.echo(f"drafter {r['drafter']}  temperature {s['temperature']:g}  top-k {s['top_k']}  top-p {s['top_p']:g}  min-p {s.get('min_p', 0):g}")
+    samples = f" x {r['samples_per_prompt']} samples" if r.get("samples_per_prompt", 1) > 1 else ""
+    click.echo(f"positions {r['n_positions']} ({r['prompts']} prompts{samples} x {r['new_tokens']} target-sampled tokens)")
     procs = r["processes"]
     if procs["count"] > 1:
         click.echo(f"processes {procs['count']} (prompts per rank "

@@ -224,8 +224,8 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
     records = v.run_grid(binary, gguf, configs, requests, temperatures, repeats, new_tokens, threads, log, seed)
     result = {"kind": "specdec.llamacpp-validation", "costs": str(costs_path), "engine": cost_data.get("engine"),
               "grid": [{"label": c.label, "flags": c.command_line()} for c in configs],
-              "temperatures": list(temperatures), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
-              "prompts": [r.name for r in requests], "records": v.as_dicts(records),
+              "temperatures": list(temperatures), "sampler": v.SAMPLER, "repeats": repeats, "new_tokens": new_tokens,
+              "threads": threads, "prompts": [r.name for r in requests], "records": v.as_dicts(records),
               "cells": [v.asdict(c) for c in v.cells(records, costs, seed, configs)],
               "baselines": v.baselines(records, costs)}
     _with_b(result, records, configs, replays, costs)
@@ -262,10 +262,29 @@ def _estimates(specs, configs) -> dict:
             if len(temperatures) != 1:
                 raise SpecdecError("its categories were sampled at different temperatures")
             out[(label, temperatures.pop())] = category_estimates(data, labels[label], Path(name))
+            other = _other_sampler(next(iter(reports.values()))["sampling"])
         except (SpecdecError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise click.BadParameter(f"{name}: not a usable `specdec estimate --json` output ({str(exc)[:160]})",
                                      param_hint="--estimate") from None
+        if other:
+            raise click.BadParameter(f"{name}: {other}", param_hint="--estimate")
     return out
+
+
+def _other_sampler(sampling: dict) -> str | None:
+    """Why an estimate sampled at T > 0 does not predict the engine's requests (their sampler is
+    `validation.SAMPLER`), or None: its categories share one sampling (`run_estimate`)."""
+    from specdec.engines.llamacpp.validation import SAMPLER
+
+    if float(sampling["temperature"]) == 0:
+        return None
+    used = {"top_k": int(sampling.get("top_k", 0)), "top_p": float(sampling.get("top_p", 1.0)),
+            "min_p": float(sampling.get("min_p", 0.0))}
+    if used == SAMPLER:
+        return None
+    flags = " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in SAMPLER.items())
+    return (f"sampled at top-k {used['top_k']}, top-p {used['top_p']:g}, min-p {used['min_p']:g}; the engine's "
+            f"requests sample as llama-server's default does (`specdec estimate {flags}`)")
 
 
 def _with_b(result: dict, records, configs, replays: dict, costs) -> None:
@@ -286,12 +305,13 @@ def _validate_batches(binary, gguf, configs, requests, temperatures, batch_sizes
     from dataclasses import asdict
 
     from specdec.engines.llamacpp import batches as b
+    from specdec.engines.llamacpp.validation import SAMPLER
 
     accept = max(0.0, float(cost_data.get("accept_seconds") or 0.0))
     result = {"kind": "specdec.llamacpp-batches", "costs": str(costs_path), "engine": cost_data.get("engine"),
               "grid": [{"label": c.label, "flags": c.command_line()} for c in configs],
               "batch_sizes": list(batch_sizes), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
-              "prompts": [r.name for r in requests], "seed": seed, "temperatures": []}
+              "prompts": [r.name for r in requests], "seed": seed, "sampler": SAMPLER, "temperatures": []}
     for t in temperatures:
         records = b.run_batches(binary, gguf, configs, requests, batch_sizes, t, repeats, new_tokens, threads, log, seed)
         result["temperatures"].append({"temperature": t, "configs": b.points(records, cost_data, accept, seed),

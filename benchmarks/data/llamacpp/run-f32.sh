@@ -17,10 +17,15 @@ echo "start $(date -u +%T) from $Q4"
 [ -f "$F32" ] || .venv/bin/specdec draft export .cache/models/smollm2-135m-instruct --out "$F32" --type f32 --vocab-from "$Q4"
 # prediction (b): specdec's estimator alone, with llama.cpp's own n-gram rules (llamacpp:ngram-simple:N,
 # llamacpp:ngram-mod: the drafters the engine runs), on the same first 2 prompts of each workload
+# sampled as the engine's requests are (validation.SAMPLER, llama-server's default truncation); at T = 1 each
+# prompt continued 16 times (2 continuations a category gave an edit's ngram-simple 1.17 to 1.90 tokens a step
+# by seed, 2026-11-27: the engine's 4 requests are not the estimator's expectation either, but 2 are noise)
+SAMPLER="--top-k 40 --top-p 0.95 --min-p 0.05"
 for T in 0 1; do
+  SAMPLES=$([ $T = 0 ] && echo "--tokens 192" || echo "--tokens 3072 --samples-per-prompt 16")
   for D in ngram-simple:1 ngram-simple:3 ngram-mod; do
-    .venv/bin/specdec estimate --drafter llamacpp:$D --workload code,edit,chat --tokens 192 --new-tokens 96 \
-      --max-k 33 --no-timing --temperature $T --json > "$OUT/estimate-${D/:/-}-T$T.json"
+    .venv/bin/specdec estimate --drafter llamacpp:$D --workload code,edit,chat $SAMPLES --new-tokens 96 \
+      --max-k 33 --no-timing --temperature $T $SAMPLER --json > "$OUT/estimate-${D/:/-}-T$T.json"
   done
 done
 echo "estimates $(date -u +%T)"
