@@ -4,10 +4,11 @@
 # 3 repeats of 96 tokens (each decodes all of them), predicted from the counts at B = 1 by the equal-split model (llama.cpp's micro-batches,
 # specdec.simulator.equal_split) and, beside it, by one packed pass. TYPE: the default target's own Q4_1 GGUF
 # (compute-bound one-token step on this CPU) or the same model exported to f32 (memory-bound: speculation pays
-# more at B = 1, run-f32.sh, and the question is where batching takes it away). The costs are timed at 235
-# prompt tokens (267 mean over the timed decode), the edit prompts' context (~205 + 48); a k-token verify's cost
-# grows with the context (f32, t(1, 5): 88 ms at 235 prompt tokens, 90 at 273, 127 at 621). Run quiet, under the
-# team lock:
+# more at B = 1, run-f32.sh, and the question is where batching takes it away). The costs are timed at two
+# contexts around the edit requests' (208 prompt tokens + 96 decoded): a k-token verify's cost grows with k L, and
+# timed at one context (235 prompt tokens, 273 over the decode) the Q4_1 full-draft steps were over-priced against
+# the plain ones, enough to put the synthetic row's crossover one B early (2026-11-27: at B = 4 replayed 0.991x
+# from one context, 1.011x from 160,320, measured 1.014x). Run quiet, under the team lock:
 #   flock /tmp/specdec-heavy.lock bash benchmarks/data/llamacpp/run-batches.sh OUT_DIR [q4_1|f32] [TEMPERATURES]
 set -e
 cd "$(dirname "$0")/../../.."
@@ -26,7 +27,7 @@ elif [ "$TYPE" != q4_1 ]; then
 fi
 NGRAM=$(.venv/bin/python -c "from specdec.engines.llamacpp.config import ngram_flags; print(ngram_flags(4)['ngram-simple'])")
 echo "start $(date -u +%T)"
-.venv/bin/specdec llamacpp costs --model "$MODEL" --k 1,2,3,4,5 --batch-sizes 1,2,4,8 --contexts 235 --repeats 2 \
+.venv/bin/specdec llamacpp costs --model "$MODEL" --k 1,2,3,4,5 --batch-sizes 1,2,4,8 --contexts 160,320 --repeats 2 \
   --new-tokens 64 --out "$OUT/costs-b1248-$TYPE.json"
 echo "costs $(date -u +%T)"
 .venv/bin/specdec llamacpp validate --model "$MODEL" --costs "$OUT/costs-b1248-$TYPE.json" --batch-sizes 1,2,4,8 \
