@@ -69,9 +69,9 @@ class SamplingConfig:
             drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
             logits = logits.masked_fill(drop, float("-inf"))
         if self.min_p > 0:
-            # p_i >= min_p p_max  <=>  l_i >= l_max + log(min_p) (the row maximum survives every cut)
-            floor = logits.max(-1, keepdim=True).values + math.log(self.min_p)
-            logits = logits.masked_fill(logits < floor, float("-inf"))
+            # p_i >= min_p p_max  <=>  l_i >= log(min_p): the logits were shifted so that the row maximum,
+            # which every cut keeps, is 0
+            logits = logits.masked_fill(logits < math.log(self.min_p), float("-inf"))
         return logits.softmax(-1)
 
 

@@ -9,7 +9,6 @@ name. Method and commands: docs/engines.md.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
