@@ -30,10 +30,12 @@ of the weights each) is what takes speculation's gain away at B > 1.
 
 Assumed: the slots draft independently, as requests arriving at random moments do. Slots that
 start together on prompts of one kind draft in phase, fewer steps mix drafting and plain slots, and
-this under-predicts them (up to −16 %); their own B = 1 step sequences priced side by side by the
-same rule (`split_decodes`, benchmarks/bench_llamacpp_replay_batches.py) predict them within 2 %
-(benchmarks/RESULTS.md). Not modelled here: slots that are idle mid-batch (a finished request
-between two decoding ones also breaks the run; the replay has them).
+this under-predicts them (up to −13 %); their own B = 1 step sequences priced side by side by the
+same rule (`split_decodes`, benchmarks/bench_llamacpp_replay_batches.py) predict them within 7 %.
+B clients sending back to back out of phase (`engines/llamacpp/streams.py`) gain less from
+batching, as this model says, and it falls within 10 % of them but still low at B >= 4 (−6 to
+−8 % at Q4_1; benchmarks/RESULTS.md). Not modelled here: slots that are idle mid-batch (a finished
+request between two decoding ones also breaks the run; the replay has them).
 """
 from __future__ import annotations
 

@@ -63,6 +63,21 @@ class BatchRecord:
     accepted: int = 0
     per_pos: list[int] = field(default_factory=list)
     steps: list[list[int]] = field(default_factory=list)  # its verify steps' (drafted, accepted), traced servers
+    own_counts: bool = False  # drafts, draft_tokens, accepted are this request's (`streams`), not its wave's
+    prompt_evaluated: int = -1  # prompt tokens it evaluated (timings.prompt_n; 1: its prompt was cached)
+    idle_ms: float = 0.0  # its slot's idle time just before it (`streams`: a restore and a round trip)
+
+
+def idle_share(records: Sequence[BatchRecord]) -> float:
+    """The share of the records' slot time spent idle just before them (`idle_ms`)."""
+    idle = sum(max(r.idle_ms, 0.0) for r in records)
+    return idle / max(idle + sum(r.decode_ms for r in records), 1e-9)
+
+
+def heads(records: Sequence[BatchRecord]) -> list[BatchRecord]:
+    """The records that carry counts: each wave's slot 0 (the server's counters around the wave),
+    or every request that counts its own."""
+    return [r for r in records if r.own_counts or r.slot == 0]
 
 
 def waves(n: int, B: int, repeat: int) -> list[list[int]]:
@@ -93,7 +108,7 @@ def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Req
     for B in batch_sizes:
         with ExitStack() as stack:
             # started from this thread: PR_SET_PDEATHSIG fires when the thread that forked the server ends
-            servers = [stack.enter_context(LlamaServer(_with_slots(c, model, threads, B), binary)) for c in configs]
+            servers = [stack.enter_context(LlamaServer(with_slots(c, model, threads, B), binary)) for c in configs]
             clients = [Client(s.url) for s in servers]
             for c in clients:
                 c.complete("Hello", 4)  # warm-up, untimed
@@ -108,7 +123,7 @@ def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Req
     return records
 
 
-def _with_slots(config: Config, model, threads: int | None, B: int):
+def with_slots(config: Config, model, threads: int | None, B: int):
     from dataclasses import replace
 
     return replace(config.server(model, threads, B * SLOT_CTX), parallel=B)
@@ -126,7 +141,8 @@ def _wave(client: Client, server: LlamaServer, config: Config, B: int, repeat: i
     traced = traced_steps(server, logged, head[0]) if config.traced else []
     out = [BatchRecord(config.label, B, repeat, i, picks[i].name, d.tokens, d.decode_ms,
                        int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)), wave,  # cached prompt too
-                       steps=[[k, n] for slot, k, n in traced if slot == i])
+                       steps=[[k, n] for slot, k, n in traced if slot == i],
+                       prompt_evaluated=int(d.timings.get("prompt_n", 0)))
            for i, d in enumerate(done)]
     out[0].drafts, out[0].draft_tokens, out[0].accepted = head
     out[0].per_pos = pos
@@ -168,10 +184,10 @@ def joint_from_steps(records: Sequence[BatchRecord]) -> np.ndarray | None:
     """pi(k, n) [K + 1, K + 1] (counts) from the requests' traced verify steps, each (drafted,
     accepted) where it happened, and their plain steps at (0, 0); None where the trace is missing
     or does not add up to the server's counters (then `joint_from_counts`)."""
-    heads = [r for r in records if r.slot == 0]
+    counted = heads(records)
     steps = [tuple(s) for r in records for s in r.steps]
-    if not steps or len(steps) != sum(r.drafts for r in heads) or sum(n for _, n in steps) != sum(
-            r.accepted for r in heads):
+    if not steps or len(steps) != sum(r.drafts for r in counted) or sum(n for _, n in steps) != sum(
+            r.accepted for r in counted):
         return None
     K = max(k for k, _ in steps)
     joint = np.zeros((K + 1, K + 1))
@@ -232,13 +248,13 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
     out = []
     for label in labels:
         first = [r for r in records if r.config == label and r.batch == sizes[0]]
-        heads = [r for r in first if r.slot == 0]
-        width = max((len(r.per_pos) for r in heads), default=0)
-        per_pos = [sum(r.per_pos[i] for r in heads if i < len(r.per_pos)) for i in range(width)]
+        counted = heads(first)
+        width = max((len(r.per_pos) for r in counted), default=0)
+        per_pos = [sum(r.per_pos[i] for r in counted if i < len(r.per_pos)) for i in range(width)]
         joint = joint_from_steps(first)
         if joint is None:
-            joint = joint_from_counts(sum(max(r.tokens - 1, 1) for r in first) - sum(r.accepted for r in heads),
-                                      sum(r.drafts for r in heads), sum(r.draft_tokens for r in heads), per_pos)
+            joint = joint_from_counts(sum(max(r.tokens - 1, 1) for r in first) - sum(r.accepted for r in counted),
+                                      sum(r.drafts for r in counted), sum(r.draft_tokens for r in counted), per_pos)
         e_accepted = float((joint.sum(axis=0) @ np.arange(joint.shape[1])) / joint.sum())
         rows = []
         for B in sizes:
@@ -252,8 +268,7 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
                 return _throughput([pairs[i][1] for i in idx], B) / _throughput([pairs[i][0] for i in idx], B)
 
             boot = [ratio(rng.integers(0, len(pairs), len(pairs))) for _ in range(BOOTSTRAP)]
-            heads_b = [r for _, r in pairs if r.slot == 0]
-            steps = sum(max(r.tokens - 1, 1) for _, r in pairs) - sum(r.accepted for r in heads_b)
+            steps = sum(max(r.tokens - 1, 1) for _, r in pairs) - sum(r.accepted for r in heads([r for _, r in pairs]))
             point = BatchPoint(label, B, _throughput([c for _, c in pairs], B), _throughput([b for b, _ in pairs], B),
                                ratio(np.arange(len(pairs))),
                                (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))),
@@ -262,9 +277,31 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
             rows.append(point.__dict__ | {"error": point.error, "predicted_one_pass": float(one_pass.speedup),
                                           "error_one_pass": float(one_pass.speedup) / point.measured - 1,
                                           "decodes_per_step": split.decodes,
+                                          "prompt_passes": sum(r.prompt_evaluated > 1 for pair in pairs for r in pair),
+                                          "idle_share": idle_share([r for _, r in pairs]),
+                                          "base_idle_share": idle_share([b for b, _ in pairs]),
                                           "iteration_standard_error": split.iteration_standard_error})
         out.append({"config": label, "context": context, "points": rows,
                     "crossover": crossover(sizes, [p["measured"] for p in rows]),
                     "predicted_crossover": crossover(sizes, [p["predicted"] for p in rows]),
                     "joint": joint.tolist()})
     return out
+
+
+def render(result: dict) -> str:
+    """Per temperature and configuration: the speedup per B, measured and predicted, and the crossovers."""
+    lines = []
+    for at in result["temperatures"]:
+        for c in at["configs"]:
+            lines.append(f"{c['config']} T={at['temperature']:g}: crossover measured B={c['crossover']}, "
+                         f"predicted B={c['predicted_crossover']} (None: still pays at the largest B)")
+            for p in c["points"]:
+                lines.append(f"  B={p['batch']:<3}{p['measured']:>8.3f}x  [{p['interval'][0]:.3f}, {p['interval'][1]:.3f}]"
+                             f"  predicted {p['predicted']:.3f}x ({100 * p['error']:+.1f}%; one packed pass "
+                             f"{p['predicted_one_pass']:.3f}x, {100 * p['error_one_pass']:+.1f}%)  {p['throughput']:.1f} vs "
+                             f"{p['base_throughput']:.1f} tokens/s, {p['tokens_per_step']:.2f} tokens a step"
+                             + (f"; {p['prompt_passes']} requests evaluated their prompt" if p.get("prompt_passes")
+                                else "")
+                             + (f"; slots idle {100 * p['idle_share']:.1f} % vs {100 * p['base_idle_share']:.1f} %"
+                                if p.get("idle_share") else ""))
+    return "\n".join(lines)

@@ -103,6 +103,12 @@ class Client:
         templated = self._json("/apply-template", {"messages": [{"role": "user", "content": text}]})[0]["prompt"]
         return self.tokenize(templated, add_special=True, parse_special=True)
 
+    def slot_action(self, slot: int, action: str, filename: str) -> dict:
+        """POST /slots/SLOT?action=save|restore: a slot's KV cache and tokens to or from `filename`
+        in the server's `--slot-save-path` (a restore takes no decode: the next request with that
+        prompt and `cache_prompt` evaluates only its last token)."""
+        return self._json(f"/slots/{slot}?action={action}", {"filename": filename})[0]
+
     def metrics(self) -> str:
         """The Prometheus page (the server runs with --metrics)."""
         return self._call("/metrics").decode("utf-8", errors="replace")

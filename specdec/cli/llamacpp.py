@@ -170,13 +170,16 @@ def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_
                    "concurrent clients against -np B; the throughput speedup per B and the crossover, measured and "
                    "predicted by llama.cpp's equal micro-batches (and by one packed pass) from the cost file's "
                    "t(B, k) (which must hold these B). No advice run.")
+@click.option("--arrivals", type=click.Choice(["waves", "streams"]), default="waves", show_default=True,
+              help="With --batch-sizes: waves of B requests that start together, or B clients each sending its "
+                   "requests back to back out of phase, as a server's users do (batch sizes from 1: docs/engines.md).")
 @click.option("--seed", type=Number(int, 0, 2**31 - 1), default=0, show_default=True,
               help="Seeds the requests' sampling and the bootstrap.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The result (JSON): every request, every cell, the advice.")
 def validate(llama_server, model, threads, costs_path, workloads, per_workload, prompts_file, temperatures, repeats,
-             new_tokens, grid_spec, draft_gguf, draft_gammas, draft_p_mins, estimates, advise, advise_from, batch_sizes, seed,
-             out) -> None:
+             new_tokens, grid_spec, draft_gguf, draft_gammas, draft_p_mins, estimates, advise, advise_from, batch_sizes,
+             arrivals, seed, out) -> None:
     """Run a grid of speculative configurations in llama-server on the workload prompts, paired with
     no speculation, and print per configuration and temperature: the measured speedup (95%
     bootstrap interval over prompt x repeat pairs), tokens per step and prediction (a) from the
@@ -210,7 +213,12 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
         if lacking:
             raise click.BadParameter(f"{costs_path} holds no t(B, k) for B = {','.join(map(str, lacking))} "
                                      "(`specdec llamacpp costs --batch-sizes`)", param_hint="--batch-sizes")
+        if arrivals == "streams" and batch_sizes[0] != 1:
+            raise click.BadParameter("streams are predicted from B = 1: start the batch sizes at 1",
+                                     param_hint="--arrivals")
         advise = False
+    elif arrivals != "waves":
+        raise click.BadParameter("streams need --batch-sizes", param_hint="--arrivals")
     if advise and advise_from not in [c.label for c in configs]:
         raise click.BadParameter(f"{advise_from!r} is not a configuration of the grid", param_hint="--advise-from")
     requests = _requests(workloads, per_workload, prompts_file)
@@ -218,7 +226,7 @@ def validate(llama_server, model, threads, costs_path, workloads, per_workload, 
     log = lambda line: click.echo(line, err=True)  # noqa: E731
     if batch_sizes is not None:
         _validate_batches(binary, gguf, configs, requests, temperatures, batch_sizes, repeats, new_tokens, threads,
-                          log, seed, cost_data, costs_path, out)
+                          log, seed, cost_data, costs_path, out, arrivals)
         return
     records = v.run_grid(binary, gguf, configs, requests, temperatures, repeats, new_tokens, threads, log, seed)
     result = {"kind": "specdec.llamacpp-validation", "costs": str(costs_path), "engine": cost_data.get("engine"),
@@ -300,38 +308,26 @@ def _with_b(result: dict, records, configs, replays: dict, costs) -> None:
 
 
 def _validate_batches(binary, gguf, configs, requests, temperatures, batch_sizes, repeats, new_tokens, threads, log,
-                      seed, cost_data, costs_path, out) -> None:
+                      seed, cost_data, costs_path, out, arrivals) -> None:
     from dataclasses import asdict
 
     from specdec.engines.llamacpp import batches as b
+    from specdec.engines.llamacpp.streams import run_streams
     from specdec.engines.llamacpp.validation import SAMPLER
 
+    run = run_streams if arrivals == "streams" else b.run_batches
     accept = max(0.0, float(cost_data.get("accept_seconds") or 0.0))
     result = {"kind": "specdec.llamacpp-batches", "costs": str(costs_path), "engine": cost_data.get("engine"),
               "grid": [{"label": c.label, "flags": c.command_line()} for c in configs],
               "batch_sizes": list(batch_sizes), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
-              "prompts": [r.name for r in requests], "seed": seed, "sampler": SAMPLER, "temperatures": []}
+              "prompts": [r.name for r in requests], "seed": seed, "sampler": SAMPLER, "arrivals": arrivals,
+              "temperatures": []}
     for t in temperatures:
-        records = b.run_batches(binary, gguf, configs, requests, batch_sizes, t, repeats, new_tokens, threads, log, seed)
+        records = run(binary, gguf, configs, requests, batch_sizes, t, repeats, new_tokens, threads, log, seed)
         result["temperatures"].append({"temperature": t, "configs": b.points(records, cost_data, accept, seed),
                                        "records": [asdict(r) for r in records]})
     _write(out, result)
-    click.echo(render_batches(result))
-
-
-def render_batches(result: dict) -> str:
-    """Per temperature and configuration: the speedup per B, measured and predicted, and the crossovers."""
-    lines = []
-    for at in result["temperatures"]:
-        for c in at["configs"]:
-            lines.append(f"{c['config']} T={at['temperature']:g}: crossover measured B={c['crossover']}, "
-                         f"predicted B={c['predicted_crossover']} (None: still pays at the largest B)")
-            for p in c["points"]:
-                lines.append(f"  B={p['batch']:<3}{p['measured']:>8.3f}x  [{p['interval'][0]:.3f}, {p['interval'][1]:.3f}]"
-                             f"  predicted {p['predicted']:.3f}x ({100 * p['error']:+.1f}%; one packed pass "
-                             f"{p['predicted_one_pass']:.3f}x, {100 * p['error_one_pass']:+.1f}%)  {p['throughput']:.1f} vs "
-                             f"{p['base_throughput']:.1f} tokens/s, {p['tokens_per_step']:.2f} tokens a step")
-    return "\n".join(lines)
+    click.echo(b.render(result))
 
 
 def _grid(spec: str):

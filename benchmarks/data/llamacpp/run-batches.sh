@@ -8,13 +8,17 @@
 # contexts around the edit requests' (208 prompt tokens + 96 decoded): a k-token verify's cost grows with k L, and
 # timed at one context (235 prompt tokens, 273 over the decode) the Q4_1 full-draft steps were over-priced against
 # the plain ones, enough to put the synthetic row's crossover one B early (2026-11-27: at B = 4 replayed 0.991x
-# from one context, 1.011x from 160,320, measured 1.014x). Run quiet, under the team lock:
-#   flock /tmp/specdec-heavy.lock bash benchmarks/data/llamacpp/run-batches.sh OUT_DIR [q4_1|f32] [TEMPERATURES]
+# from one context, 1.011x from 160,320, measured 1.014x). ARRIVALS: waves (the B requests of a wave start
+# together) or streams (B clients each sending its requests back to back, out of phase: engines/llamacpp/streams.py).
+# Run quiet, under the team lock:
+#   flock /tmp/specdec-heavy.lock bash benchmarks/data/llamacpp/run-batches.sh OUT_DIR [q4_1|f32] [TEMPERATURES] [ARRIVALS]
 set -e
 cd "$(dirname "$0")/../../.."
 OUT=${1:-/tmp/llamacpp-batches}
 TYPE=${2:-q4_1}
 TEMPS=${3:-0}
+ARRIVALS=${4:-waves}
+SUFFIX=$([ "$ARRIVALS" = waves ] && echo "" || echo "-$ARRIVALS")
 mkdir -p "$OUT"
 MODEL=$(.venv/bin/python -c "from specdec.reference.data.default_model import gguf_path; print(gguf_path())")
 if [ "$TYPE" = f32 ]; then
@@ -31,6 +35,7 @@ echo "start $(date -u +%T)"
   --new-tokens 64 --out "$OUT/costs-b1248-$TYPE.json"
 echo "costs $(date -u +%T)"
 .venv/bin/specdec llamacpp validate --model "$MODEL" --costs "$OUT/costs-b1248-$TYPE.json" --batch-sizes 1,2,4,8 \
-  --workloads edit --prompts 8 --temperatures "$TEMPS" --repeats 3 --new-tokens 96 --out "$OUT/batches-$TYPE.json" --grid \
+  --workloads edit --prompts 8 --temperatures "$TEMPS" --repeats 3 --new-tokens 96 --arrivals "$ARRIVALS" \
+  --out "$OUT/batches-$TYPE$SUFFIX.json" --grid \
   "synthetic p0.9 g4=--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 4 --spec-synth-rates 0.9,0.81,0.729,0.6561;ngram-simple g4=$NGRAM"
 echo "end $(date -u +%T)"

@@ -1,0 +1,160 @@
+"""Batches with requests out of phase: B client streams against `llama-server -np B`, each sending
+its requests back to back, as a server's users do — beside `batches.run_batches`, whose waves of
+B requests start together and, on prompts of one kind, draft in phase.
+
+The ragged batch model (`specdec.simulator.equal_split`, what `plan --from` prices) takes the
+slots' (drafted, accepted) at a step as independent draws of one law. Slots that start together
+on copy prompts draft in the same steps, fewer steps mix a drafting slot with a plain one, and the
+model under-predicts them (benchmarks/RESULTS.md); this check measures the case the model is for:
+
+- Stream i of a round runs the round's requests k = i, i + B, ... (request k the prompt
+  (k + repeat) mod n, the waves' numbering: `batches.waves`, so the records pair with theirs).
+- Stream i first decodes an untimed lead-in of round(i new_tokens / B) tokens: the streams start
+  a share i / B of a request apart, and the varying step counts of speculation scatter them more.
+- No prompt is processed while another slot decodes (a 200-token prompt pass in the batch would
+  slow every slot's steps): each prompt's KV cache is saved once per server
+  (`/slots/0?action=save`, `--slot-save-path`) and restored into the stream's slot before each
+  of its requests (`action=restore`: no decode), so a request evaluates its prompt's last token
+  alone, as a wave's pre-cached request does (each record keeps the count, `prompt_evaluated`).
+- A stream that has run its requests keeps its slot busy with untimed fillers (half a request
+  each) until every stream has run its own.
+
+What remains: between two of its requests a slot idles while the client restores and posts (a
+step or two), and the other slots decode those steps in a smaller batch. Speculation's requests
+are fewer steps long, so its neighbours gain more from it than plain decoding's: each record keeps
+the slot's idle time before it (`idle_ms`: from the previous answer's arrival to this request's
+first step, the client's gap plus the request's wall time beyond the engine's prompt and decode)
+and the report the idle share per configuration. (Posting the next request early, so that the
+server defers it to the slot's release, and letting the engine's prompt cache (`--cache-ram`)
+switch prompts removed the idling but not reproducibly: the same T = 0 requests drafted and
+accepted other counts at B = 2 and 4 than alone — 0 to 74 tokens against 32 to 68 — 2026-11-27.)
+
+Measured and predicted as the waves (`batches.points`): B sum(n - 1) / sum(decode_ms) against no
+speculation on the same requests, predicted from the traced steps at B = 1 (the batch sizes must
+start at 1: at B > 1 a stream's steps share the server's counters with its neighbours and fillers;
+a record keeps its own timings' counts).
+"""
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from specdec.engines.llamacpp.batches import BatchRecord, request_seed, with_slots
+from specdec.engines.llamacpp.client import Client
+from specdec.engines.llamacpp.server import LlamaServer
+from specdec.engines.llamacpp.trace import traced_steps
+from specdec.engines.llamacpp.validation import Config, Request, counter_deltas, counters, send
+from specdec.errors import SpecdecError
+
+FILLER_SHARE = 0.5  # a filler's length, a share of new_tokens
+
+
+def stream_requests(n: int, B: int, stream: int) -> list[int]:
+    """The request numbers k of stream `stream` in a round of n prompts (every prompt once, the
+    last wave wrapped as `batches.waves` does): k = stream, stream + B, ..."""
+    return list(range(stream, -(-n // B) * B, B))
+
+
+def lead_in(B: int, stream: int, new_tokens: int) -> int:
+    """The untimed tokens stream `stream` decodes first (0: none), its phase a share stream / B."""
+    return round(stream * new_tokens / B)
+
+
+def run_streams(binary, model, configs: Sequence[Config], requests: Sequence[Request], batch_sizes: Sequence[int],
+                temperature: float, repeats: int, new_tokens: int, threads: int | None,
+                log: Callable[[str], None] = lambda line: None, seed: int = 0) -> list[BatchRecord]:
+    """Per B: every configuration's server (-np B, a slot-save directory each) alive at once, every
+    prompt's KV cache saved; each repeat, in a rotating order, one round per configuration of B
+    streams (module doc). Each request has its seed (`batches.request_seed`) at every B."""
+    if not batch_sizes or batch_sizes[0] != 1:
+        raise SpecdecError("streams are predicted from B = 1: the batch sizes must start at 1")
+    records: list[BatchRecord] = []
+    for B in batch_sizes:
+        with ExitStack() as stack:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="specdec-slots-")))
+            servers = []
+            for i, c in enumerate(configs):  # started from this thread (PR_SET_PDEATHSIG): see run_batches
+                saves = folder / str(i)
+                saves.mkdir()
+                config = with_slots(c, model, threads, B)
+                config = replace(config, extra=config.extra + ("--slot-save-path", str(saves)))
+                servers.append(stack.enter_context(LlamaServer(config, binary)))
+            clients = [Client(s.url) for s in servers]
+            for client in clients:
+                client.complete("Hello", 4)  # warm-up, untimed
+                for j, request in enumerate(requests):
+                    send(client, request, 1, temperature, 0, id_slot=0, cache_prompt=True)
+                    client.slot_action(0, "save", _saved(j))
+            for r in range(repeats):
+                order = list(range(len(configs)))
+                order = order[r % len(order):] + order[:r % len(order)]
+                for i in order:
+                    records += _round(clients[i], servers[i], configs[i], B, r, requests, temperature, new_tokens,
+                                      seed)
+                log(f"B={B} repeat {r + 1}/{repeats} done (streams)")
+    return records
+
+
+def _saved(prompt: int) -> str:
+    return f"prompt{prompt}.bin"
+
+
+def _round(client: Client, server: LlamaServer, config: Config, B: int, repeat: int, requests: Sequence[Request],
+           temperature: float, new_tokens: int, seed: int) -> list[BatchRecord]:
+    n = len(requests)
+    running, lock, done = [B], threading.Lock(), threading.Event()
+
+    def decode(slot: int, k: int, tokens: int):
+        j = (k + repeat) % n
+        client.slot_action(slot, "restore", _saved(j))
+        return j, send(client, requests[j], tokens, temperature, request_seed(seed, repeat, j), id_slot=slot,
+                       cache_prompt=True, ignore_eos=True)
+
+    def stream(i: int) -> list[BatchRecord]:
+        out = []
+        try:
+            mine = stream_requests(n, B, i)
+            if lead_in(B, i, new_tokens):
+                decode(i, mine[0], lead_in(B, i, new_tokens))
+            for k in mine:
+                if done.is_set():  # another stream failed: its error is the one raised
+                    return out
+                alone = B == 1
+                before = counters(client) if alone else None
+                logged = len(server.log_text()) if alone and config.traced else 0
+                start = time.perf_counter()
+                j, d = decode(i, k, new_tokens)
+                engine_ms = float(d.timings.get("prompt_ms", 0.0)) + d.decode_ms
+                rec = BatchRecord(config.label, B, repeat, k % B, requests[j].name, d.tokens, d.decode_ms,
+                                  int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)), k // B,
+                                  own_counts=True, prompt_evaluated=int(d.timings.get("prompt_n", 0)),
+                                  idle_ms=1000 * (time.perf_counter() - start) - engine_ms)
+                if alone:  # the server's counters and trace are this request's
+                    head, rec.per_pos = counter_deltas(before, counters(client))
+                    rec.drafts, rec.draft_tokens, rec.accepted = head
+                    if config.traced:
+                        rec.steps = [[kk, a] for _, kk, a in traced_steps(server, logged, head[0])]
+                else:  # the request's own timings (its drafts' count is the server's alone)
+                    rec.draft_tokens, rec.accepted = d.drafted, d.accepted
+                out.append(rec)
+        except BaseException:
+            done.set()  # the other streams stop filling
+            raise
+        with lock:
+            running[0] -= 1
+            if not running[0]:
+                done.set()
+        f = 0
+        while not done.is_set():  # keep the batch at B until every stream has run its requests
+            decode(i, mine[f % len(mine)], max(1, round(FILLER_SHARE * new_tokens)))
+            f += 1
+        return out
+
+    with ThreadPoolExecutor(B) as pool:
+        return [rec for recs in pool.map(stream, range(B)) for rec in recs]

@@ -1,0 +1,97 @@
+"""B clients out of phase (`specdec llamacpp validate --batch-sizes ... --arrivals streams`,
+engines/llamacpp/streams.py): each stream's requests are the waves' (so the two checks pair
+request for request), a restored slot decodes its request without a prompt pass (the real
+server's own timings say so), and a real run is measured and predicted like the waves, every
+request evaluating one prompt token and drafting what it drafts alone. Real-server tests are skipped only when llama-server is not built."""
+from __future__ import annotations
+
+import pytest
+
+from specdec.engines.llamacpp.batches import waves
+from specdec.engines.llamacpp.client import Client
+from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, default_model
+from specdec.engines.llamacpp.streams import lead_in, stream_requests
+from specdec.engines.llamacpp.validation import Request, send
+from tests.cli_helpers import run_main, strict_json
+from tests.test_engines_llamacpp_loop import _binary, no_new_servers  # noqa: F401 (the fixture)
+
+
+@pytest.mark.parametrize("n, B", [(8, 1), (8, 2), (8, 4), (8, 8), (3, 2), (1, 2), (5, 4)])
+def test_the_streams_run_the_waves_requests(n, B) -> None:
+    """Request k of a round is stream k mod B's (k // B-th), the waves' slot k mod B of wave k // B:
+    the same requests, so a stream's record pairs with no speculation's, and with a wave's."""
+    for repeat in range(3):
+        by_wave = [j for w in waves(n, B, repeat) for j in w]
+        ks = sorted(k for i in range(B) for k in stream_requests(n, B, i))
+        assert ks == list(range(len(by_wave)))
+        assert all(k % B == i for i in range(B) for k in stream_requests(n, B, i))
+        assert [(k + repeat) % n for k in ks] == by_wave
+    assert [lead_in(B, i, 96) for i in range(B)] == [round(96 * i / B) for i in range(B)] and lead_in(B, 0, 96) == 0
+
+
+def test_a_restored_prompt_decodes_without_a_prompt_pass(tmp_path) -> None:
+    """A prompt's KV cache saved from slot 0 and restored into slot 1: the request there evaluates
+    one prompt token (the rest cached) and decodes what slot 0 decodes from its own cache (T = 0)."""
+    binary = _binary()
+    config = ServerConfig(default_model(), ctx_size=2048, parallel=2, extra=("--slot-save-path", str(tmp_path)))
+    request = Request("p", "edit", "Repeat this sentence exactly: the quick brown fox jumps over the lazy dog.", True)
+    with LlamaServer(config, binary) as server:
+        client = Client(server.url)
+        fresh = send(client, request, 16, 0.0, 0, id_slot=0, cache_prompt=True)
+        assert int(fresh.timings["prompt_n"]) > 20
+        client.slot_action(0, "save", "p.bin")
+        cached = send(client, request, 16, 0.0, 0, id_slot=0, cache_prompt=True)
+        client.slot_action(1, "restore", "p.bin")
+        restored = send(client, request, 16, 0.0, 0, id_slot=1, cache_prompt=True)
+    assert int(restored.timings["prompt_n"]) == 1 == int(cached.timings["prompt_n"])
+    assert int(restored.timings["cache_n"]) == int(fresh.timings["prompt_n"]) - 1
+    assert restored.text == cached.text
+
+
+def test_streams_on_a_real_server(capsys, tmp_path) -> None:
+    """B = 1, 2 streams of two edit prompts: every request decoded once per B after a restore (one
+    prompt token evaluated), the joint from B = 1's traced steps, the records keyed as the waves'."""
+    _binary()
+    costs = tmp_path / "costs.json"
+    code, _, err = run_main(capsys, ["llamacpp", "costs", "--k", "1,2,3", "--batch-sizes", "1,2", "--contexts", "128",
+                                     "--repeats", "1", "--new-tokens", "16", "--out", str(costs)])
+    assert code == 0, err
+    grid = "s=--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 2 --spec-synth-rates 0.9,0.81"
+    out = tmp_path / "streams.json"
+    code, stdout, err = run_main(capsys, ["llamacpp", "validate", "--costs", str(costs), "--batch-sizes", "1,2",
+                                          "--arrivals", "streams", "--workloads", "edit", "--prompts", "2",
+                                          "--temperatures", "0", "--repeats", "1", "--new-tokens", "16", "--grid",
+                                          grid, "--out", str(out)])
+    assert code == 0, err
+    result = strict_json(out.read_text())
+    assert result["arrivals"] == "streams" and "B=2" in stdout
+    (at,) = result["temperatures"]
+    (config,) = at["configs"]
+    assert [p["batch"] for p in config["points"]] == [1, 2]
+    assert all(p["pairs"] == 2 and 0.2 < p["predicted"] < 5 and p["tokens_per_step"] > 1 for p in config["points"])
+    rows = at["records"]
+    assert len(rows) == 2 * 2 * 2 and all(r["own_counts"] and r["tokens"] == 16 for r in rows)
+    assert all(r["prompt_evaluated"] == 1 and r["idle_ms"] > 0 for r in rows)
+    assert all(p["prompt_passes"] == 0 and 0 < p["idle_share"] < 0.5 for p in config["points"])
+    prompts = sorted({r["prompt"] for r in rows})
+    for B in (1, 2):
+        for label in ("none", "s"):
+            mine = [r for r in rows if (r["batch"], r["config"]) == (B, label)]
+            assert sorted(r["prompt"] for r in mine) == prompts
+            assert sorted((r["wave"], r["slot"]) for r in mine) == sorted((k // B, k % B) for k in range(2))
+    alone = [r for r in rows if r["batch"] == 1 and r["config"] == "s"]
+    assert all(len(r["steps"]) == r["drafts"] > 0 and sum(n for _, n in r["steps"]) == r["accepted"] for r in alone)
+    assert sum(sum(row) for row in config["joint"]) == sum(15 - r["accepted"] for r in alone)
+    # at B = 2 each request's own timings give its accepted tokens; a synthetic draw is the request's (its seed)
+    paired = {r["prompt"]: r["accepted"] for r in alone}
+    assert all(r["accepted"] == paired[r["prompt"]] for r in rows if r["batch"] == 2 and r["config"] == "s")
+
+
+def test_streams_need_batch_sizes_from_one(capsys, tmp_path) -> None:
+    costs = tmp_path / "c.json"
+    costs.write_text('{"batch_timing": [{"batch_sizes": [1, 2], "seconds": [[0.01, 0.02], [0.02, 0.03]], '
+                     '"context_tokens": 128}]}')
+    for argv in (["--batch-sizes", "2", "--arrivals", "streams"], ["--arrivals", "streams"]):
+        code, out, err = run_main(capsys, ["llamacpp", "validate", "--costs", str(costs), "--out",
+                                           str(tmp_path / "x.json"), *argv])
+        assert code == 2 and "--arrivals" in err and len(err.strip().splitlines()) == 1
