@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from specdec.engines.llamacpp.client import Client
+from specdec.engines.llamacpp.client import Client, Completion
 from specdec.engines.llamacpp.trace import traced_steps
 from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, counter_deltas, counters, send
 from specdec.engines.llamacpp.server import LlamaServer
@@ -66,6 +66,20 @@ class BatchRecord:
     own_counts: bool = False  # drafts, draft_tokens, accepted are this request's (`streams`), not its wave's
     prompt_evaluated: int = -1  # prompt tokens it evaluated (timings.prompt_n; 1: its prompt was cached)
     idle_ms: float = 0.0  # its slot's idle time just before it (`streams`: a restore and a round trip)
+
+
+def request_record(label: str, B: int, repeat: int, slot: int, wave: int, prompt: str, done: Completion,
+                   **fields) -> BatchRecord:
+    """A request's record from its answer: tokens, decode time, context (the cached prompt too) and
+    the prompt tokens it evaluated, as the engine's timings give them."""
+    prompt_n = int(done.timings.get("prompt_n", 0))
+    return BatchRecord(label, B, repeat, slot, prompt, done.tokens, done.decode_ms,
+                       prompt_n + int(done.timings.get("cache_n", 0)), wave, prompt_evaluated=prompt_n, **fields)
+
+
+def rotated(count: int, repeat: int) -> list[int]:
+    """The configurations' order in repeat `repeat`: 0..count-1 rotated by the repeat (interleaved)."""
+    return [(i + repeat) % count for i in range(count)]
 
 
 def idle_share(records: Sequence[BatchRecord]) -> float:
@@ -113,9 +127,7 @@ def run_batches(binary, model, configs: Sequence[Config], requests: Sequence[Req
             for c in clients:
                 c.complete("Hello", 4)  # warm-up, untimed
             for r in range(repeats):
-                order = list(range(len(configs)))
-                order = order[r % len(order):] + order[:r % len(order)]
-                for i in order:
+                for i in rotated(len(configs), r):
                     for w, picks in enumerate(waves(len(requests), B, r)):
                         records += _wave(clients[i], servers[i], configs[i], B, r, w, [requests[j] for j in picks],
                                          temperature, new_tokens, [request_seed(seed, r, j) for j in picks])
@@ -139,10 +151,8 @@ def _wave(client: Client, server: LlamaServer, config: Config, B: int, repeat: i
                                             cache_prompt=True, ignore_eos=True), range(B)))
     head, pos = counter_deltas(before, counters(client))
     traced = traced_steps(server, logged, head[0]) if config.traced else []
-    out = [BatchRecord(config.label, B, repeat, i, picks[i].name, d.tokens, d.decode_ms,
-                       int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)), wave,  # cached prompt too
-                       steps=[[k, n] for slot, k, n in traced if slot == i],
-                       prompt_evaluated=int(d.timings.get("prompt_n", 0)))
+    out = [request_record(config.label, B, repeat, i, wave, picks[i].name, d,
+                          steps=[[k, n] for slot, k, n in traced if slot == i])
            for i, d in enumerate(done)]
     out[0].drafts, out[0].draft_tokens, out[0].accepted = head
     out[0].per_pos = pos

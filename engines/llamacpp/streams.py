@@ -45,7 +45,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from specdec.engines.llamacpp.batches import BatchRecord, request_seed, with_slots
+from specdec.engines.llamacpp.batches import BatchRecord, request_record, request_seed, rotated, with_slots
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.server import LlamaServer
 from specdec.engines.llamacpp.trace import traced_steps
@@ -92,9 +92,7 @@ def run_streams(binary, model, configs: Sequence[Config], requests: Sequence[Req
                     send(client, request, 1, temperature, 0, id_slot=0, cache_prompt=True)
                     client.slot_action(0, "save", _saved(j))
             for r in range(repeats):
-                order = list(range(len(configs)))
-                order = order[r % len(order):] + order[:r % len(order)]
-                for i in order:
+                for i in rotated(len(configs), r):
                     records += _round(clients[i], servers[i], configs[i], B, r, requests, temperature, new_tokens,
                                       seed)
                 log(f"B={B} repeat {r + 1}/{repeats} done (streams)")
@@ -117,24 +115,20 @@ def _round(client: Client, server: LlamaServer, config: Config, B: int, repeat: 
                        cache_prompt=True, ignore_eos=True)
 
     def stream(i: int) -> list[BatchRecord]:
-        out = []
+        out, mine, alone, lead = [], stream_requests(n, B, i), B == 1, lead_in(B, i, new_tokens)
         try:
-            mine = stream_requests(n, B, i)
-            if lead_in(B, i, new_tokens):
-                decode(i, mine[0], lead_in(B, i, new_tokens))
+            if lead:
+                decode(i, mine[0], lead)
             for k in mine:
                 if done.is_set():  # another stream failed: its error is the one raised
                     return out
-                alone = B == 1
                 before = counters(client) if alone else None
                 logged = len(server.log_text()) if alone and config.traced else 0
                 start = time.perf_counter()
                 j, d = decode(i, k, new_tokens)
                 engine_ms = float(d.timings.get("prompt_ms", 0.0)) + d.decode_ms
-                rec = BatchRecord(config.label, B, repeat, k % B, requests[j].name, d.tokens, d.decode_ms,
-                                  int(d.timings.get("prompt_n", 0)) + int(d.timings.get("cache_n", 0)), k // B,
-                                  own_counts=True, prompt_evaluated=int(d.timings.get("prompt_n", 0)),
-                                  idle_ms=1000 * (time.perf_counter() - start) - engine_ms)
+                rec = request_record(config.label, B, repeat, k % B, k // B, requests[j].name, d, own_counts=True,
+                                     idle_ms=1000 * (time.perf_counter() - start) - engine_ms)
                 if alone:  # the server's counters and trace are this request's
                     head, rec.per_pos = counter_deltas(before, counters(client))
                     rec.drafts, rec.draft_tokens, rec.accepted = head
