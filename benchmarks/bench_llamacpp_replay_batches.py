@@ -5,7 +5,7 @@ assumed, only the engine's micro-batches.
     flock /tmp/specdec-heavy.lock .venv/bin/python benchmarks/bench_llamacpp_replay_batches.py \
         --batches benchmarks/data/llamacpp/batches/batches-f32.json \
         --costs benchmarks/data/llamacpp/batches/costs-b1248-f32.json --model F32_GGUF \
-        [--config "synthetic p0.9 g4"] [--json out.json]
+        [--config "synthetic p0.9 g4"] [--gaps 0,1,measured] [--json out.json]
 
 `specdec llamacpp validate --batch-sizes` (engines/llamacpp/batches.py) predicts B slots from the
 (proposed, accepted) law at B = 1, each slot drawing its steps independently. Its slots start
@@ -23,6 +23,13 @@ own last. Throughput as the check measures it, B sum(n - 1) / sum(decode), again
 The replay's counts are compared with the server's counters for the same request, and with the
 check's own B = 1 rows. A synthetic row needs a check that sent each request the same seed at
 every B (the file's "seed"; before 2026-11-27 a request's seed depended on its wave and slot).
+
+A check run with `--arrivals streams` (engines/llamacpp/streams.py) is replayed as its streams ran:
+stream i's lead-in (the first i/B of a request), its requests, and fillers (first halves) until every
+stream has run its own; each request one untimed prompt step (one token restored into the slot) and
+then its steps, a lead-in or filler the steps of its prefix; between two requests a stream sits out
+`--gaps` steps (`measured`: each row's own mean `idle_ms` before a request, in its steps at that B),
+and no speculation's streams are replayed the same way as the speedup's denominator.
 """
 from __future__ import annotations
 
@@ -58,6 +65,65 @@ def wave_seconds(sequences: list[list[tuple[int, int]]], u: np.ndarray, accept_s
     return done
 
 
+def streams_seconds(B: int, n: int, repeat: int, new_tokens: int, steps_of, u: np.ndarray, accept_s: float,
+                    gap: float) -> tuple[float, float]:
+    """(sum of the timed requests' decode seconds, their tokens n - 1) of one streams round
+    (engines/llamacpp/streams.py): stream i decodes its lead-in, its requests k = i, i + B, ... and
+    fillers until every stream has decoded its own; each request a prompt step (one token, feed 1, untimed)
+    and then its steps, `steps_of(j, tokens)`; a stream sits out `gap` steps between two requests (a
+    fractional gap spread over the requests: the m-th sits out floor(m gap) - floor((m - 1) gap))."""
+    from specdec.engines.llamacpp.streams import FILLER_SHARE, lead_in, stream_requests
+
+    def requests(i: int):
+        mine = stream_requests(n, B, i)
+        if lead_in(B, i, new_tokens):
+            yield mine[0], lead_in(B, i, new_tokens), False
+        for k in mine:
+            yield k, new_tokens, True
+        f = 0
+        while True:
+            yield mine[f % len(mine)], max(1, round(FILLER_SHARE * new_tokens)), False
+            f += 1
+
+    queues = [requests(i) for i in range(B)]
+    left = [len(stream_requests(n, B, i)) for i in range(B)]
+    state = [None] * B  # (steps with feeds, position, timed, start clock, tokens)
+    wait, served = [0] * B, [0] * B
+    clock = decode = tokens = 0.0
+    while any(left):
+        for i in range(B):
+            if state[i] is None and wait[i] == 0:
+                k, count, timed = next(queues[i])
+                seq = [(0, 0)] + list(steps_of((k + repeat) % n, count))  # the prompt's step first
+                state[i] = [seq, 0, timed, None, count - 1]
+        feeds = [0 if s is None else s[0][s[1]][0] + 1 for s in state]
+        seconds = sum(u[r - 1, m - 1] for r, m in split_decodes(feeds))
+        seconds += accept_s * sum(s[0][s[1]][1] for s in state if s is not None)
+        for i, s in enumerate(state):
+            if s is None:
+                wait[i] -= 1
+                continue
+            if s[1] == 1:
+                s[3] = clock  # the request's decode starts after its prompt step
+            s[1] += 1
+            if s[1] == len(s[0]):
+                if s[2]:
+                    decode += clock + seconds - (s[3] if s[3] is not None else clock)
+                    tokens += s[4]
+                    left[i] -= 1
+                served[i] += 1
+                state[i], wait[i] = None, int(np.floor(served[i] * gap) - np.floor((served[i] - 1) * gap))
+        clock += seconds
+    return decode, tokens
+
+
+def idle_steps(records: list[dict], config: str, B: int) -> float:
+    """A configuration's mean idle time before a request at B (the check's `idle_ms`), in its mean step."""
+    rows = [r for r in records if r["config"] == config and r["batch"] == B]
+    steps = sum(r["tokens"] - 1 - r["accepted"] for r in rows)
+    return float(np.mean([r["idle_ms"] for r in rows]) / (sum(r["decode_ms"] for r in rows) / steps))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=Path, required=True, help="a `llamacpp validate --batch-sizes` result")
@@ -66,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="ngram-simple g4",
                     help="the grid row to replay (an ngram-simple one, synthetic acceptance or not)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--gaps", default="1", help="streams: the steps a stream sits out between two requests (its "
+                    "restore and round trip), one replay per value given (comma-separated)")
     a = ap.parse_args(argv)
     check = json.loads(a.batches.read_text())
     cost_data = json.loads(a.costs.read_text())
@@ -79,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     records = at["records"]
     names, new_tokens, repeats = check["prompts"], check["new_tokens"], check["repeats"]
     by_name = {p.name: p for p in workload_prompts(names[0].split("/")[0], len(names))}
-    sequences, rows = {}, []
+    sequences, rows, answers = {}, [], {}
     with LlamaServer(config.server(a.model, check["threads"], 4096), find_binary()) as server:
         client = Client(server.url)
         client.complete("Hello", 4)
@@ -94,10 +162,11 @@ def main(argv: list[str] | None = None) -> int:
                                        ignore_eos=True)
                 served = (counters(client)[0] - before).astype(int).tolist()
                 accepted = None if rates is None else SyntheticAcceptance(rates, seed, eog).accepted
-                seq = server_steps(NgramSimpleDrafter(size_n), ids, [int(t) for t in done.response["tokens"]], gamma,
-                                   accepted)
+                emitted = [int(t) for t in done.response["tokens"]]
+                seq = server_steps(NgramSimpleDrafter(size_n), ids, emitted, gamma, accepted)
                 for rr in range(repeats) if rates is None else [r]:
                     sequences[rr, name] = seq
+                    answers[rr, j] = ids, emitted, seed
                 replayed = [sum(k > 0 for k, _ in seq), sum(k for k, _ in seq), sum(n for _, n in seq)]
                 alone = [(x["drafts"], x["draft_tokens"], x["accepted"]) for x in records
                          if x["config"] == a.config and x["batch"] == 1 and x["prompt"] == name
@@ -106,6 +175,16 @@ def main(argv: list[str] | None = None) -> int:
                              "check_b1": [list(x) for x in alone]})
                 print(f"{name} r{r}: server {served}, replayed {replayed}, the check at B = 1 {sorted(set(alone))}",
                       file=sys.stderr)
+    cache: dict = {}
+
+    def steps_of(r: int, j: int, count: int) -> list[tuple[int, int]]:
+        """Request j's steps when it decodes its first `count` tokens (a lead-in or a filler: a prefix)."""
+        if (r, j, count) not in cache:
+            ids, emitted, seed = answers[r, j]
+            accepted = None if rates is None else SyntheticAcceptance(rates, seed, eog).accepted
+            cache[r, j, count] = server_steps(NgramSimpleDrafter(size_n), ids, emitted[:count], gamma, accepted)
+        return cache[r, j, count]
+
     context = float(np.mean([r["prompt_tokens"] + r["tokens"] / 2 for r in records]))
     seconds = batch_seconds(cost_data, context)
     accept_s = max(0.0, float(cost_data.get("accept_seconds") or 0.0))
@@ -115,19 +194,34 @@ def main(argv: list[str] | None = None) -> int:
     for B in check["batch_sizes"]:
         u = ubatch_seconds(seconds, B, gamma + 1)
         tokens = decode = 0.0
-        for r in range(repeats):
-            for wave in waves(len(names), B, r):
-                picks = [sequences[r, names[j]] for j in wave]
-                times = wave_seconds(picks, u, accept_s)
-                tokens += sum(len(seq) + sum(acc for _, acc in seq) for seq in picks)  # n - 1 each
-                decode += sum(times)
-        predicted = (B * tokens / decode) / (B / u[B - 1, 0])
+        by_gap = {}
+        if check.get("arrivals") == "streams":  # against no speculation's own streams, gaps and all
+            for gap in a.gaps.split(","):
+                # "measured": each configuration's own mean idle time before a request, in its steps at this B
+                g = {c: idle_steps(records, c, B) for c in ("none", a.config)} if gap == "measured" \
+                    else dict.fromkeys(("none", a.config), float(gap))
+                plain = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: [(0, 0)] * (count - 1), u,
+                                         0.0, g["none"]) for r in range(repeats)]
+                spec = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: steps_of(r, j, count), u,
+                                        accept_s, g[a.config]) for r in range(repeats)]
+                by_gap[gap] = (sum(t for _, t in spec) / sum(d for d, _ in spec)) \
+                    / (sum(t for _, t in plain) / sum(d for d, _ in plain))
+            predicted = next(iter(by_gap.values()))
+        else:
+            for r in range(repeats):
+                for wave in waves(len(names), B, r):
+                    picks = [sequences[r, names[j]] for j in wave]
+                    times = wave_seconds(picks, u, accept_s)
+                    tokens += sum(len(seq) + sum(acc for _, acc in seq) for seq in picks)  # n - 1 each
+                    decode += sum(times)
+            predicted = (B * tokens / decode) / (B / u[B - 1, 0])
         p = points[B]
         print(f"  B={B:<3}{p['measured']:>7.3f}x  {predicted:.3f}x ({100 * (predicted / p['measured'] - 1):+.1f}%)"
-              f"  {p['predicted']:.3f}x  {p['predicted_one_pass']:.3f}x")
+              f"  {p['predicted']:.3f}x  {p['predicted_one_pass']:.3f}x"
+              + "".join(f"; gap {g}: {x:.3f}x ({100 * (x / p['measured'] - 1):+.1f}%)" for g, x in by_gap.items()))
         out.append({"batch": B, "measured": p["measured"], "replayed": predicted,
                     "error": predicted / p["measured"] - 1, "independent": p["predicted"],
-                    "one_pass": p["predicted_one_pass"]})
+                    "one_pass": p["predicted_one_pass"], "by_gap": by_gap})
     if a.json is not None:
         a.json.write_text(json.dumps({"batches": str(a.batches), "costs": str(a.costs), "config": a.config,
                                       "requests": rows, "points": out}, indent=1))

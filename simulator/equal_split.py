@@ -34,8 +34,10 @@ this under-predicts them (up to −13 %); their own B = 1 step sequences priced 
 same rule (`split_decodes`, benchmarks/bench_llamacpp_replay_batches.py) predict them within 7 %.
 B clients sending back to back out of phase (`engines/llamacpp/streams.py`) gain less from
 batching, as this model says, and it falls within 10 % of them but still low at B >= 4 (−6 to
-−8 % at Q4_1; benchmarks/RESULTS.md). Not modelled here: slots that are idle mid-batch (a finished
-request between two decoding ones also breaks the run; the replay has them).
+−8 % at Q4_1, four runs; benchmarks/RESULTS.md), where the check's own timeline replayed from the
+same B = 1 steps is within 4.5 %: about 2 points are the check's slots sitting out steps between
+requests, the rest how its streams mix feeds. Not modelled here: slots that are idle mid-batch (a
+finished request between two decoding ones also breaks the run; the replays have them).
 """
 from __future__ import annotations
 

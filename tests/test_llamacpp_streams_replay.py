@@ -1,0 +1,54 @@
+"""The streams replay (benchmarks/bench_llamacpp_replay_batches.py, `streams_seconds`): the B-client
+check out of phase rebuilt from each request's own steps — lead-ins, fillers, prompt steps and gaps
+as engines/llamacpp/streams.py runs them — priced by llama.cpp's equal split."""
+import numpy as np
+import pytest
+
+from benchmarks.bench_llamacpp_replay_batches import streams_seconds
+from specdec.engines.llamacpp.streams import lead_in, stream_requests
+
+U = np.array([[1.0, 1.5, 2.0], [1.6, 2.7, 3.8], [2.2, 3.9, 5.6], [2.8, 5.1, 7.4]])  # u(r, m), r = 1..4, m = 1..3
+
+
+def plain(j: int, count: int) -> list[tuple[int, int]]:
+    return [(0, 0)] * (count - 1)
+
+
+@pytest.mark.parametrize("B", [1, 2, 4])
+def test_full_batches_of_plain_steps_cost_t_B_1_a_token(B):
+    # no gap: every slot feeds one token at every step, so each timed token costs u(B, 1)
+    decode, tokens = streams_seconds(B, 8, 0, 12, plain, U, 0.0, 0)
+    assert tokens == 8 * 11
+    assert decode == pytest.approx(tokens * U[B - 1, 0])
+
+
+def test_one_stream_prices_each_step_of_each_request():
+    # B = 1: the requests run one after another; a request's decode is its steps after the prompt's
+    steps = [(2, 1), (0, 0), (2, 2)]  # 1 + (1 + 1) + 1 + (1 + 2) = 7 tokens
+    accept_s = 0.25
+    decode, tokens = streams_seconds(1, 2, 0, 7, lambda j, count: steps, U, accept_s, 0)
+    assert tokens == 2 * 6
+    assert decode == pytest.approx(2 * (U[0, 2] + U[0, 0] + U[0, 2] + 3 * accept_s))
+
+
+def test_a_gap_empties_slots_and_cheapens_the_steps():
+    # a stream sitting out steps between requests leaves smaller batches: cheaper than u(2, 1), dearer than u(1, 1)
+    decode, tokens = streams_seconds(2, 8, 0, 12, plain, U, 0.0, 2)
+    assert U[0, 0] < decode / tokens < U[1, 0]
+    fractional, _ = streams_seconds(2, 8, 0, 12, plain, U, 0.0, 0.5)
+    assert decode / tokens < fractional / tokens < U[1, 0]
+
+
+def test_streams_start_apart_and_fill_until_every_timed_request_ends():
+    # stream 1 leads in with half a request, so stream 0 finishes first and keeps its slot busy with fillers:
+    # every timed step of stream 1 is then a full batch of 2
+    calls = []
+
+    def record(j, count):
+        calls.append((j, count))
+        return plain(j, count)
+
+    decode, tokens = streams_seconds(2, 2, 0, 10, record, U, 0.0, 0)
+    assert lead_in(2, 1, 10) == 5 and stream_requests(2, 2, 1) == [1]
+    assert (1, 5) in calls and (0, 5) in calls  # stream 1's lead-in, stream 0's filler (half a request)
+    assert decode == pytest.approx(tokens * U[1, 0])
