@@ -28,7 +28,7 @@ from specdec.reference.core.loop import autoregressive_decode, decode, speculati
 from specdec.reference.core.policy import ConfidenceThreshold
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seeds import prompt_generators
-from specdec.reference.core.seams import Proposal
+from specdec.reference.core.seams import NOTHING, Proposal
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.tree import trie
 from specdec.reference.model.target import TargetScorer
@@ -126,6 +126,37 @@ def test_a_neural_draft_runs_one_pass_per_position_for_every_slot() -> None:
         hook.remove()
     assert run.stats.drafted > 2 * run.passes  # most passes drafted for several slots
     assert len(calls) <= 3 * run.passes + len(_prompts(64))
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_a_draft_step_runs_the_output_layer_on_each_slots_last_position_only(layout: str) -> None:
+    """A draft step that catches slots up on several tokens (after a wholly accepted draft) needs the
+    logits after each slot's last one: the output layer sees one row a slot, and the logits equal
+    those of the same pass with every fed position's logits computed."""
+    draft = tiny_llama(vocab_size=64, seed=1, sharpness=8.0)
+    prompts, extra = _prompts(64)[:4], [[], [7, 9], [3], [11, 12, 13]]
+    seen: list[int] = []
+    hook = draft.get_output_embeddings().register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[0]))
+    steps, rows = [], []
+    try:
+        with torch.inference_mode():
+            for last_only in (True, False):
+                scorer = BatchScorer(draft, 4, 48, layout)
+                for s, p in enumerate(prompts):
+                    scorer.start(s, p)
+                    scorer.append(s, extra[s])
+                seen.clear()
+                if last_only:
+                    steps.append(scorer.next_logits([0, 1, 2, 3]))
+                else:
+                    logits, _, _, counts = scorer._feed([0, 1, 2, 3], NOTHING)
+                    steps.append(logits[torch.tensor(counts).cumsum(0) - 1])
+                rows.append(seen[-1])  # the pass's own call (the first also probes the split once)
+    finally:
+        hook.remove()
+    assert rows == [4, 4 + sum(len(e) for e in extra)]  # one row a slot; the full pass: every fed position
+    assert steps[0].shape == (4, 64)
+    torch.testing.assert_close(steps[0], steps[1])
 
 
 def test_token_budget_keeps_every_slot_busy_and_counts_add_up() -> None:

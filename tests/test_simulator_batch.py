@@ -93,6 +93,22 @@ def test_batched_pass_timing_on_a_tiny_model() -> None:
         time_batched_passes(tiny_llama(vocab_size=16, seed=0), list(range(16)), [0], context_tokens=8)
 
 
+def test_a_draft_models_step_is_timed_as_it_drafts() -> None:
+    # draft_step: each timed pass feeds every slot k tokens and runs the output layer on the last one alone
+    from specdec.reference.estimate.batch_timing import time_batched_passes
+    from tests.tiny_models import tiny_llama
+
+    draft, rows = tiny_llama(vocab_size=16, seed=0), []
+    hook = draft.get_output_embeddings().register_forward_pre_hook(lambda module, args: rows.append(args[0].shape[0]))
+    try:
+        timing = time_batched_passes(draft, list(range(16)), [3], context_tokens=8, max_k=2, repeats=2, warmup=1,
+                                     draft_step=True)
+    finally:
+        hook.remove()
+    assert len(timing.seconds[0]) == 2 and all(s > 0 for s in timing.seconds[0])
+    assert rows[-6:] == [3] * 6  # (warm-up + 2 repeats) x k = 1, 2: one row a slot each time
+
+
 @pytest.mark.parametrize("value", ["4,2", "0,1", "1,x", "1,1", "1,512"])
 def test_estimate_refuses_bad_batch_sizes_before_loading(capsys, value) -> None:
     from tests.cli_helpers import run_main

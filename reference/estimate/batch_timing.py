@@ -43,7 +43,9 @@ class BatchTiming:
 @torch.inference_mode()
 def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_sizes: Sequence[int],
                         context_tokens: int = 128, max_k: int = 8, repeats: int = 5, warmup: int = 2,
-                        layout: str = "padded") -> BatchTiming:
+                        layout: str = "padded", draft_step: bool = False) -> BatchTiming:
+    """The module doc's table; `draft_step`: each pass a draft model's step instead of a verify
+    (`BatchScorer.next_logits`: the output layer at each slot's last fed position only)."""
     from specdec.reference.model.batch_scorer import BatchScorer
 
     if context_tokens < 1 or max_k < 1 or not batch_sizes or min(batch_sizes) < 1:
@@ -61,9 +63,15 @@ def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_siz
         for r in range(warmup + repeats):
             for k in range(1, max_k + 1):
                 proposal = Proposal(torch.tensor(drafts[:k - 1], dtype=torch.long))
+                if draft_step:
+                    for slot in range(b):
+                        scorer.append(slot, drafts[:k - 1])
                 sync(device)
                 start = time.perf_counter()
-                scorer.score([proposal] * b)
+                if draft_step:
+                    scorer.next_logits(range(b))
+                else:
+                    scorer.score([proposal] * b)
                 sync(device)
                 if r >= warmup:
                     runs[k].append(time.perf_counter() - start)

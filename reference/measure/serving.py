@@ -121,7 +121,8 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
         timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_fed + 1,
                                      config.timing_repeats, layout=config.layout)
         draft_steps = {name: _by_batch(time_batched_passes(d.draft_model, prompts[0] + prompts[-1], config.batch_sizes,
-                                                           timed_at, 2, config.timing_repeats, layout=config.layout))
+                                                           timed_at, 2, config.timing_repeats, layout=config.layout,
+                                                           draft_step=True))
                        for name, d in drafters.items() if getattr(d, "draft_model", None) is not None}
         prefixes: dict = {}
         measured: dict[str, dict[int, dict[str, Any]]] = {}

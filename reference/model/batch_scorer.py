@@ -103,28 +103,28 @@ class BatchScorer:
     @torch.inference_mode()
     def next_logits(self, slots: Sequence[int]) -> torch.Tensor:
         """One pass feeding each of `slots` its tokens not yet in the cache (the others sit out);
-        returns the logits after each one's last token: [len(slots), vocab] (a draft step)."""
-        logits, _, _, counts = self._feed(slots, NOTHING)
-        last = torch.tensor(counts, device=logits.device).cumsum(0) - 1
-        return logits[last]
+        returns the logits after each one's last token: [len(slots), vocab] (a draft step; the
+        output layer runs on those positions alone, as a single sequence's `n_logits=1` does)."""
+        return self._feed(slots, NOTHING, last_only=True)[0]
 
     def append(self, slot: int, tokens: Sequence[int]) -> None:
         """Add tokens to the slot's sequence without a pass (the next pass feeds them)."""
         self.tokens[slot].extend(tokens)
 
-    def _feed(self, slots: Sequence[int], needs: Needs, trees: Sequence[Sequence[int] | None] | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, list[int]]:
+    def _feed(self, slots: Sequence[int], needs: Needs, trees: Sequence[Sequence[int] | None] | None = None,
+              last_only: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, list[int]]:
         """One pass over every slot's tokens not yet in the cache, for `slots` (the rest sit out;
         trees[slot]: the parents of the token tree that ends its tokens, None: a chain).
         Returns the logits of every fed position [sum n, vocab], their final hidden states
         [sum n, d] (None unless needs.hidden or the output layer runs apart) and the layers
         needs.layers selects [sum n, L, d] (None unless asked), slot by slot, and each slot's
-        count n."""
+        count n. `last_only`: the outputs at each slot's last fed position alone ([len(slots), ...])."""
         feeds: list[list[int]] = [[] for _ in range(self.rows)]
         for slot in slots:
             feeds[slot] = self.tokens[slot][self.cache.lengths[slot]:]
         plan = self.cache.layout_pass(feeds, self.dtype, self.device, trees)
-        rows = [(plan.places[s][0], plan.places[s][1] + j) for s in slots for j in range(plan.places[s][2])]
+        rows = [(plan.places[s][0], plan.places[s][1] + j) for s in slots
+                for j in range(plan.places[s][2] - 1 if last_only else 0, plan.places[s][2])]
         index = torch.tensor(rows, device=self.device)
         kwargs = dict(position_ids=plan.position_ids, attention_mask=plan.mask, **with_cache(self.model, self.cache))
         layers = None
