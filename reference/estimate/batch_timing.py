@@ -62,16 +62,16 @@ def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_siz
         runs: dict[int, list[float]] = {k: [] for k in range(1, max_k + 1)}
         for r in range(warmup + repeats):
             for k in range(1, max_k + 1):
-                proposal = Proposal(torch.tensor(drafts[:k - 1], dtype=torch.long))
-                if draft_step:
+                if draft_step:  # the pending token and k - 1 more, fed as a draft model catches up
                     for slot in range(b):
                         scorer.append(slot, drafts[:k - 1])
+                proposals = None if draft_step else [Proposal(torch.tensor(drafts[:k - 1], dtype=torch.long))] * b
                 sync(device)
                 start = time.perf_counter()
-                if draft_step:
+                if proposals is None:
                     scorer.next_logits(range(b))
                 else:
-                    scorer.score([proposal] * b)
+                    scorer.score(proposals)
                 sync(device)
                 if r >= warmup:
                     runs[k].append(time.perf_counter() - start)
