@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     records = at["records"]
     names, new_tokens, repeats = check["prompts"], check["new_tokens"], check["repeats"]
     by_name = {p.name: p for p in workload_prompts(names[0].split("/")[0], len(names))}
-    sequences, rows, answers = {}, [], {}
+    sequences, rows, answers, cache = {}, [], {}, {}
     with LlamaServer(config.server(a.model, check["threads"], 4096), find_binary()) as server:
         client = Client(server.url)
         client.complete("Hello", 4)
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                 emitted = [int(t) for t in done.response["tokens"]]
                 seq = server_steps(NgramSimpleDrafter(size_n), ids, emitted, gamma, accepted)
                 for rr in range(repeats) if rates is None else [r]:
-                    sequences[rr, name] = seq
+                    sequences[rr, name] = cache[rr, j, new_tokens] = seq
                     answers[rr, j] = ids, emitted, seed
                 replayed = [sum(k > 0 for k, _ in seq), sum(k for k, _ in seq), sum(n for _, n in seq)]
                 alone = [(x["drafts"], x["draft_tokens"], x["accepted"]) for x in records
@@ -175,8 +175,6 @@ def main(argv: list[str] | None = None) -> int:
                              "check_b1": [list(x) for x in alone]})
                 print(f"{name} r{r}: server {served}, replayed {replayed}, the check at B = 1 {sorted(set(alone))}",
                       file=sys.stderr)
-    cache: dict = {}
-
     def steps_of(r: int, j: int, count: int) -> list[tuple[int, int]]:
         """Request j's steps when it decodes its first `count` tokens (a lead-in or a filler: a prefix)."""
         if (r, j, count) not in cache:

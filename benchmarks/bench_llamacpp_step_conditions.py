@@ -21,15 +21,14 @@ from __future__ import annotations
 import argparse
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
-from specdec.engines.llamacpp.batches import with_slots
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.costs import cost_prompt, step_seconds, synth_config, timed_batch
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, default_model, find_binary
-from specdec.engines.llamacpp.streams import _round, _saved
+from specdec.engines.llamacpp.streams import save_prompts, saved_name, slots_server, stream_round
 from specdec.engines.llamacpp.validation import Config, Request, send
 from specdec.reference.data.workloads import workload_prompts
 
@@ -112,24 +111,21 @@ def streams(model, binary, repeats: int) -> None:
     requests = [Request(p.name, p.category, p.text, p.turn) for p in workload_prompts("edit", 8)]
     none = Config("none", None)
     with tempfile.TemporaryDirectory(prefix="specdec-slots-") as folder:
-        config = with_slots(none, model, None, B)
-        with LlamaServer(replace(config, extra=config.extra + ("--slot-save-path", folder)), binary) as server:
+        with LlamaServer(slots_server(none, model, None, B, Path(folder)), binary) as server:
             c = Client(server.url)
             c.complete("Hello", 4)
-            for j, request in enumerate(requests):
-                send(c, request, 1, 0.0, 0, id_slot=0, cache_prompt=True)
-                c.slot_action(0, "save", _saved(j))
+            save_prompts(c, requests, 0.0)
             res = {"cost file's t(8, 1)": [], "a wave, restored": [], "streams round": []}
             for r in range(repeats):
                 s = timed_batch(c, [cost_prompt(208, 5)] * B, new_tokens)
                 res["cost file's t(8, 1)"].append(s.ms / s.steps)
                 for i in range(B):
-                    c.slot_action(i, "restore", _saved(i))
+                    c.slot_action(i, "restore", saved_name(i))
                 with ThreadPoolExecutor(B) as pool:
                     done = list(pool.map(lambda i: send(c, requests[i], new_tokens, 0.0, 1, id_slot=i,
                                                         cache_prompt=True, ignore_eos=True), range(B)))
                 res["a wave, restored"].append(sum(d.decode_ms for d in done) / sum(d.tokens - 1 for d in done))
-                records = _round(c, server, none, B, r, requests, 0.0, new_tokens, 0)
+                records = stream_round(c, server, none, B, r, requests, 0.0, new_tokens, 0)
                 res["streams round"].append(sum(x.decode_ms for x in records) / sum(x.tokens - 1 for x in records))
             report("streams B=8", res)
 

@@ -47,7 +47,7 @@ from typing import Callable, Sequence
 
 from specdec.engines.llamacpp.batches import BatchRecord, request_record, request_seed, rotated, with_slots
 from specdec.engines.llamacpp.client import Client
-from specdec.engines.llamacpp.server import LlamaServer
+from specdec.engines.llamacpp.server import LlamaServer, ServerConfig
 from specdec.engines.llamacpp.trace import traced_steps
 from specdec.engines.llamacpp.validation import Config, Request, counter_deltas, counters, send
 from specdec.errors import SpecdecError
@@ -78,39 +78,50 @@ def run_streams(binary, model, configs: Sequence[Config], requests: Sequence[Req
     for B in batch_sizes:
         with ExitStack() as stack:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="specdec-slots-")))
-            servers = []
-            for i, c in enumerate(configs):  # started from this thread (PR_SET_PDEATHSIG): see run_batches
-                saves = folder / str(i)
-                saves.mkdir()
-                config = with_slots(c, model, threads, B)
-                config = replace(config, extra=config.extra + ("--slot-save-path", str(saves)))
-                servers.append(stack.enter_context(LlamaServer(config, binary)))
+            # started from this thread (PR_SET_PDEATHSIG): see run_batches
+            servers = [stack.enter_context(LlamaServer(slots_server(c, model, threads, B, folder / str(i)), binary))
+                       for i, c in enumerate(configs)]
             clients = [Client(s.url) for s in servers]
             for client in clients:
                 client.complete("Hello", 4)  # warm-up, untimed
-                for j, request in enumerate(requests):
-                    send(client, request, 1, temperature, 0, id_slot=0, cache_prompt=True)
-                    client.slot_action(0, "save", _saved(j))
+                save_prompts(client, requests, temperature)
             for r in range(repeats):
                 for i in rotated(len(configs), r):
-                    records += _round(clients[i], servers[i], configs[i], B, r, requests, temperature, new_tokens,
-                                      seed)
+                    records += stream_round(clients[i], servers[i], configs[i], B, r, requests, temperature,
+                                            new_tokens, seed)
                 log(f"B={B} repeat {r + 1}/{repeats} done (streams)")
     return records
 
 
-def _saved(prompt: int) -> str:
+def slots_server(config: Config, model, threads: int | None, B: int, saves: Path) -> ServerConfig:
+    """A configuration's server with B slots whose KV caches can be saved to and restored from
+    `saves` (created here)."""
+    saves.mkdir(parents=True, exist_ok=True)
+    server = with_slots(config, model, threads, B)
+    return replace(server, extra=server.extra + ("--slot-save-path", str(saves)))
+
+
+def saved_name(prompt: int) -> str:
+    """The file request prompt `prompt`'s KV cache is saved under (in the server's save path)."""
     return f"prompt{prompt}.bin"
 
 
-def _round(client: Client, server: LlamaServer, config: Config, B: int, repeat: int, requests: Sequence[Request],
-           temperature: float, new_tokens: int, seed: int) -> list[BatchRecord]:
+def save_prompts(client: Client, requests: Sequence[Request], temperature: float) -> None:
+    """Every request's prompt evaluated in slot 0 and its KV cache saved (`saved_name`)."""
+    for j, request in enumerate(requests):
+        send(client, request, 1, temperature, 0, id_slot=0, cache_prompt=True)
+        client.slot_action(0, "save", saved_name(j))
+
+
+def stream_round(client: Client, server: LlamaServer, config: Config, B: int, repeat: int,
+                 requests: Sequence[Request], temperature: float, new_tokens: int, seed: int) -> list[BatchRecord]:
+    """One round of B streams on one configuration's server (module doc); the timed requests' records."""
     n = len(requests)
     running, lock, done = [B], threading.Lock(), threading.Event()
 
     def decode(slot: int, k: int, tokens: int):
         j = (k + repeat) % n
-        client.slot_action(slot, "restore", _saved(j))
+        client.slot_action(slot, "restore", saved_name(j))
         return j, send(client, requests[j], tokens, temperature, request_seed(seed, repeat, j), id_slot=slot,
                        cache_prompt=True, ignore_eos=True)
 
