@@ -3,7 +3,10 @@
 # 10 prompts x 24 positions per workload and temperature) and 5 decode prompts instead of 3.
 # Nothing is fitted: every rule is predicted from that estimate and the timed costs. Run quiet,
 # under the team lock:
-#   flock /tmp/specdec-heavy.lock bash benchmarks/data/dynamic/run-window.sh OUT_DIR
+#   flock /tmp/specdec-heavy.lock bash benchmarks/data/dynamic/run-window.sh OUT_DIR [validate options]
+# Each decode is timed 3 times, interleaved (--repeats 3; the runs of 2026-11-26/27 timed it once: their
+# decodes' counts were identical run to run, their wall clocks 6-8 % apart in some cells). Options after
+# OUT_DIR are appended (`--repeats 1` gives the earlier runs' timing).
 cd /work/main
 OUT=${1:-/tmp/dyn52w}
 echo "start $(date -u)" >&2
@@ -11,5 +14,5 @@ P="--draft-policy confidence:tau=0.3,n_max=6 --draft-policy confidence:tau=0.5,n
 .venv/bin/specdec validate --workload code,edit \
   --drafter d2=model:.cache/drafts/d2 --drafter 4-gram=ngram:.cache/ngram/main/plain-4gram \
   --gammas 1,2 $P --temperatures 0,1 --prompts 5 --new-tokens 24 --alpha-tokens 240 --alpha-new-tokens 24 \
-  --retries 1 --max-k 7 --timing-repeats 5 --sweep-repeats 1 --no-figures --out "$OUT"
+  --retries 1 --max-k 7 --timing-repeats 5 --sweep-repeats 1 --repeats 3 --no-figures --out "$OUT" "${@:2}"
 echo "end $(date -u)" >&2
