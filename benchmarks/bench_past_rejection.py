@@ -12,8 +12,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specdec.paths import default_target_dir
+from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.data.prompts import encode_prompt
 from specdec.reference.data.workloads import workload_prompts
+from specdec.reference.estimate.samples import generate_batch
 
 
 @torch.inference_mode()
@@ -30,10 +32,9 @@ def main() -> None:
     on_sequence, past_rejection = [], []
     for prompt in workload_prompts(args.workload, args.prompts):
         ids, _ = encode_prompt(tokenizer, prompt, "auto", 2048, "refuse")
-        out = target.generate(torch.tensor([ids]), max_new_tokens=args.new_tokens, do_sample=False,
-                              eos_token_id=None, pad_token_id=0)
-        sequence, n = out[0].tolist(), len(ids)
-        q = torch.softmax(draft(out).logits[0].float(), -1)
+        answer = generate_batch(target, [ids], args.new_tokens, SamplingConfig(temperature=0.0), None)[0]
+        sequence, n = ids + answer, len(ids)
+        q = torch.softmax(draft(torch.tensor([sequence])).logits[0].float(), -1)
         for j in range(args.new_tokens):
             confidence, token = q[n + j - 1].max(-1)
             on_sequence.append(confidence.item())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -65,13 +66,12 @@ def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_siz
                 if draft_step:  # the pending token and k - 1 more, fed as a draft model catches up
                     for slot in range(b):
                         scorer.append(slot, drafts[:k - 1])
-                proposals = None if draft_step else [Proposal(torch.tensor(drafts[:k - 1], dtype=torch.long))] * b
+                    timed = partial(scorer.next_logits, range(b))
+                else:
+                    timed = partial(scorer.score, [Proposal(torch.tensor(drafts[:k - 1], dtype=torch.long))] * b)
                 sync(device)
                 start = time.perf_counter()
-                if proposals is None:
-                    scorer.next_logits(range(b))
-                else:
-                    scorer.score(proposals)
+                timed()
                 sync(device)
                 if r >= warmup:
                     runs[k].append(time.perf_counter() - start)
