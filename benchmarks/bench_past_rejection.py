@@ -1,6 +1,7 @@
 """Issue 52: how confident a draft is right after its own rejected token, against its confidence on the
-target's sequence (the law the dynamic-draft-length model prices a draft past a rejection with: docs/validation.md,
-"Draft-length rules", model limits). Greedy (t = 0), a `model:` draft, a workload's held-out prompts:
+target's sequence, by a plain forward over each prefix (the finding that made the estimator score it,
+`reference/estimate/past_rejection.py`, docs/theory.md "Past a rejection"; its one-pass branches give the same
+111 cases on this command). Greedy (t = 0), a `model:` draft, a workload's held-out prompts:
 
     python benchmarks/bench_past_rejection.py --draft .cache/drafts/d2 --workload code --prompts 10 --new-tokens 24
 """

@@ -70,11 +70,12 @@ class ConfidenceLaw:
 
     @classmethod
     def from_counts(cls, edges: npt.ArrayLike, positions: npt.ArrayLike, accepted: npt.ArrayLike,
-                    min_count: float = 20.0) -> "ConfidenceLaw":
+                    min_count: float = 20.0, off: npt.ArrayLike | None = None) -> "ConfidenceLaw":
         """The law from counts per (position, bin) ([K, M], or [M] for one row): positions (or
         their weights), and the summed acceptance there. Row 1 is kept whenever it counts
         anything; the rows from the first one counting fewer than `min_count` on are dropped
-        (the last kept row stands for them). An empty bin: acceptance 0 (it is never drawn)."""
+        (the last kept row stands for them). An empty bin: acceptance 0 (it is never drawn).
+        `off`: the counts (weights) per bin past a rejected draft (None or all 0: row 1's law)."""
         n = np.atleast_2d(np.asarray(positions, dtype=np.float64))
         s = np.atleast_2d(np.asarray(accepted, dtype=np.float64))
         if n.shape != s.shape or n.ndim != 2 or n[0].sum() <= 0:
@@ -84,7 +85,11 @@ class ConfidenceLaw:
         k = max(1, int(short[0]) if short.size else n.shape[0])
         n, s = n[:k], s[:k]
         accept = np.divide(s, n, out=np.zeros_like(n), where=n > 0)
-        return cls(edges, n / n.sum(axis=1, keepdims=True), np.clip(accept, 0.0, 1.0))
+        o = None if off is None else np.asarray(off, dtype=np.float64)
+        if o is not None and (o.shape != (n.shape[1],) or np.any(o < 0) or not np.all(np.isfinite(o))):
+            raise SpecdecError(f"the past-rejection counts must be {n.shape[1]} bins, finite and >= 0")
+        o = o / o.sum() if o is not None and o.sum() > 0 else None
+        return cls(edges, n / n.sum(axis=1, keepdims=True), np.clip(accept, 0.0, 1.0), o)
 
     def rows(self, n: int) -> tuple[FloatArray, FloatArray]:
         """(w, a), each [n, M], for positions 1..n."""
@@ -108,14 +113,16 @@ class ConfidenceLaw:
 def confidence_law(d: dict | None, min_count: float = 20.0) -> ConfidenceLaw | None:
     """The law an estimate's "confidence_law" entry holds (the counts of
     `specdec.reference.estimate.confidence`): per draft position where it has "per_position" (rows
-    counting fewer than min_count dropped), else the pooled row; None when the entry is missing
-    or counts nothing."""
+    counting fewer than min_count dropped), else the pooled row; past a rejection its
+    "past_rejection" counts where they count at least min_count (older files: row 1). None when
+    the entry is missing or counts nothing."""
     if not d or sum(d.get("positions", ())) == 0:
         return None
-    rows = d.get("per_position")
+    rows, off = d.get("per_position"), (d.get("past_rejection") or {}).get("positions")
+    off = off if off is not None and sum(off) >= min_count else None
     if rows:
-        return ConfidenceLaw.from_counts(d["edges"], rows["positions"], rows["accepted"], min_count)
-    return ConfidenceLaw.from_counts(d["edges"], d["positions"], d["accepted"], min_count=0.0)
+        return ConfidenceLaw.from_counts(d["edges"], rows["positions"], rows["accepted"], min_count, off)
+    return ConfidenceLaw.from_counts(d["edges"], d["positions"], d["accepted"], 0.0, off)
 
 
 @dataclass(frozen=True)
@@ -143,14 +150,22 @@ def verify_curve(verify_cost: npt.ArrayLike | None, top: int) -> FloatArray:
     return np.concatenate([v, np.full(max(0, top + 1 - v.size), v[-1])])[:top + 1]
 
 
-def _check(n_min: int, n_max: int, c: float) -> None:
+def draft_curve(c: float | npt.ArrayLike, top: int) -> FloatArray:
+    """c_1..c_top: the draft cost per forward of an iteration that makes k forwards (a scalar: the
+    same for every k; a shorter curve: its last value past its end)."""
+    x = np.atleast_1d(np.asarray(c, dtype=np.float64))
+    if x.ndim != 1 or x.size < 1 or not np.all(np.isfinite(x)) or np.any(x < 0):
+        raise SpecdecError(f"c must be finite and >= 0 (a number, or one per forward count), got {c}")
+    return np.concatenate([x, np.full(max(0, top - x.size), x[-1])])[:top]
+
+
+def _check(n_min: int, n_max: int, c: float | npt.ArrayLike) -> None:
     if not (0 <= n_min <= n_max) or n_max < 1:
         raise SpecdecError(f"need 0 <= n_min <= n_max and n_max >= 1, got n_min {n_min}, n_max {n_max}")
-    if not (np.isfinite(c) and c >= 0):
-        raise SpecdecError(f"c must be finite and >= 0, got {c}")
+    draft_curve(c, n_max)
 
 
-def threshold_prediction(law: ConfidenceLaw, taus: npt.ArrayLike, n_min: int, n_max: int, c: float,
+def threshold_prediction(law: ConfidenceLaw, taus: npt.ArrayLike, n_min: int, n_max: int, c: float | npt.ArrayLike,
                          verify_cost: npt.ArrayLike | None = None, keep_last: bool = False) -> RulePrediction:
     """The confidence threshold per tau (arrays [T]). Positions 1..n_min are always drafted; past
     them position i is drafted while every confidence so far (n_min < j <= i) is >= tau
@@ -163,8 +178,9 @@ def threshold_prediction(law: ConfidenceLaw, taus: npt.ArrayLike, n_min: int, n_
         drop: P(L >= i) = on_{i-1} s_i + off_{i-1} o_i,  P(1..i accepted) = on_i
         keep: P(L >= i) = on_{i-1} + off_{i-1},          P(1..i accepted) = on_{i-1} alpha_i
 
-    E tokens = 1 + sum_{i <= n_max} P(1..i accepted); forwards = L, plus the look at position L + 1
-    that stopped a dropping rule (L < n_max); time = c E forwards + E v(L + 1). With one row and
+    E tokens = 1 + sum_{i <= n_max} P(1..i accepted); forwards F = L, plus the look at position L + 1
+    that stopped a dropping rule (L < n_max); time = E[F c_F] + E v(L + 1), c_k the draft cost per
+    forward of an iteration making k forwards (`draft_curve`; a scalar c: c E F). With one row and
     off = that row, P(L >= i) = prod s_j: positions independent given their bins."""
     _check(n_min, n_max, c)
     w, a = law.rows(n_max)
@@ -185,7 +201,11 @@ def threshold_prediction(law: ConfidenceLaw, taus: npt.ArrayLike, n_min: int, n_
     tokens = 1.0 + accepted.sum(axis=1)
     drafts = reach.sum(axis=1)  # E L = sum_i P(L >= i)
     p_len = _length_law(reach)
-    time = c * (drafts + failed_looks) + p_len @ verify_curve(verify_cost, n_max)
+    p_fwd = p_len if keep_last else np.concatenate([np.zeros((p_len.shape[0], 1)), p_len[:, :-2],
+                                                    p_len[:, -2:].sum(axis=1, keepdims=True)], axis=1)  # P(F = 0..n)
+    k = np.arange(n_max + 1)
+    draft_time = p_fwd @ np.concatenate([[0.0], k[1:] * draft_curve(c, n_max)])
+    time = draft_time + p_len @ verify_curve(verify_cost, n_max)
     return RulePrediction(tokens, drafts, drafts + failed_looks, time, tokens / time, p_len)
 
 
@@ -207,8 +227,8 @@ class SchedulePrediction:
     full_acceptance: FloatArray  # [cap]: P(every drafted token accepted | n)
 
 
-def heuristic_schedule(law: ConfidenceLaw, c: float, verify_cost: npt.ArrayLike | None = None, cap: int = 32,
-                       tau: float = 0.0) -> SchedulePrediction:
+def heuristic_schedule(law: ConfidenceLaw, c: float | npt.ArrayLike, verify_cost: npt.ArrayLike | None = None,
+                       cap: int = 32, tau: float = 0.0) -> SchedulePrediction:
     """n -> min(n + 2, cap) after a draft whose every token was accepted, else max(1, n - 1); each
     iteration drafts up to n tokens, stopping after the first below `tau` (kept, as transformers
     does; tau = 0: no threshold). P(full | n) = sum_m P(L = m, 1..m accepted): for m < n,
@@ -254,8 +274,11 @@ def optimal_stopping(law: ConfidenceLaw, c: float, verify_cost: npt.ArrayLike | 
     lambda. lambda, the long-run rate (= the speedup), is the fixed point of lambda <- E tokens /
     E time (Dinkelbach's iteration from the best fixed gamma). The rule reads rho from the rows
     (it cannot tell a rejection); its rate is evaluated on track and past a rejection (`off`).
-    Exact over the bins; rho on a log-grid of `grid` points (below 1e-12: the draft stops)."""
+    Exact over the bins; rho on a log-grid of `grid` points (below 1e-12: the draft stops). One c
+    for every forward (the rule weighs each look alone)."""
     _check(0, n_max, c)
+    if np.ndim(c) != 0:
+        raise SpecdecError("the break-even rule takes one draft cost c per forward, not a curve")
     v = verify_curve(verify_cost, n_max)
     w, a = law.rows(n_max)
     rate = float(max(threshold_prediction(law, [0.0], g, g, c, v).speedup[0] for g in range(1, n_max + 1)))

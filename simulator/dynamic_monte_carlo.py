@@ -11,20 +11,21 @@ import numpy as np
 import numpy.typing as npt
 
 from specdec.simulator.checks import FloatArray
-from specdec.simulator.dynamic import ConfidenceLaw, RulePrediction, verify_curve
+from specdec.simulator.dynamic import ConfidenceLaw, RulePrediction, draft_curve, verify_curve
 
 
 def simulate_rule(law: ConfidenceLaw, look: Callable[[int, float], bool], draft: Callable[[int, float, int], str],
-                  c: float, n_max: int, verify_cost: npt.ArrayLike | None, iterations: int,
+                  c: float | npt.ArrayLike, n_max: int, verify_cost: npt.ArrayLike | None, iterations: int,
                   rng: np.random.Generator) -> RulePrediction:
     """Monte Carlo of a stopping rule over `iterations` iterations. With i drafted so far (rho =
     prod a over their bins): look(i + 1, rho) decides whether to look at position i + 1 (a
     forward, c); its bin b ~ w_{i+1} on track, ~ off past a rejection; draft(i + 1, rho, b)
     answers "draft", "draft_stop" (draft it, then stop: transformers' threshold) or "stop". Each drafted token is accepted with a(b) while
-    all before it were; the iteration yields the accepted prefix + 1 tokens and takes c per look
-    plus v(L + 1)."""
+    all before it were; the iteration yields the accepted prefix + 1 tokens and takes c_F per look
+    when it looks F times (`draft_curve`: c per look for a number) plus v(L + 1)."""
     w, a = law.rows(n_max)
     v = verify_curve(verify_cost, n_max)
+    per_look = np.concatenate([[0.0], draft_curve(c, n_max)])  # c_F, F = 0..n_max
     cum, cum_off = np.cumsum(w, axis=1), np.cumsum(law.off)
     tokens = drafts = forwards = time = 0.0
     for _ in range(iterations):
@@ -44,7 +45,7 @@ def simulate_rule(law: ConfidenceLaw, look: Callable[[int, float], bool], draft:
         tokens += 1
         drafts += n
         forwards += looks
-        time += c * looks + v[n]
+        time += per_look[looks] * looks + v[n]
     k = float(iterations)
     return RulePrediction(np.array([tokens / k]), np.array([drafts / k]), np.array([forwards / k]),
                           np.array([time / k]), np.array([tokens / time]))

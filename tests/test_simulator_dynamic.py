@@ -25,10 +25,11 @@ MC = 40_000
 @pytest.mark.parametrize("law", [SHARP, FLAT], ids=["sharp", "flat"])
 @pytest.mark.parametrize("tau,n_min,n_max", [(0.4, 1, 6), (0.6, 0, 5), (0.8, 2, 8), (0.2, 0, 3)])
 @pytest.mark.parametrize("keep_last", [False, True], ids=["drop", "keep"])
-def test_threshold_closed_form_equals_its_monte_carlo(law, tau, n_min, n_max, keep_last) -> None:
-    got = threshold_prediction(law, [tau], n_min, n_max, 0.1, V, keep_last)
+@pytest.mark.parametrize("c", [0.1, [0.3, 0.2, 0.15, 0.1]], ids=["c", "c-per-forward-count"])
+def test_threshold_closed_form_equals_its_monte_carlo(law, tau, n_min, n_max, keep_last, c) -> None:
+    got = threshold_prediction(law, [tau], n_min, n_max, c, V, keep_last)
     look, draft = threshold_rule(law, tau, n_min, keep_last)
-    sim = simulate_rule(law, look, draft, 0.1, n_max, V, MC, np.random.default_rng(1))
+    sim = simulate_rule(law, look, draft, c, n_max, V, MC, np.random.default_rng(1))
     for field in ("expected_tokens", "expected_drafts", "expected_forwards", "iteration_time", "speedup"):
         assert getattr(got, field)[0] == pytest.approx(getattr(sim, field)[0], rel=0.015, abs=0.01), field
 

@@ -27,10 +27,18 @@ def test_predictions() -> None:
     speed, tokens, drafts = predict_policy(HeuristicSchedule(2, 4, True), LAW, 0.1, V)
     assert speed == pytest.approx(heuristic_schedule(LAW, 0.1, V, cap=4).speedup) and 1 <= drafts <= 4
     assert predict_policy(ConfidenceThreshold(0.9, 0, 4), LAW, 0.1, V)[2] < 1  # P(conf >= 0.9) = 0.2 per position
+    # c per forward count: a flat curve is the number; dearer short iterations (the first step's fixed
+    # cost spread over fewer forwards) price a rule whose drafts are short slower, its counts unchanged
+    rule = ConfidenceThreshold(0.5, 0, 4)
+    assert predict_policy(rule, LAW, [0.1] * 4, V) == pytest.approx(predict_policy(rule, LAW, 0.1, V))
+    dear = predict_policy(rule, LAW, [0.16, 0.13, 0.11, 0.1], V)
+    assert dear[0] < predict_policy(rule, LAW, 0.1, V)[0] and dear[1:] == pytest.approx(predict_policy(rule, LAW, 0.1,
+                                                                                                          V)[1:])
 
 
 def _row(drafter, tau, measured, predicted, policy=None):
-    return PolicyRow(drafter, 0.0, policy or f"confidence:tau={tau}", tau, 6, 0.2, measured, (measured - 0.1, measured + 0.1),
+    return PolicyRow(drafter, 0.0, policy or f"confidence:tau={tau}", tau, 6, 0.2, (0.2,) * 6, measured,
+                     (measured - 0.1, measured + 0.1),
                      None, predicted, 2.0, 2.0, 1.0, 1.0)
 
 

@@ -119,12 +119,13 @@ def summarize(scores: Sequence[PositionScores], lenience: Sequence[float], rng: 
         what += ("; deterministic drafter: beta = p(proposed token) (argmax agreement at T=0), positions "
                  "without a proposal count as rejections")
     per_position = positional_alphas(scores, rng, n_boot, confidence)
-    from specdec.reference.estimate.confidence import confidence_counts, position_counts
+    from specdec.reference.estimate.confidence import confidence_counts, past_rejection_counts, position_counts
 
     counts, rows = confidence_counts(scores), position_counts(scores)
     return AlphaEstimate(
         confidence_law=None if counts is None else {**counts.to_dict(),
-                                                    "per_position": None if rows is None else rows.to_dict()},
+                                                    "per_position": None if rows is None else rows.to_dict(),
+                                                    "past_rejection": past_rejection_counts(scores)},
         alpha_per_position=None if per_position is None else tuple(a for a, _ in per_position),
         alpha_per_position_ci=None if per_position is None else tuple(ci for _, ci in per_position),
         alpha=alpha, alpha_ci=ci, confidence=confidence, n_prompts=len(scores), n_positions=int(beta.size),

@@ -11,7 +11,9 @@ The pooled law (`ConfidenceCounts`, one row) counts every position alike. The pe
 first i - 1 drafts being accepted (the product of the replay's acceptance along the sequence,
 `PositionScores.accept`: 0/1 at T = 0, min(1, q/p) at the sampled token at T > 0): position i
 conditioned on the accepted prefix, which teacher forcing sees exactly, the accepted prefix being
-the sequence (docs/theory.md, "Dynamic draft length")."""
+the sequence (docs/theory.md, "Dynamic draft length"). Past a rejection the draft's confidence law
+(`past_rejection_counts`) comes from the draft scored right after its own rejected tokens
+(`estimate.past_rejection`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,8 +71,8 @@ class PositionCounts:
 
     def law(self, min_count: float = 20.0):
         """`ConfidenceLaw` with a row per position counting at least `min_count` (row 1 always);
-        past a rejection the draft's confidence follows row 1 (every position: teacher forcing
-        never sees a draft off the sequence)."""
+        past a rejection the draft's confidence follows row 1 (`simulator.dynamic.confidence_law`
+        reads the past-rejection counts beside these)."""
         from specdec.simulator.dynamic import ConfidenceLaw
 
         return ConfidenceLaw.from_counts(self.edges, self.positions, self.accepted, min_count)
@@ -133,6 +135,24 @@ def position_counts(scores: Sequence, n_max: int = 16, edges: Sequence[float] = 
                 break
             u = u[:-1] * acc[i, :n - i - 1]
     return PositionCounts(tuple(float(x) for x in e), *out)
+
+
+def past_rejection_counts(scores: Sequence, edges: Sequence[float] = EDGES) -> dict[str, Any] | None:
+    """Per confidence bin, the summed weight (and weight^2) of the draft's confidence right after
+    its own rejected tokens over the scored sequences that know it (None: none does)."""
+    known = [s.past_rejection for s in scores if getattr(s, "past_rejection", None) is not None]
+    if not known:
+        return None
+    e = np.asarray(edges, dtype=np.float64)
+    confidence, weight = (np.concatenate([k[j] for k in known]) for j in (0, 1))
+    b = _bins(e, confidence)
+    positions = np.bincount(b, weights=weight, minlength=e.size - 1)
+    return {"positions": positions.tolist(),
+            "positions_sq": np.bincount(b, weights=weight ** 2, minlength=e.size - 1).tolist(),
+            "branches": int(confidence.size),
+            "weight": (positions / max(positions.sum(), 1e-300)).tolist() if positions.sum() > 0 else None,
+            "conditioned": "the draft's confidence right after its own rejected token (the next draft position), "
+                           "each token weighted by its chance of being drafted and rejected"}
 
 
 def confidence_counts(scores: Sequence, edges: Sequence[float] = EDGES) -> ConfidenceCounts | None:

@@ -55,6 +55,8 @@ class PositionScores:
     offset_beta: np.ndarray | None = None  # [H, n] heads: beta of draft position i from the block at t; NaN past the end
     path_accept: np.ndarray | None = None
     confidence: np.ndarray | None = None  # [n] top probability of the draft's unadjusted q (`estimate.confidence`)
+    # (confidence [R], weight [R]) right after a rejected draft token (`estimate.past_rejection`)
+    past_rejection: tuple[np.ndarray, np.ndarray] | None = None
 
     def accept(self) -> np.ndarray | None:
         """[W, n] the replay's acceptance along the sequence (`reference.estimate.replay`):
@@ -158,6 +160,20 @@ class NeuralScorer:
                 out.append(DraftRows(sampling.probs(logits), None, chain=True, confidence=confidence))
         return out
 
+    def confidence_after(self, sequence: Sequence[int], starts: Sequence[int], tokens: Sequence[int],
+                         vocab_size: int) -> np.ndarray | None:
+        """[R] the draft's confidence right after tokens[r] at position starts[r] of `sequence`
+        (`estimate.past_rejection`); None where the model takes no such pass (an encoder-decoder)."""
+        from specdec.reference.model.forward import branch_logits
+
+        out = []
+        for a in range(0, len(tokens), 256):
+            logits = branch_logits(self.model, sequence, starts[a:a + 256], tokens[a:a + 256])
+            if logits is None:
+                return None
+            out.append(top_confidence(fit_vocab(logits, vocab_size).float().softmax(-1), self.confidence_top_k))
+        return torch.cat(out).double().cpu().numpy() if out else np.zeros(0)
+
 
 class NgramScorer:
     """q from a KenLM n-gram drafter (`NgramDrafter.score_sequence`), adjusted like its proposals."""
@@ -181,6 +197,15 @@ class NgramScorer:
                 out.append(DraftRows(sampling.probs(torch.log(q)), None, chain=True, stop_token=stop,
                                      confidence=confidence))
         return out
+
+    def confidence_after(self, sequence: Sequence[int], starts: Sequence[int], tokens: Sequence[int],
+                         vocab_size: int) -> np.ndarray:
+        """[R] the draft's confidence right after tokens[r] at position starts[r] of `sequence`
+        (`estimate.past_rejection`): q from the context the token ends."""
+        model, bos = self.drafter.model, self.drafter.bos
+        q = [model.q(model.state_for(list(sequence[:int(a)]) + [int(x)], bos)) for a, x in zip(starts, tokens)]
+        return top_confidence(torch.from_numpy(np.stack(q)), self.confidence_top_k).double().numpy() if q else \
+            np.zeros(0)
 
 
 class ProtocolScorer:
@@ -291,6 +316,21 @@ def score_positions(target: torch.nn.Module, scorer: DraftScorer, samples: Targe
         for i, logits, draft in zip(indices, p_logits, drafts):
             out.append(position_scores(logits[:, :vocab_size], draft, samples.continuations[i], sampling,
                                        lenience, max_gamma))
+            if draft.confidence is not None and hasattr(scorer, "confidence_after"):
+                out[-1].past_rejection = past_rejection(scorer, logits[:, :vocab_size], draft, samples, i, sampling,
+                                                        vocab_size)
             bar.update(len(samples.continuations[i]))
     bar.close()
     return out
+
+
+def past_rejection(scorer, p_logits: torch.Tensor, draft: DraftRows, samples: TargetSamples, i: int,
+                   sampling: SamplingConfig, vocab_size: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(confidence [R], weight [R]) of the draft right after its rejected tokens along sequence i
+    (`estimate.past_rejection`); None where the scorer cannot say."""
+    from specdec.reference.estimate.past_rejection import rejected_tokens
+
+    prompt, truth = list(samples.prompts[i]), samples.continuations[i]
+    t, tokens, weight = rejected_tokens(p_logits, draft, truth, sampling)
+    confidence = scorer.confidence_after(prompt + list(truth), (len(prompt) + t).tolist(), tokens.tolist(), vocab_size)
+    return None if confidence is None else (confidence, weight)

@@ -11,6 +11,7 @@ its own, which then stay on the model: measured ~1.5% on every later pass of Smo
 """
 from __future__ import annotations
 
+from typing import Sequence
 from weakref import WeakKeyDictionary
 
 import torch
@@ -69,3 +70,27 @@ def split_is_exact(model: torch.nn.Module) -> bool:
         except (AttributeError, NotImplementedError, ValueError, TypeError):  # no decoder to call on its own
             _SPLITS[model] = False
     return _SPLITS[model]
+
+
+@torch.inference_mode()
+def branch_logits(model: torch.nn.Module, sequence: Sequence[int], starts: Sequence[int], tokens: Sequence[int]
+                  ) -> torch.Tensor | None:
+    """Logits [R, V] of a causal LM right after tokens[r] placed at position starts[r] of `sequence`
+    (its prefix sequence[:starts[r]], starts[r] <= len(sequence)): one pass over the prefix shared by
+    all and the R tokens, each attending to its own prefix and itself (a 4D mask, as a token tree).
+    None for an encoder-decoder (its decoder takes no 4D mask here)."""
+    if is_encoder_decoder(model):
+        return None
+    s, r = max(int(x) for x in starts), len(tokens)
+    ids = torch.tensor([list(sequence[:s]) + [int(x) for x in tokens]], device=input_device(model))
+    allowed = torch.zeros(s + r, s + r, dtype=torch.bool)
+    allowed[:s, :s] = torch.ones(s, s, dtype=torch.bool).tril()
+    for j, start in enumerate(starts):
+        allowed[s + j, :int(start)] = True
+        allowed[s + j, s + j] = True
+    dtype = next((w.dtype for w in model.parameters() if w.is_floating_point()), torch.float32)
+    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+    positions = torch.tensor([list(range(s)) + [int(x) for x in starts]], device=ids.device)
+    out = model(input_ids=ids, attention_mask=mask[None, None].to(ids.device), position_ids=positions,
+                logits_to_keep=r, use_cache=False)
+    return out.logits[0, -r:]

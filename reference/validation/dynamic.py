@@ -41,9 +41,10 @@ def law_of(alpha: AlphaEstimate):
     return confidence_law(alpha.confidence_law)
 
 
-def predict_policy(policy, law, c: float, verify_cost: np.ndarray) -> tuple[float, float, float]:
+def predict_policy(policy, law, c: float | np.ndarray, verify_cost: np.ndarray) -> tuple[float, float, float]:
     """(speedup, tokens per iteration, drafts per iteration) of a rule under the law, in baseline
-    token times (c, v already effective)."""
+    token times (c, v already effective; c a number or c_1..c_n, the cost per forward of an
+    iteration making k forwards: `simulator.dynamic.draft_curve`)."""
     if isinstance(policy, ConfidenceThreshold):
         p = threshold_prediction(law, [policy.tau], policy.n_min, policy.n_max, c, verify_cost, policy.keep_last)
         return float(p.speedup[0]), float(p.expected_tokens[0]), float(p.expected_drafts[0])
@@ -65,6 +66,7 @@ class PolicyRow:
     tau: float | None  # the confidence threshold (None: the heuristic schedule)
     n_max: int
     c: float  # timed c at n_max drafts, in target steps
+    c_by_forwards: tuple[float, ...]  # c timed at k = 1..n_max drafts (what the prediction prices k forwards at)
     measured: float
     measured_ci: tuple[float, float]
     measured_corrected: float | None
@@ -87,20 +89,24 @@ class PolicyRow:
 
 
 def policy_row(name: str, temperature: float, spelling: str, policy, alpha: AlphaEstimate, cost: CostEstimate,
-               runs: Sequence[Run], baseline: Sequence[Run], rng: np.random.Generator) -> PolicyRow | None:
-    """The row of one rule (None when the drafter has no confidence law to predict from)."""
+               c_by_forwards: Sequence[float], runs: Sequence[Run], baseline: Sequence[Run], rng: np.random.Generator
+               ) -> PolicyRow | None:
+    """The row of one rule (None when the drafter has no confidence law to predict from). cost: the
+    costs timed at the rule's n_max (v, the loop overhead); c_by_forwards: c timed at k = 1..n_max
+    drafts, as each fixed gamma is priced at its own (a drafter's fixed cost per iteration, the
+    commit and the first step, spread over more forwards costs less per forward)."""
     law = law_of(alpha)
     if law is None:
         return None
-    c_eff, v_eff = effective_cost(cost.c, cost.verify_cost, cost.overhead)
+    c_eff, v_eff = effective_cost(np.asarray(c_by_forwards, dtype=np.float64), cost.verify_cost, cost.overhead)
     predicted, tokens, drafts = predict_policy(policy, law, c_eff, np.asarray(v_eff))
     measured = speedup(baseline, runs, rng)
     stats = DecodeStats.total([r.stats for r in runs])
     hist = np.asarray(stats.proposed_hist, dtype=np.float64)
-    return PolicyRow(name, temperature, spelling, getattr(policy, "tau", None) if isinstance(policy, ConfidenceThreshold)
-                     else None, policy.k_max, cost.c, measured.speedup, tuple(measured.ci), measured.corrected,
-                     predicted, stats.tokens_per_iteration(), tokens,
-                     float((hist * np.arange(hist.size)).sum() / max(hist.sum(), 1.0)), drafts)
+    tau = policy.tau if isinstance(policy, ConfidenceThreshold) else None
+    return PolicyRow(name, temperature, spelling, tau, policy.k_max, cost.c, tuple(float(x) for x in c_by_forwards),
+                     measured.speedup, tuple(measured.ci), measured.corrected, predicted,
+                     stats.tokens_per_iteration(), tokens, float((hist * np.arange(hist.size)).sum() / max(hist.sum(), 1.0)), drafts)
 
 
 @dataclass(frozen=True)

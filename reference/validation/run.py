@@ -142,7 +142,8 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
     all_sweeps: list[TargetTiming] = []
     interference: dict[str, dict[str, Any]] = {}
     gamma_top = max(config.gammas)
-    policy_tops = {policy_of(p, gamma_top).k_max for p in config.policies}  # each rule's c is timed at its n_max
+    # a rule's iterations make 1..n_max draft forwards: c is timed at each count (`policy_row`)
+    policy_tops = {k for p in config.policies for k in range(1, policy_of(p, gamma_top).k_max + 1)}
     policy_rows: list[PolicyRow] = []
     for ti, temperature in enumerate(config.temperatures):
         sampling = config.sampling(temperature)
@@ -199,8 +200,9 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
             for spelling in config.policies:
                 policy = policy_of(spelling, gamma_top)
                 at_n = assemble_cost(drafter, model, pooled, drafts[(name, policy.k_max)], overhead)
-                row = policy_row(name, temperature, spelling, policy, alpha, at_n, runs[(name, spelling)],
-                                 runs[("baseline", 0)], rng)
+                by_forwards = [drafts[(name, k)].c for k in range(1, policy.k_max + 1)]
+                row = policy_row(name, temperature, spelling, policy, alpha, at_n, by_forwards,
+                                 runs[(name, spelling)], runs[("baseline", 0)], rng)
                 if row is not None:
                     policy_rows.append(row)
     pooled = pool_timings([timing, *all_sweeps]) if timing is not None else None
