@@ -19,7 +19,7 @@ from specdec.reference.estimate.confidence import past_rejection_counts, positio
 from specdec.reference.estimate.past_rejection import BRANCHES, rejected_tokens
 from specdec.reference.estimate.replay import accept_from_match
 from specdec.reference.estimate.samples import generate_continuations
-from specdec.reference.estimate.teacher_forced import DraftRows, NgramScorer
+from specdec.reference.estimate.teacher_forced import DraftRows, NeuralScorer, NgramScorer
 from specdec.reference.model.forward import branch_logits
 from specdec.simulator.dynamic import confidence_law, threshold_prediction
 from tests.fakes import TINY_VOCAB, random_prompts
@@ -64,9 +64,18 @@ def test_rejected_tokens_at_t1_read_the_residual_at_quantiles() -> None:
     assert np.all(residual[t, x] > 0) and len(set(zip(t.tolist(), x.tolist()))) == t.size  # one branch per token
 
 
+def near(model: torch.nn.Module, noise: float) -> torch.nn.Module:
+    """`model` with its output layer perturbed: a draft that agrees with it at some positions only."""
+    with torch.no_grad():
+        model.lm_head.weight.add_(noise * torch.randn(model.lm_head.weight.shape,
+                                                      generator=torch.Generator().manual_seed(5)))
+    return model
+
+
 @pytest.mark.parametrize("sampling", [SamplingConfig(0.0), SamplingConfig(1.0)], ids=["greedy", "t1"])
 def test_the_estimator_stores_the_neural_drafts_confidence_after_its_rejections(sampling) -> None:
-    target, draft = tiny_llama(TINY_VOCAB, seed=0, sharpness=4.0), tiny_llama(TINY_VOCAB, seed=1, sharpness=4.0)
+    target = tiny_llama(TINY_VOCAB, seed=0, sharpness=4.0)
+    draft = near(tiny_llama(TINY_VOCAB, seed=0, sharpness=4.0), 0.02)  # alpha about 0.6 at t = 0
     samples = generate_continuations(target, random_prompts(4, 7, seed=0), 12, sampling, 0, batch_size=4)
     est = estimate_alpha(target, NeuralDrafter(draft, TINY_VOCAB), samples, TINY_VOCAB, np.random.default_rng(0),
                          lenience=(1.0,), n_boot=50)
@@ -78,12 +87,17 @@ def test_the_estimator_stores_the_neural_drafts_confidence_after_its_rejections(
         q = draft(input_ids=torch.tensor([prompt + truth])).logits[0, len(prompt) - 1:-1].softmax(-1)  # [n, V]
         if sampling.greedy:
             wrong = [t for t in range(len(truth)) if int(q[t].argmax()) != truth[t]]
-            assert s.past_rejection[0].size == len(wrong)
+            assert 0 < len(wrong) < len(truth) and s.past_rejection[0].size == len(wrong)
             want = [draft(input_ids=torch.tensor([prompt + truth[:t] + [int(q[t].argmax())]])).logits[0, -1]
                     .softmax(-1).max().item() for t in wrong]
             assert s.past_rejection[0] == pytest.approx(want, abs=1e-5)
     law = confidence_law(est.confidence_law, min_count=1.0)
     assert law.off == pytest.approx(np.asarray(stored["positions"]) / sum(stored["positions"]))
+    # the sequence's own token in place of x_t: the teacher-forced confidence at t + 1
+    n = len(truth)
+    on = NeuralScorer(draft).confidence_after(prompt + truth, [len(prompt) + t for t in range(n - 1)], truth[:-1],
+                                               TINY_VOCAB)
+    assert on == pytest.approx(s.confidence[1:], abs=1e-5)
 
 
 def test_the_ngram_scorer_reads_the_context_the_rejected_token_ends(tiny_models) -> None:
@@ -94,6 +108,9 @@ def test_the_ngram_scorer_reads_the_context_the_rejected_token_ends(tiny_models)
     want = [model.q(model.state_for([5, 9, 40], drafter.bos)).max(), model.q(model.state_for(sequence + [3],
                                                                                              drafter.bos)).max()]
     assert got == pytest.approx(want, rel=1e-6)
+    # the sequence's own token in place of x_t: the teacher-forced confidence at t + 1
+    on = NgramScorer(drafter).confidence_after(sequence, range(2, 6), sequence[2:6], VOCAB)
+    assert on == pytest.approx(torch.from_numpy(drafter.score_sequence(sequence)).max(-1).values[2:6].numpy(), rel=1e-6)
 
 
 EDGES = (0.0, 0.25, 0.5, 0.75, 1.0)

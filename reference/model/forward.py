@@ -77,8 +77,9 @@ def branch_logits(model: torch.nn.Module, sequence: Sequence[int], starts: Seque
                   ) -> torch.Tensor | None:
     """Logits [R, V] of a causal LM right after tokens[r] placed at position starts[r] of `sequence`
     (its prefix sequence[:starts[r]], starts[r] <= len(sequence)): one pass over the prefix shared by
-    all and the R tokens, each attending to its own prefix and itself (a 4D mask, as a token tree).
-    None for an encoder-decoder (its decoder takes no 4D mask here)."""
+    all and the R tokens, each attending to its own prefix and itself (a 4D mask, as a token tree:
+    like the decoder's trees it needs an attention that honours one, eager or sdpa; tests check it
+    against a forward over each prefix). None for an encoder-decoder (its decoder takes no 4D mask here)."""
     if is_encoder_decoder(model):
         return None
     s, r = max(int(x) for x in starts), len(tokens)
