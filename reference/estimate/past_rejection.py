@@ -15,8 +15,9 @@ adds, per position t, the tokens a rejected draft carries there and their weight
   represented in proportion to its mass (the likeliest tokens alone would drop it).
 
 The drafter then scores each such token in place of x_t (a neural draft in one pass, every token
-attending to its own prefix only, a 4D mask: `model.forward.branch_logits`; an n-gram from its context) and reports its confidence
-after it: the next draft position's, read as on the sequence (`teacher_forced.top_confidence`). A
+attending to its own prefix only, a 4D mask: `model.forward.branch_logits`; an n-gram from its
+context) and reports its confidence after it: the next draft position's, read as on the sequence
+(`teacher_forced.top_confidence`). A
 drafter's token that ends its block (the n-gram's EOS) drafts nothing after it and is skipped. Only
 the first draft past a rejection is scored; the model uses its law for every later one.
 """
