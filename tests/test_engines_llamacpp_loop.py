@@ -22,8 +22,10 @@ from specdec.engines.llamacpp.server import default_model, find_binary
 from specdec.engines.llamacpp.batches import BatchRecord, joint_from_counts, joint_from_steps, waves
 from specdec.engines.llamacpp.estimated import category_estimates, gamma_of, predicted_b
 from specdec.engines.llamacpp.trace import draft_lengths, verify_steps
-from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, draft_passes, from_flags,
-                                                 metrics_page, ngram, predicted_seconds, synthetic)
+from specdec.engines.llamacpp.draft_loop import (LoopCosts, draft_counts, fit, loop_config, sample_counts,
+                                                 target_part)
+from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, from_flags, metrics_page, ngram,
+                                                 predicted_seconds, synthetic)
 from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
 from tests.cli_helpers import run_main, strict_json
@@ -139,13 +141,46 @@ def test_a_confidence_cut_off_prices_the_traced_draft_lengths() -> None:
     rec = Record("d", 0, "p", "c", 0, tokens=21, decode_ms=0, prompt_tokens=90, drafts=4, draft_tokens=9,
                  accepted=4, lengths=[0, 1, 1, 2])
     steps, attempts, looks = 16, 16, 9 - 2  # the two full drafts need no pass after their last token
-    assert draft_passes(rec, config) == steps + attempts + looks
+    assert draft_counts(rec, config) == (steps, 9, attempts + looks)
     verify = 0.016 + 0.020 + 2 * 0.024  # each traced draft at its own length: 1, 2, 3, 3
     assert predicted_seconds(rec, costs, config)[0] == pytest.approx(12 * 0.010 + verify + 39 * 0.002)
     with pytest.raises(SpecdecError, match="no traced draft lengths"):
-        draft_passes(Record("d", 0, "p", "c", 0, 21, 0, 90, 4, 9, 4), config)
+        draft_counts(Record("d", 0, "p", "c", 0, 21, 0, 90, 4, 9, 4), config)
     # nothing drafted in 20 steps: each still paid the pass over its batch and the look that failed
-    assert draft_passes(Record("d", 0, "p", "c", 0, 21, 0, 90, 0, 0, 0, lengths=[0]), config) == 40
+    assert draft_counts(Record("d", 0, "p", "c", 0, 21, 0, 90, 0, 0, 0, lengths=[0]), config) == (20, 0, 20)
+    # timed in the loop: the batch pass, each token in it and a look priced apart (at the context 90 + 21 / 2, midway)
+    loop = EngineCosts(costs.contexts, costs.seconds, 0.0, costs.drafts,
+                       (("/m/d.gguf", LoopCosts((0.5, 200.5), ((0.001, 0.0002, 0.002), (0.005, 0.0006, 0.006)))),))
+    assert loop.draft_parts(Path("/m/d.gguf"), 100.5) == pytest.approx((0.003, 0.0004, 0.004))
+    assert predicted_seconds(rec, loop, config)[0] == pytest.approx(
+        12 * 0.010 + verify + 16 * 0.003 + 9 * 0.0004 + 23 * 0.004)
+
+
+def test_the_drafts_loop_costs_come_from_servers_that_isolate_them() -> None:
+    """m drafts a step all rejected (n-max m, synthetic rates 0) or none (p-min 2: every look
+    fails); each sample counted as common/speculative.cpp runs it, its target part at t(k), and
+    the least squares recovers (P0, P1, s) from samples of that model, a part the noise makes
+    negative set to 0."""
+    none, three = loop_config(Path("t.gguf"), Path("d.gguf"), 0, 512, 2), loop_config(Path("t.gguf"), Path("d.gguf"),
+                                                                                  3, 512, 2)
+    assert none.spec_type == three.spec_type == "draft-simple"
+    assert " ".join(none.flags()).endswith("--spec-draft-n-max 1 --spec-draft-p-min 2 --spec-synth-rates 0")
+    assert " ".join(three.flags()).endswith("--spec-draft-n-max 3 --spec-draft-p-min 0 --spec-synth-rates 0,0,0")
+    assert sample_counts(0, 31, 0) == (31, 0, 30)  # the last step has one token left: nothing to draft
+    assert sample_counts(3, 31, 88) == (31, 88, 88)
+    # 1 plain step, 30 verifies of 1 + 88 / 30 tokens: t(3 + 14 / 15)
+    assert target_part(31, 30, 88, [0.010, 0.016, 0.020, 0.024]) == pytest.approx(
+        0.010 + 30 * (0.020 + 0.004 * 14 / 15))
+    truth = np.array([0.002, 0.0003, 0.0035])
+    rows = [(31, *sample_counts(m, 31, 0 if m == 0 else 31 * m - 2)[1:]) for m in range(5) for _ in range(3)]
+    exact = [(S, G, Q, float(truth @ [S, G, Q])) for S, G, Q in rows]
+    assert fit(exact) == pytest.approx(tuple(truth))
+    rng = np.random.default_rng(0)
+    noisy = [(S, G, Q, y + rng.normal(0, 0.0005)) for S, G, Q, y in exact]
+    assert np.allclose(fit(noisy), truth, atol=2e-4)
+    flat = [(S, G, Q, 0.002 * S + 0.0035 * Q - (0.0001 * G if G else 0)) for S, G, Q, _ in exact]
+    p0, p1, look = fit(flat)
+    assert p1 == 0 and p0 > 0 and look > 0
 
 
 def test_draft_lengths_read_a_captured_trace() -> None:
@@ -162,7 +197,8 @@ def test_draft_lengths_read_a_captured_trace() -> None:
     rec = Record("d", 0, "p", "code", 0, 65, 0, 80, counts["drafts"], counts["draft_tokens"],
                  counts["accepted_tokens"], lengths=lengths)
     steps = 64 - counts["accepted_tokens"]
-    assert draft_passes(rec, from_flags("d", counts["flags"])) == 2 * steps + counts["draft_tokens"] - sum(lengths[4:])
+    S, G, Q = draft_counts(rec, from_flags("d", counts["flags"]))
+    assert (S, G, Q) == (steps, counts["draft_tokens"], steps + counts["draft_tokens"] - sum(lengths[4:]))
     assert verify_steps("no trace here") == [] and draft_lengths([]) == [0]
 
 
@@ -182,8 +218,9 @@ def test_prediction_b_prices_the_estimators_replay() -> None:
     assert predicted_b(synth, [rec], category_estimates(estimate, synth, Path("e")), costs) == pytest.approx(
         0.010 / ((0.25 * 0.010 + 0.75 * 0.024) / tokens))
     model = draft(Path("/m/d.gguf"), 3)
+    # every step pays the draft's pass over its batch; a draft of 3 its 3 looks
     assert predicted_b(model, [rec], category_estimates(estimate, model, Path("e")), costs) == pytest.approx(
-        0.010 / ((0.25 * 0.010 + 0.75 * (0.024 + 4 * 0.002)) / 2))
+        0.010 / ((0.25 * (0.010 + 0.002) + 0.75 * (0.024 + 4 * 0.002)) / 2))
 
 
 def test_prediction_b_of_a_cut_off_reads_the_top_10_confidence_law() -> None:
@@ -202,9 +239,13 @@ def test_prediction_b_of_a_cut_off_reads_the_top_10_confidence_law() -> None:
     (e,) = category_estimates({"category": "code", "confidence_law": {**law, "top_k": 10}}, config,
                               Path("e")).values()
     assert e.proposed == pytest.approx([0.5, 0.25, 0.25]) and e.tokens == pytest.approx(1.75)
-    assert e.passes == pytest.approx(2.5)
+    assert e.looks == pytest.approx(1.5)
     per_iteration = 0.5 * 0.010 + 0.25 * 0.016 + 0.25 * 0.020 + 2.5 * 0.002
     assert predicted_b(config, [rec], {"code": e}, costs) == pytest.approx(0.010 / (per_iteration / 1.75))
+    loop = EngineCosts(costs.contexts, costs.seconds, 0.0, costs.drafts,
+                       (("/m/d.gguf", LoopCosts((100,), ((0.003, 0.001, 0.002),))),))
+    per_iteration += 0.001 + 0.75 * 0.001  # P0 0.003 (not 0.002) a batch pass, P1 for each of 0.75 tokens
+    assert predicted_b(config, [rec], {"code": e}, loop) == pytest.approx(0.010 / (per_iteration / 1.75))
 
 
 def test_a_round_sends_every_request_once_in_waves_of_different_prompts() -> None:
@@ -369,6 +410,10 @@ def test_batches_and_a_draft_model_row_on_a_real_server(capsys, tmp_path) -> Non
     data = strict_json(out.read_text())
     (timed,) = data["draft_seconds"].values()
     assert 0 < timed["seconds"][0] < 1 and data["batch_timing"][0]["batch_sizes"] == [1, 2]
+    # the draft in the loop: m = 0, 1, 2 drafts a step (n-max m, all rejected: the server's counters)
+    loop = timed["loop"]
+    assert {m for m, *_ in loop["samples"][0]} == {0, 1, 2} and loop["batch_pass"][0] + loop["look"][0] > 0
+    assert all((G == 0) if m == 0 else (G > (m - 1) * S) for m, S, G, Q, _ in loop["samples"][0])
     grid = "s=--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 2 --spec-synth-rates 0.9,0.81"
     result = tmp_path / "batches.json"
     code, stdout, err = run_main(capsys, ["llamacpp", "validate", "--costs", str(out), "--batch-sizes", "1,2",

@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from specdec.engines.llamacpp.client import Client
+from specdec.engines.llamacpp.draft_loop import loop_config, loop_entry, sample_counts, target_part
 from specdec.engines.llamacpp.metrics import PROMETHEUS
 from specdec.engines.counts import prometheus_counters
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, build_info, no_repack
@@ -121,12 +122,14 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
     """t(B, k) at each context and the accepted-token cost: every k's server alive at once per
     batch size, k in a rotating order each repeat (interleaved), the median kept. Each GGUF of
     `drafts` is timed too (B = 1, with the first batch size's servers): its own plain step t_d(1)
-    at each context, the price of one drafted token (`draft_seconds`; c = t_d(1) / t(1))."""
+    at each context (c = t_d(1) / t(1)), and what it costs inside the speculative loop, its batch pass
+    and looks (`draft_loop.py`), beside the target at the k timed: `draft_seconds` in the file."""
     if ks[0] != 1 or max(ks) > MAX_K:
         raise SpecdecError(f"draft lengths: k must start at 1 and stay at most {MAX_K}")
     tables, raw = [], []
     accept: list[float] = []
     draft_samples: dict[str, dict[int, list[Sample]]] = {}
+    loop_samples: dict[str, dict[int, list]] = {}
     for B in batch_sizes:
         ctx = B * (max(*contexts, 3 * 2 * PERIOD) + new_tokens + max(ks) + 64)  # the prompt is >= 2 periods
         with ExitStack() as stack:
@@ -141,11 +144,14 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
             draft_clients = {d: Client(stack.enter_context(LlamaServer(
                 ServerConfig(d, ctx_size=ctx, threads=threads), binary)).url) for d in drafts} \
                 if B == batch_sizes[0] else {}
-            for c in [*clients.values(), *accept_clients.values(), *draft_clients.values()]:
+            loop_clients = {(str(d), m): Client(stack.enter_context(LlamaServer(
+                loop_config(model, d, m, ctx, threads), binary)).url)
+                for d in drafts for m in range(min(4, max(ks) - 1) + 1)} if B == batch_sizes[0] else {}
+            for c in [*clients.values(), *accept_clients.values(), *draft_clients.values(), *loop_clients.values()]:
                 c.complete("Hello", 4)  # warm-up, untimed
             per: dict[int, dict[int, list]] = {L: {k: [] for k in ks} for L in contexts}
             for r in range(repeats):
-                for L in contexts:
+                for L_index, L in enumerate(contexts):
                     prompt = cost_prompt(L, max(ks))
                     order = list(ks[r % len(ks):] + ks[:r % len(ks)])
                     for k in order:
@@ -153,6 +159,14 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                     for d, c in draft_clients.items():
                         draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, [prompt],
                                                                                                  new_tokens))
+                    if loop_clients:
+                        row = _repeat_row({k: v[-1] for k, v in per[L].items()}, max(ks))
+                        keys = list(loop_clients)
+                        for d, m in keys[r % len(keys):] + keys[:r % len(keys)]:
+                            s = timed_batch(loop_clients[d, m], [prompt], new_tokens)
+                            loop_samples.setdefault(d, {}).setdefault(L_index, []).append(
+                                (m, *sample_counts(m, s.steps, s.draft_tokens),
+                                 s.ms / 1000 - target_part(s.steps, s.drafts, s.draft_tokens, row)))
                     if accept_clients and L == contexts[0]:
                         accept += _accept_costs(accept_clients, {k: v[-1] for k, v in per[L].items()}, prompt,
                                                 new_tokens, max(ks))
@@ -183,8 +197,11 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                 "all_seconds": [[s.ms / 1000 / s.steps for s in per[L]] for L in contexts]}
             for d, per in draft_samples.items()}
         for d, row in data["draft_seconds"].items():
-            log(f"draft {d}: t_d(1) " + " ".join(f"{1e3 * t:.2f}ms" for t in row["seconds"]) + " at "
-                + ",".join(map(str, row["context_tokens"])) + " tokens")
+            row["loop"] = loop_entry(row["context_tokens"], loop_samples[d])
+            log(f"draft {d}: t_d(1) " + " ".join(f"{1e3 * t:.2f}ms" for t in row["seconds"]) + "; in the loop "
+                + " ".join(f"P0 {1e3 * a:.2f} P1 {1e3 * b:.2f} s {1e3 * c:.2f}ms" for a, b, c in
+                           zip(row["loop"]["batch_pass"], row["loop"]["per_token"], row["loop"]["look"]))
+                + " at " + ",".join(map(str, row["context_tokens"])) + " tokens")
     depth = data["batch_timing"][0]["context_tokens"]
     data["llama_bench"] = {"depth": depth, "seconds": bench_seconds(binary, model, ks, depth, threads),
                            "what": "llama-bench -p K -n 0 -d DEPTH: one pass over k tokens, last logits only"}
@@ -216,9 +233,7 @@ def _accept_costs(clients: dict[int, Client], latest: dict[int, Sample], prompt:
     """Seconds per accepted token beyond the verify itself: rates-1 requests (every draft accepted)
     against the rates-0 step times of the same repeat, at the drafts' own mean length."""
     t1 = latest[1].ms / 1000 / latest[1].steps
-    timed = [(1.0, t1)] + [(1 + s.draft_tokens / s.drafts, step_seconds(s, k, t1)[0])
-                           for k, s in latest.items() if k > 1 and s.drafts]
-    curve = _dense([k for k, _ in timed], [t for _, t in timed], top)
+    curve = _repeat_row(latest, top)
     out = []
     for k, client in clients.items():
         s = timed_batch(client, [prompt], new_tokens)
@@ -228,6 +243,14 @@ def _accept_costs(clients: dict[int, Client], latest: dict[int, Sample], prompt:
             t_verify = float(np.interp(k_mean, np.arange(1, top + 1), curve))
             out.append((s.ms / 1000 - s.drafts * t_verify - plain * t1) / s.accepted)
     return out
+
+
+def _repeat_row(latest: dict[int, Sample], top: int) -> list[float]:
+    """t(1..top) from one repeat's rates-0 samples, each k at the drafts' own mean length."""
+    t1 = latest[1].ms / 1000 / latest[1].steps
+    timed = [(1.0, t1)] + [(1 + s.draft_tokens / s.drafts, step_seconds(s, k, t1)[0])
+                           for k, s in latest.items() if k > 1 and s.drafts]
+    return _dense([k for k, _ in timed], [t for _, t in timed], top)
 
 
 def _dense(k_timed: list[float], seconds: list[float], top: int) -> list[float]:

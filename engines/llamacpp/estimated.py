@@ -7,15 +7,16 @@ Per request of the configuration (its category's estimate, its context L), with 
 iteration and P(k) the share of iterations that draft k tokens, as the replay gives them at the
 configuration's gamma:
 
-    seconds per token = (sum_k P(k) [t(1 + k, L) + [k > 0] (k + 1) t_d(1, L)] + (E - 1) c_acc) / E,
+    seconds per token = (sum_k P(k) [t(1 + k, L) + P0 + k (P1 + s)] + (E - 1) c_acc) / E,
 
-t_d the draft model's own step (0 without one; `validation.py` prices it the same way), and the
+P0, P1, s the draft model's batch pass, its tokens and a look in the engine's loop (`draft_loop.py`;
+0 without one; `validation.py` prices it the same way), and the
 speedup = sum over requests of (n - 1) t(1, L) / sum of (n - 1) seconds per token. A draft model
 with a confidence cut-off (--spec-draft-p-min tau > 0) stops where the replay cannot say: there
 P(k), E and the draft's forwards F per iteration come from the estimate's joint law of confidence
 and acceptance per position (`simulator.dynamic.threshold_prediction`, the confidence renormalised
 over the draft's top 10 as the engine's sampler does: `specdec estimate --confidence-top-k 10`),
-and an iteration's draft passes are F + 1 (its forwards and the pass over the batch verified). Synthetic
+and an iteration's looks are F (its draft passes: P0 + P1 E[k] + s F). Synthetic
 acceptance (`--spec-synth-rates P_1..P_gamma`, unconditional rates) is known exactly: there
 E = 1 + sum_k P(k) sum_{i <= k} P_i, with P(k) from the estimate of the drafter that proposes
 (for `ngram-simple --spec-ngram-simple-size-n 1`: prompt lookup on the last token, `lookup:1`).
@@ -59,11 +60,11 @@ def synthetic_rates(config: Config) -> list[float] | None:
 @dataclass(frozen=True)
 class Estimated:
     """One category of an estimate, as prediction (b) reads it: per iteration P(k) for k =
-    0..gamma, E tokens, and the draft model's passes (None: priced from P(k) as k + 1)."""
+    0..gamma, E tokens, and the draft model's looks (None: k, a draft stopped by its length)."""
 
     proposed: np.ndarray
     tokens: float
-    passes: float | None = None
+    looks: float | None = None
 
 
 def category_estimates(estimate: dict, config: Config, path: Path) -> dict[str, Estimated]:
@@ -84,8 +85,7 @@ def category_estimates(estimate: dict, config: Config, path: Path) -> dict[str, 
             if law is None:
                 raise SpecdecError(f"{path}: its confidence law for {category!r} counts nothing")
             p = threshold_prediction(law, [config.p_min], 0, gamma, 0.0)
-            out[category] = Estimated(p.length_law[0], float(p.expected_tokens[0]),
-                                      float(p.expected_forwards[0]) + 1.0)
+            out[category] = Estimated(p.length_law[0], float(p.expected_tokens[0]), float(p.expected_forwards[0]))
             continue
         replay = (report.get("replay") or {}).get(str(gamma))
         if replay is None or "proposed" not in replay:
@@ -115,11 +115,12 @@ def predicted_b(config: Config, records: Sequence[Record], estimated: dict[str, 
             raise SpecdecError(f"{config.label}: the estimate has no category {r.category!r}")
         e = estimated[r.category]
         context = r.prompt_tokens + r.tokens / 2
-        t_d = 0.0 if config.draft_model is None else costs.t_draft(config.draft_model, context)
+        p0, p1, s = (0.0, 0.0, 0.0) if config.draft_model is None else costs.draft_parts(config.draft_model, context)
         k = np.arange(e.proposed.size)
         verify = float(e.proposed @ np.array([costs.t(1 + x, context) for x in k]))
-        passes = float(e.proposed @ np.where(k > 0, k + 1, 0)) if e.passes is None else e.passes
-        per_token = (verify + passes * t_d + (e.tokens - 1) * costs.accept_seconds) / e.tokens
+        drafted = float(e.proposed @ k)
+        drafting = p0 + p1 * drafted + s * (drafted if e.looks is None else e.looks)
+        per_token = (verify + drafting + (e.tokens - 1) * costs.accept_seconds) / e.tokens
         n = max(r.tokens - 1, 1)
         base += n * costs.t(1, context)
         spec += n * per_token

@@ -16,12 +16,10 @@ verify step), since the counters give only their sum G and t(k) is not linear â€
 second token costs ~0.5 of a step, its tenth ~0.2, so pricing D drafts at the mean length,
 D t(1 + G / D, L), over-prices drafts of mixed lengths. Untraced records fall back to that. Predicted speedup = (sum (n - 1) t(1, L)) / (sum time)
 over the cell's requests. Nothing is fitted on the grid: the costs come from their own run.
-A draft model (`--spec-type draft-simple -md GGUF`) adds its passes at t_d(1, L), the draft's own
-plain step in the engine (`specdec llamacpp costs --draft`), counted as common/speculative.cpp
-runs them (`draft_passes`): one over every batch the target decoded (last logits only: about a
-one-token pass, the draft's output matrix dominating it), and per attempt to draft one for the
-last sampled token plus one for each drafted token but an n_max-th. The draft's lengths, which
-the counters do not give, come from the same trace, read per request.
+A draft model (`--spec-type draft-simple -md GGUF`) adds its passes as common/speculative.cpp
+runs them, a pass over every batch the target decoded and its looks, priced as the cost file
+timed them inside the loop (`draft_loop.py`); the draft's lengths, which the counters do not give,
+come from the same trace, read per request.
 """
 from __future__ import annotations
 
@@ -33,6 +31,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from specdec.engines.counts import prometheus_counters
+from specdec.engines.llamacpp.draft_loop import LoopCosts, draft_seconds
 from specdec.engines.llamacpp.client import Client, Completion
 from specdec.engines.llamacpp.config import ngram_flags
 from specdec.engines.llamacpp.metrics import PER_POS, PREDICTED, PROMETHEUS
@@ -67,7 +66,7 @@ class Config:
     @property
     def traced(self) -> bool:
         """A speculative server traces its verify steps: the drafts' lengths, which price them (module
-        doc) and the draft model's passes (`draft_passes`)."""
+        doc) and the draft model's looks (`draft_loop.draft_counts`)."""
         return self.spec_type is not None
 
     def flag(self, *names: str) -> str | None:
@@ -245,6 +244,7 @@ class EngineCosts:
     seconds: tuple[tuple[float, ...], ...]  # [n contexts][K]
     accept_seconds: float
     drafts: tuple[tuple[str, tuple[int, ...], tuple[float, ...]], ...] = ()  # (GGUF, contexts, t_d(1) seconds)
+    loops: tuple[tuple[str, LoopCosts], ...] = ()  # (GGUF, its costs in the speculative loop)
 
     @classmethod
     def from_file(cls, data: dict) -> "EngineCosts":
@@ -253,8 +253,10 @@ class EngineCosts:
         rows = [tuple(t["seconds"][t["batch_sizes"].index(1)]) for t in tables]
         drafts = tuple((str(Path(name).resolve()), tuple(int(x) for x in d["context_tokens"]),
                         tuple(float(x) for x in d["seconds"])) for name, d in (data.get("draft_seconds") or {}).items())
+        loops = tuple((str(Path(name).resolve()), LoopCosts.from_file(d.get("loop")))
+                      for name, d in (data.get("draft_seconds") or {}).items() if d.get("loop"))
         return cls(tuple(int(t.get("context_tokens") or 0) for t in tables), tuple(rows),
-                   max(0.0, float(data.get("accept_seconds") or 0.0)), drafts)
+                   max(0.0, float(data.get("accept_seconds") or 0.0)), drafts, loops)
 
     def t_draft(self, gguf: Path, context: float) -> float:
         """The draft model's own plain step t_d(1, L) in the engine (linear in L, clamped)."""
@@ -262,6 +264,14 @@ class EngineCosts:
             if name == str(Path(gguf).resolve()):
                 return float(np.interp(context, contexts, seconds))
         raise SpecdecError(f"the cost file did not time the draft {gguf} (`specdec llamacpp costs --draft {gguf}`)")
+
+    def draft_parts(self, gguf: Path, context: float) -> tuple[float, float, float]:
+        """(P0, P1, s) of the draft in the loop (`draft_loop.py`); a file without them: every pass at t_d(1)."""
+        for name, loop in self.loops:
+            if name == str(Path(gguf).resolve()):
+                return loop.at(context)
+        t_d = self.t_draft(gguf, context)
+        return t_d, 0.0, t_d
 
     def t(self, k: float, context: float) -> float:
         """t(k, L): linear in k (past the longest timed k: the last slope), linear in L (clamped)."""
@@ -277,24 +287,6 @@ class EngineCosts:
         return float(np.interp(context, self.contexts, per_context))
 
 
-def draft_passes(record: Record, config: Config) -> float:
-    """The draft model's passes over the request's steps (common/speculative.cpp, module doc): S =
-    steps the target decoded (plain and verify), attempts = D drafts plus, at p-min > 0, every
-    plain step (an attempt that drafted nothing; at p-min 0 every attempt drafts), F = drafts
-    that reached n_max (the trace's; untraced at p-min 0: all D):
-
-        passes = S + attempts + G - F."""
-    steps = max(record.tokens - 1, 1) - record.accepted
-    attempts = record.drafts + (steps - record.drafts if config.p_min > 0 else 0)
-    if record.lengths or not record.drafts:
-        full = sum(record.lengths[config.n_max:])
-    elif config.p_min > 0:
-        raise SpecdecError(f"{config.label}: no traced draft lengths to price a p-min draft (LLAMA_TRACE)")
-    else:
-        full = record.drafts
-    return steps + attempts + record.draft_tokens - full
-
-
 def predicted_seconds(record: Record, costs: EngineCosts, config: Config | None = None) -> tuple[float, float]:
     """(prediction (a)'s time for the request's steps, the same tokens' time without speculation)."""
     steps = max(record.tokens - 1, 1)
@@ -306,7 +298,7 @@ def predicted_seconds(record: Record, costs: EngineCosts, config: Config | None 
     else:
         verify = record.drafts * costs.t(1 + record.draft_tokens / record.drafts, context)
     model = None if config is None else config.draft_model
-    drafting = 0.0 if model is None else draft_passes(record, config) * costs.t_draft(model, context)
+    drafting = 0.0 if model is None else draft_seconds(record, config, costs.draft_parts(model, context))
     return plain * t1 + verify + record.accepted * costs.accept_seconds + drafting, steps * t1
 
 

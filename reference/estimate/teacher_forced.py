@@ -203,9 +203,14 @@ class NgramScorer:
         """[R] the draft's confidence right after tokens[r] at position starts[r] of `sequence`
         (`estimate.past_rejection`): q from the context the token ends."""
         model, bos = self.drafter.model, self.drafter.bos
-        q = [model.q(model.state_for(list(sequence[:int(a)]) + [int(x)], bos)) for a, x in zip(starts, tokens)]
-        return top_confidence(torch.from_numpy(np.stack(q)), self.confidence_top_k).double().numpy() if q else \
-            np.zeros(0)
+        seen: dict = {}  # a context once: its last N - 1 tokens are the state
+        out = np.zeros(len(tokens))
+        for r, (a, x) in enumerate(zip(starts, tokens)):
+            state = model.state_for(list(sequence[max(0, int(a) - model.order):int(a)]) + [int(x)], bos)
+            if state not in seen:
+                seen[state] = float(top_confidence(torch.from_numpy(model.q(state))[None], self.confidence_top_k)[0])
+            out[r] = seen[state]
+        return out
 
 
 class ProtocolScorer:

@@ -99,8 +99,8 @@ def llamacpp() -> None:
 @click.option("--new-tokens", type=Number(int, 8, 4096), default=64, show_default=True,
               help="Tokens each timed request decodes.")
 @click.option("--draft", "drafts", multiple=True, metavar="GGUF",
-              help="A draft model's GGUF (repeatable): its own plain step t_d(1) is timed at each context too, "
-                   "the price of a drafted token (`draft_seconds` in the file).")
+              help="A draft model's GGUF (repeatable): its own plain step t_d(1) and its passes inside the "
+                   "speculative loop are timed at each context too (`draft_seconds` in the file).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The cost file to write (`specdec plan --batch-cost-file`).")
 def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_tokens, drafts, out) -> None:

@@ -1,8 +1,10 @@
 """Where prediction (a) of a p-min grid (run-pmin.sh) goes wrong: per draft configuration, the engine's
 measured decode seconds against (a)'s, (a)'s target part (plain steps, verifies, accepted tokens, all
-from the cost file) and the draft passes it prices at the draft's own plain step t_d(1); the draft pass
+from the cost file) and its draft part (the cost file's draft in the loop, `draft_loop.py`; a file
+before 2026-11-28: every pass at the draft's own plain step t_d(1)) per draft pass; the draft pass
 the measured seconds imply (measured - target part) / passes, and the same with the target part scaled
-by the baseline's measured step over the cost file's t(1) (the target as fast as in the baseline runs).
+by the baseline's measured step over the cost file's t(1) (the target as fast as in the baseline runs);
+and (a) with every draft pass at t_d(1) (the same cost file without its loop timings).
 At p-min > 0 also the counts prediction (b) reads from the estimate's confidence law against the engine's:
 drafted tokens per target step (every step is an attempt there), with the law past a rejection and with
 position 1's in its place.
@@ -10,17 +12,21 @@ position 1's in its place.
     .venv/bin/python benchmarks/data/llamacpp/pmin_parts.py DIR [SUFFIX]
 
 DIR holds validate-pmin{SUFFIX}.json, costs-pmin{SUFFIX}.json and estimate-d2-top10{SUFFIX}.json
-(benchmarks/data/llamacpp/pmin-xeon/: the Xeon kind's two runs of 2026-11-27/28, SUFFIX "" and "-b")."""
+(benchmarks/data/llamacpp/pmin-xeon/: the Xeon kind's runs, SUFFIX "" and "-b" of 2026-11-27/28 with the costs at
+contexts 128,384 and the draft at its own step, "-loop" and "-loop-b" of 2026-11-28 02:04 and 02:17 UTC with the draft
+timed in the loop at contexts 64,176,288)."""
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from specdec.engines.llamacpp.estimated import category_estimates
-from specdec.engines.llamacpp.validation import EngineCosts, Record, draft_passes, from_flags, predicted_seconds
+from specdec.engines.llamacpp.draft_loop import draft_counts, draft_seconds
+from specdec.engines.llamacpp.validation import EngineCosts, Record, from_flags, predicted_seconds
 
 
 def main(folder: Path, suffix: str = "") -> None:
@@ -40,13 +46,15 @@ def main(folder: Path, suffix: str = "") -> None:
             continue
         measured = sum(r.decode_ms for r in rows) / 1e3
         predicted = sum(predicted_seconds(r, costs, config)[0] for r in rows)
-        priced = [draft_passes(r, config) * costs.t_draft(config.draft_model, r.prompt_tokens + r.tokens / 2)
+        priced = [draft_seconds(r, config, costs.draft_parts(config.draft_model, r.prompt_tokens + r.tokens / 2))
                   for r in rows]
-        passes = sum(draft_passes(r, config) for r in rows)
+        passes = sum(S + Q for S, _, Q in (draft_counts(r, config) for r in rows))
         target = predicted - sum(priced)
         error = 100 * (predicted / measured - 1)
-        print(f"{label:24s} measured {measured:6.2f} s, (a) {predicted:6.2f} s ({error:+.1f} %);"
-              f" {passes:.0f} draft passes at t_d {1e3 * sum(priced) / passes:.2f} ms; implied "
+        own = sum(predicted_seconds(r, replace(costs, loops=()), config)[0] for r in rows)  # every pass at t_d(1)
+        print(f"{label:24s} measured {measured:6.2f} s, (a) {predicted:6.2f} s ({error:+.1f} %; every pass at "
+              f"t_d(1): {100 * (own / measured - 1):+.1f} %);"
+              f" {passes:.0f} draft passes at {1e3 * sum(priced) / passes:.2f} ms; implied "
               f"{1e3 * (measured - target) / passes:.2f} ms, {1e3 * (measured - scale * target) / passes:.2f} ms with "
               f"the target at the baseline's speed")
         if config.p_min > 0:
