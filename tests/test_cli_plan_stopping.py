@@ -91,3 +91,64 @@ def test_stopping_errors_are_one_line(tmp_path, change, args, message) -> None:
 def test_stopping_options_need_stopping() -> None:
     result = _plan("--alpha", "0.5", "--c", "0.1", "--category", "code")
     assert result.exit_code == 2 and "needs --stopping" in result.output
+
+
+def _engine_costs(tmp_path, drafts: int = 1, loop: bool = True) -> tuple:
+    """A llama.cpp cost file at one context: t(1..5) and a draft's loop costs (P0, P1, s)."""
+    t = [0.020, 0.028, 0.034, 0.040, 0.046]
+    parts = (0.004, 0.0005, 0.003)
+    timed = {f"/m/d{i}.gguf": {"context_tokens": [200], "seconds": [0.002],
+                               **({"loop": {"context_tokens": [200], "batch_pass": [parts[0]], "per_token": [parts[1]],
+                                            "look": [parts[2]]}} if loop else {})} for i in range(drafts)}
+    d = {"kind": "specdec.estimate", "source": "llama-server", "accept_seconds": 0.0, "draft_seconds": timed,
+         "batch_timing": [{"batch_sizes": [1], "seconds": [t], "context_tokens": 200}]}
+    path = tmp_path / f"costs{drafts}.json"
+    path.write_text(json.dumps(d))
+    return path, t, parts
+
+
+def test_stopping_prices_llamacpp_at_the_engines_own_costs(tmp_path) -> None:
+    """With a llama.cpp cost file the llama.cpp plan is the simulator's at c = s / t(1) and v(k) =
+    (t(k) + P0 + P1 (k - 1)) / t(1) (every step pays the draft's pass over its batch), the other
+    plans unchanged; an estimate without timed costs plans llama.cpp alone; a draft that never pays
+    is advised against."""
+    costs, t, (p0, p1, s) = _engine_costs(tmp_path)
+    law = ConfidenceCounts(**{k: tuple(_law()[k]) for k in ("edges", "positions", "accepted", "accepted_sq")}).law()
+    v = [(t[k - 1] + p0 + p1 * (k - 1)) / t[0] for k in range(1, 6)]
+    want = plan_stopping(law, s / t[0], v, max_n=4, n_mins=(0,))
+    plain = json.loads(_plan("--stopping", str(_estimate(tmp_path)), "--max-gamma", "8", "--json").output)
+    result = _plan("--stopping", str(_estimate(tmp_path)), "--batch-cost-file", str(costs), "--context", "200",
+                   "--max-gamma", "8", "--json")
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    got = d["llama.cpp"]
+    assert (got["tau"], got["n_max"], got["speedup"]) == (want.tau, want.n_max, pytest.approx(want.speedup))
+    assert got["fixed_gamma"] == {"gamma": want.fixed_gamma, "speedup": pytest.approx(want.fixed_speedup)}
+    assert got["costs"]["verify_cost"] == pytest.approx(v) and got["costs"]["c"] == pytest.approx(s / t[0])
+    assert d["decoder"] == plain["decoder"] and d["transformers"] == plain["transformers"]
+    assert got["speedup"] < plain["llama.cpp"]["speedup"]  # the batch pass costs every step
+    untimed = _estimate(tmp_path, cost=None, context=200)
+    alone = json.loads(_plan("--stopping", str(untimed), "--batch-cost-file", str(costs), "--json").output)
+    assert set(alone) == {"source", "alpha", "llama.cpp"}
+    assert alone["llama.cpp"]["speedup"] == pytest.approx(want.speedup)
+    assert ("advice" in alone["llama.cpp"]) == (max(want.speedup, want.fixed_speedup) < 1)
+    for path, args, message in ((_engine_costs(tmp_path, drafts=2)[0], ["--context", "200"], "times 2 draft models"),
+                                (costs, [], "give --context"), (_estimate(tmp_path), ["--context", "200"],
+                                                                 "not a llama.cpp cost file")):
+        bad = _plan("--stopping", str(_estimate(tmp_path)), "--batch-cost-file", str(path), *args)
+        assert bad.exit_code == 2 and message in bad.output and "--batch-cost-file" in bad.output
+
+
+def test_the_engines_advice_on_the_captured_pmin_grid() -> None:
+    """benchmarks/data/llamacpp/pmin-xeon/*-loop.json (a real llama-server, the Xeon, 2026-11-28): the
+    plan at the engine's costs advises no speculation with d2-q8_0 on every category, and in the same
+    run every draft row (p-min 0 to 0.9, n-max 4) measured below 1 while ngram-simple paid."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "llamacpp" / "pmin-xeon"
+    for category in ("code", "edit", "chat"):
+        d = json.loads(_plan("--stopping", str(data / "estimate-d2-top10-loop.json"), "--category", category,
+                             "--batch-cost-file", str(data / "costs-pmin-loop.json"), "--json").output)
+        assert "no speculation" in d["llama.cpp"]["advice"] and d["llama.cpp"]["speedup"] < 1
+    cells = {c["config"]: c["measured"] for c in json.loads((data / "validate-pmin-loop.json").read_text())["cells"]}
+    assert all(m < 1 for name, m in cells.items() if name.startswith("draft")) and cells["ngram-simple g4"] > 1

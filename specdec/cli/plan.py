@@ -120,7 +120,9 @@ class EngineChoice(click.Choice):
                    "flagged in the output).")
 @click.option("--batch-cost-file", type=cost_file_type,
               help="With --from: t(B, k) per batch size (`specdec estimate --batch-sizes ... --json`): the best draft "
-                   "length per batch-size range.")
+                   "length per batch-size range. With --stopping: a llama.cpp cost file (`specdec llamacpp costs "
+                   "--draft GGUF`): llama.cpp's plan priced at the engine's own costs, at --context (default: the "
+                   "estimate's).")
 @click.option("--engine", type=EngineChoice(), default=None,
               help="With --from: print that engine's configuration for the plan [default: the engine the counts came "
                    "from].")
@@ -178,8 +180,15 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
             inputs = read_stopping_inputs(stopping_path, category, stopping_drafter, stopping_temperature)
         except SpecdecError as exc:
             raise click.BadParameter(str(exc), param_hint="--stopping") from None
+        engine_costs = None
+        if batch_cost_file is not None:
+            from specdec.stopping import engine_curve
+            try:
+                engine_costs = engine_curve(batch_cost_file, context if context is not None else inputs.context)
+            except SpecdecError as exc:
+                raise click.BadParameter(str(exc), param_hint="--batch-cost-file") from None
         try:
-            result = stopping_plan(inputs, max_gamma)
+            result = stopping_plan(inputs, max_gamma, engine_costs)
         except SpecdecError as exc:
             raise click.BadParameter(str(exc), param_hint="--max-gamma") from None
         click.echo(to_json(result, indent=2) if as_json else stopping_text(result))
@@ -226,7 +235,7 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
 # last is the default) with the options it takes: any other option given is one usage error.
 STOPPING = frozenset({"category", "stopping_drafter", "stopping_temperature"})
 PLANS: tuple[tuple[str | None, frozenset[str]], ...] = (
-    ("stopping_path", frozenset({"max_gamma", "as_json"}) | STOPPING),  # --stopping ESTIMATE
+    ("stopping_path", frozenset({"max_gamma", "as_json", "batch_cost_file", "context"}) | STOPPING),  # --stopping
     ("study_path", frozenset({"verify_cost_file", "draft_ms", "as_json"})),  # --trees STUDY
     ("source", frozenset({"c", "max_gamma", "verify_cost", "verify_cost_file", "context", "draft_length",
                           "extrapolate", "batch_cost_file", "engine", "method", "figure", "as_json"})),  # --from
