@@ -120,9 +120,9 @@ class EngineChoice(click.Choice):
                    "flagged in the output).")
 @click.option("--batch-cost-file", type=cost_file_type,
               help="With --from: t(B, k) per batch size (`specdec estimate --batch-sizes ... --json`): the best draft "
-                   "length per batch-size range. With --stopping: a llama.cpp cost file (`specdec llamacpp costs "
-                   "--draft GGUF`): llama.cpp's plan priced at the engine's own costs, at --context (default: the "
-                   "estimate's).")
+                   "length per batch-size range. With --stopping: a serving engine's cost file that timed a draft "
+                   "model inside its loop (docs/engines.md, \"A draft model\"): that engine's plan priced at its own "
+                   "costs, at --context (default: the estimate's).")
 @click.option("--engine", type=EngineChoice(), default=None,
               help="With --from: print that engine's configuration for the plan [default: the engine the counts came "
                    "from].")
