@@ -18,7 +18,8 @@ validation.json (`specdec validate`: its "alpha" and "cost" entries per drafter 
 with one category of several chosen by `category`. c and v(k) have the decode loop's measured
 overhead folded in (as the validation's predictions), unless the file has none. With a llama.cpp
 cost file (`EngineCurve`), llama.cpp's plan is priced at the engine's own costs instead, the
-draft's passes inside its loop included: what `llamacpp validate`'s prediction (b) prices."""
+draft's passes inside its loop included: what `llamacpp validate`'s prediction (b) prices, at one
+context and without the cost per accepted token (`accept_seconds`, ~0 on this CPU)."""
 from __future__ import annotations
 
 import json
@@ -128,7 +129,7 @@ def engine_curve(path: Path, context: float | None) -> EngineCurve:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         costs = EngineCosts.from_file(data)
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise SpecdecError(f"{path} is not a llama.cpp cost file ({str(exc)[:120]})") from None
     if data.get("source") != "llama-server":
         raise SpecdecError(f"{path} is not a llama.cpp cost file (`specdec llamacpp costs --draft GGUF`)")
@@ -140,6 +141,8 @@ def engine_curve(path: Path, context: float | None) -> EngineCurve:
     gguf = Path(costs.drafts[0][0])
     p0, p1, s = costs.draft_parts(gguf, context)
     t1 = costs.t(1, context)
+    if not t1 > 0:
+        raise SpecdecError(f"{path}: t(1) is {t1} s at {context:.0f} tokens; a cost file times a positive step")
     v = tuple((costs.t(k, context) + p0 + p1 * (k - 1)) / t1 for k in range(1, len(costs.seconds[0]) + 1))
     loop = "inside the loop" if costs.loops else "at its own step (a file before 2026-11-28: every pass at t_d(1))"
     return EngineCurve(s / t1, v, f"{path} at {context:.0f} tokens: draft {gguf.name} {loop}, "

@@ -132,7 +132,18 @@ def test_stopping_prices_llamacpp_at_the_engines_own_costs(tmp_path) -> None:
     assert set(alone) == {"source", "alpha", "llama.cpp"}
     assert alone["llama.cpp"]["speedup"] == pytest.approx(want.speedup)
     assert ("advice" in alone["llama.cpp"]) == (max(want.speedup, want.fixed_speedup) < 1)
+    dear = tmp_path / "dear.json"  # a batch pass of 2 t(1): no p-min pays
+    dear.write_text(costs.read_text().replace(f'"batch_pass": [{p0}]', '"batch_pass": [0.04]'))
+    advised = json.loads(_plan("--stopping", str(untimed), "--batch-cost-file", str(dear), "--json").output)
+    assert advised["llama.cpp"]["advice"].startswith("no speculation") and advised["llama.cpp"]["speedup"] < 1
+    assert "advice: no speculation" in _plan("--stopping", str(untimed), "--batch-cost-file", str(dear)).output
+    no_costs = _plan("--stopping", str(untimed))
+    assert no_costs.exit_code == 2 and "no timed costs" in no_costs.output and "--stopping" in no_costs.output
+    listed = tmp_path / "listed.json"
+    listed.write_text(costs.read_text().replace('"draft_seconds": {', '"draft_seconds": [{')  # a list, not a map
+                      .replace('}}}, "batch', '}}}], "batch'))
     for path, args, message in ((_engine_costs(tmp_path, drafts=2)[0], ["--context", "200"], "times 2 draft models"),
+                                (listed, ["--context", "200"], "not a llama.cpp cost file"),
                                 (costs, [], "give --context"), (_estimate(tmp_path), ["--context", "200"],
                                                                  "not a llama.cpp cost file")):
         bad = _plan("--stopping", str(_estimate(tmp_path)), "--batch-cost-file", str(path), *args)

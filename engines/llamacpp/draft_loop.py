@@ -22,6 +22,12 @@ draft). A sample's draft seconds are its decode time less the target's part, its
 t(k) timed in the same repeat (paired: the machine's drift cancels), and (P0, P1, s) the least
 squares over the samples, each weighted per step. A cost file without these (before 2026-11-28)
 prices every pass at t_d(1): P0 = s = t_d(1), P1 = 0.
+
+A request's counts are read from its counters and trace, which do not say where its token budget
+ran out: its last step (one token left: nothing to draft) counts as an attempt at p-min > 0, and a
+draft cut to the tokens left (`get_n_draft_max`) as stopped by p-min, one look more each; at most
+a few looks a request (~1 % of a 64-token request's draft time here). The timed samples are counted
+exactly (`sample_counts`).
 """
 from __future__ import annotations
 
@@ -63,20 +69,19 @@ def target_part(steps: int, drafts: int, draft_tokens: int, t_row: Sequence[floa
 
 
 def fit(rows: Sequence[tuple[int, int, int, float]]) -> tuple[float, float, float]:
-    """(P0, P1, s) from samples (S, G, Q, draft seconds), least squares per step; a part the noise
-    makes negative is set to 0 and the others refitted."""
+    """(P0, P1, s) from samples (S, G, Q, draft seconds): non-negative least squares, each sample
+    weighted per step. The three are told apart only with samples at no draft (p-min 2) and at two
+    draft lengths or more; otherwise an error, not an arbitrary split."""
+    from scipy.optimize import nnls
+
     x = np.array([[S, G, Q] for S, G, Q, _ in rows], dtype=float)
     y = np.array([v for *_, v in rows], dtype=float)
     w = 1.0 / np.maximum(x[:, 0], 1.0)
-    keep = [0, 1, 2]
-    while True:
-        coef, *_ = np.linalg.lstsq(x[:, keep] * w[:, None], y * w, rcond=None)
-        if (coef >= 0).all() or len(keep) == 1:
-            break
-        keep.pop(int(np.argmin(coef)))
-    out = np.zeros(3)
-    out[keep] = np.maximum(coef, 0.0)
-    return float(out[0]), float(out[1]), float(out[2])
+    if np.linalg.matrix_rank(x * w[:, None]) < 3:
+        raise SpecdecError("the draft's loop costs need samples at no draft and at two draft lengths or more "
+                           "(`llamacpp costs --k` up to 3 at least)")
+    coef, _ = nnls(x * w[:, None], y * w)
+    return float(coef[0]), float(coef[1]), float(coef[2])
 
 
 @dataclass(frozen=True)

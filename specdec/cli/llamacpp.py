@@ -112,6 +112,12 @@ def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_
     if ks[0] != 1 or len(ks) < 2:
         raise click.BadParameter("the verify lengths must start at 1 (the plain step) and hold one more",
                                  param_hint="--k")
+    if drafts and max(ks) < 3:
+        raise click.BadParameter("a draft's loop costs need drafts of two lengths: time k up to 3 at least",
+                                 param_hint="--k")
+    if drafts and batch_sizes[0] != 1:
+        raise click.BadParameter("a draft is timed beside the target at B = 1: the batch sizes must start at 1",
+                                 param_hint="--batch-sizes")
     check_creatable(out, "--out")
     binary, gguf = _binary(llama_server), _model(model)
     draft_paths = tuple(_model(d, "--draft") for d in drafts)

@@ -187,6 +187,9 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
                 engine_costs = engine_curve(batch_cost_file, context if context is not None else inputs.context)
             except SpecdecError as exc:
                 raise click.BadParameter(str(exc), param_hint="--batch-cost-file") from None
+        if inputs.c is None and engine_costs is None:
+            raise click.BadParameter(f"{inputs.source} holds no timed costs (c, verify_cost): estimate with "
+                                     "timings", param_hint="--stopping")
         try:
             result = stopping_plan(inputs, max_gamma, engine_costs)
         except SpecdecError as exc:
