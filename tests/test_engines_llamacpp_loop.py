@@ -24,7 +24,7 @@ from specdec.engines.llamacpp.estimated import category_estimates, gamma_of, pre
 from specdec.engines.llamacpp.trace import draft_lengths, verify_steps
 from specdec.engines.llamacpp.draft_loop import (LoopCosts, draft_counts, fit, loop_config, sample_counts,
                                                  target_part)
-from specdec.engines.llamacpp.validation import (EngineCosts, Record, draft, from_flags, metrics_page, ngram,
+from specdec.engines.llamacpp.validation import (EngineCosts, Record, cells, draft, from_flags, metrics_page, ngram,
                                                  predicted_seconds, synthetic)
 from specdec.engines.metrics import read_counts
 from specdec.errors import SpecdecError
@@ -526,3 +526,33 @@ def test_the_regret_has_a_paired_interval() -> None:
     lo, hi = regret_interval(rows, "advice", ["noise"])
     assert lo == 0.0 and 0 < hi < 0.06
     assert regret_interval(rows, "none", ["advice"])[0] == pytest.approx(0.2)  # "don't speculate": the advice at 1
+
+
+def test_a_captured_p_min_run_is_priced_again_as_it_was(monkeypatch) -> None:
+    """benchmarks/data/llamacpp/pmin-xeon/*-loop.json: a real llama-server's p-min grid (the Xeon,
+    2026-11-28 02:04 UTC; records parsed from its counters and LLAMA_TRACE log, the cost file with the
+    draft timed in the loop). Read back, every record's traced lengths add up to its counters, and
+    predictions (a) and (b) computed again from the files equal what the run reported."""
+    import json
+
+    root = Path(__file__).resolve().parents[1]
+    data = root / "benchmarks" / "data" / "llamacpp" / "pmin-xeon"
+    run = json.loads((data / "validate-pmin-loop.json").read_text())
+    monkeypatch.chdir(root)  # the files name the draft GGUF relative to the checkout, as the run did
+    costs = EngineCosts.from_file(json.loads((data / "costs-pmin-loop.json").read_text()))
+    assert costs.loops and costs.draft_parts(Path(".cache/drafts/d2-q8_0.gguf"), 200)[0] > 0
+    configs = [from_flags(g["label"], g["flags"]) for g in run["grid"]]
+    records = [Record(**r) for r in run["records"]]
+    for r in records:
+        if r.config.startswith("draft"):
+            assert sum(r.lengths) == r.drafts and sum(n * k for k, n in enumerate(r.lengths)) == r.draft_tokens
+    again = {c.config: c for c in cells(records, costs, 0, configs)}
+    estimate = json.loads((data / "estimate-d2-top10-loop.json").read_text())
+    for cell in run["cells"]:
+        assert again[cell["config"]].predicted == pytest.approx(cell["predicted"], rel=1e-9)
+        assert again[cell["config"]].measured == pytest.approx(cell["measured"], rel=1e-9)
+        if cell.get("predicted_b") is not None:
+            config = next(c for c in configs if c.label == cell["config"])
+            rows = [r for r in records if r.config == config.label]
+            found = category_estimates(estimate, config, data)
+            assert predicted_b(config, rows, found, costs) == pytest.approx(cell["predicted_b"], rel=1e-9)

@@ -159,8 +159,9 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                     for d, c in draft_clients.items():
                         draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, [prompt],
                                                                                                  new_tokens))
+                    latest = {k: v[-1] for k, v in per[L].items()}  # this repeat's t(k) samples
+                    row = _repeat_row(latest, max(ks)) if loop_clients or accept_clients else []
                     if loop_clients:
-                        row = _repeat_row({k: v[-1] for k, v in per[L].items()}, max(ks))
                         keys = list(loop_clients)
                         for d, m in keys[r % len(keys):] + keys[:r % len(keys)]:
                             s = timed_batch(loop_clients[d, m], [prompt], new_tokens)
@@ -168,8 +169,7 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                                 (m, *sample_counts(m, s.steps, s.draft_tokens),
                                  s.ms / 1000 - target_part(s.steps, s.drafts, s.draft_tokens, row)))
                     if accept_clients and L == contexts[0]:
-                        accept += _accept_costs(accept_clients, {k: v[-1] for k, v in per[L].items()}, prompt,
-                                                new_tokens, max(ks))
+                        accept += _accept_costs(accept_clients, row, prompt, new_tokens)
                 log(f"B={B} repeat {r + 1}/{repeats} done")
             for L in contexts:
                 t1 = float(np.median([s.ms / 1000 / s.steps for s in per[L][1]]))
@@ -228,20 +228,17 @@ def bench_seconds(binary: Path, model: Path, ks: tuple[int, ...], depth: int, th
         raise SpecdecError(f"llama-bench failed: {str(exc)[:200]}") from None
 
 
-def _accept_costs(clients: dict[int, Client], latest: dict[int, Sample], prompt: str, new_tokens: int,
-                  top: int) -> list[float]:
+def _accept_costs(clients: dict[int, Client], curve: list[float], prompt: str, new_tokens: int) -> list[float]:
     """Seconds per accepted token beyond the verify itself: rates-1 requests (every draft accepted)
-    against the rates-0 step times of the same repeat, at the drafts' own mean length."""
-    t1 = latest[1].ms / 1000 / latest[1].steps
-    curve = _repeat_row(latest, top)
+    against t(1..K) of the same repeat's rates-0 samples (`_repeat_row`), at the drafts' own mean length."""
     out = []
     for k, client in clients.items():
         s = timed_batch(client, [prompt], new_tokens)
         if s.drafts and s.accepted:
             k_mean = 1 + s.draft_tokens / s.drafts
             plain = s.steps - s.drafts - s.accepted
-            t_verify = float(np.interp(k_mean, np.arange(1, top + 1), curve))
-            out.append((s.ms / 1000 - s.drafts * t_verify - plain * t1) / s.accepted)
+            t_verify = float(np.interp(k_mean, np.arange(1, len(curve) + 1), curve))
+            out.append((s.ms / 1000 - s.drafts * t_verify - plain * curve[0]) / s.accepted)
     return out
 
 

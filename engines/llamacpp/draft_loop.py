@@ -92,9 +92,7 @@ class LoopCosts:
     parts: tuple[tuple[float, float, float], ...]
 
     @classmethod
-    def from_file(cls, d: dict | None) -> "LoopCosts | None":
-        if not d:
-            return None
+    def from_file(cls, d: dict) -> "LoopCosts":
         return cls(tuple(int(x) for x in d["context_tokens"]),
                    tuple((float(a), float(b), float(c)) for a, b, c in zip(d["batch_pass"], d["per_token"], d["look"])))
 
