@@ -3,6 +3,9 @@ decision (the prediction's pick among the decoded thresholds, its regret, the ga
 and the by-category table."""
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
 from types import SimpleNamespace as NS
 
 import numpy as np
@@ -52,3 +55,24 @@ def test_threshold_decisions_and_table() -> None:
     assert decision.fixed_best == "gamma=1" and not decision.to_dict()["within_goal"]
     text = policy_by_category(NS(results={"code": NS(policy_rows=rows, rows=fixed), "edit": NS(policy_rows=[], rows=[])}))
     assert text.count("| code | d | 0 |") == 4 and "within 10%: 2/3" in text and "edit" not in text
+
+
+DYNAMIC = Path(__file__).parent.parent / "benchmarks" / "data" / "dynamic"
+
+
+@pytest.mark.parametrize("name", ["validation-window24-prompts10.json", "validation-window24-prompts10-b.json"])
+def test_a_committed_tau_grid_meets_the_criteria_as_reported(name) -> None:
+    """RESULTS' τ grid (run-window.sh, the decodes on the estimator's 10 prompts): every rule within 10 % and
+    the prediction's threshold within 3 % of the measured best, derived again from the stored rows."""
+    fields = {f.name for f in dataclasses.fields(PolicyRow)}
+    for category in json.loads((DYNAMIC / name).read_text())["categories"].values():
+        rows = [PolicyRow(**{k: tuple(v) if isinstance(v, list) else v for k, v in r.items() if k in fields})
+                for r in category["policy_rows"]]
+        assert len(rows) == 20 and all(r.within_tolerance for r in rows)
+        fixed = [NS(drafter=r["drafter"], temperature=r["temperature"], gamma=r["gamma"], measured=r["measured"])
+                 for r in category["rows"]]
+        decisions = threshold_decisions(rows, fixed)
+        assert len(decisions) == len(category["policy_decisions"])
+        for decision, stored in zip(decisions, category["policy_decisions"]):
+            assert decision.to_dict() == pytest.approx(stored)
+        assert len(decisions) == 4 and max(d.regret for d in decisions) <= 0.03

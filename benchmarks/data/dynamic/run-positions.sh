@@ -5,7 +5,7 @@
 #   flock /tmp/specdec-heavy.lock bash benchmarks/data/dynamic/run-positions.sh
 # Every step ends by DEADLINE (UTC; the measurement window) and within 11.5 minutes of the start,
 # or is skipped.
-cd /work/main
+cd "$(dirname "$0")/../../.."
 DEADLINE=${DEADLINE:-13:20}
 END=$(date -u -d "$DEADLINE" +%s)
 CAP=$(( $(date -u +%s) + 690 ))

@@ -1,4 +1,4 @@
-cd /work/main
+cd "$(dirname "$0")/../../.."
 echo "start $(date -u)" >&2
 P="--draft-policy confidence:tau=0.3,n_max=6 --draft-policy confidence:tau=0.5,n_max=6 --draft-policy confidence:tau=0.7,n_max=6 --draft-policy confidence:tau=0.9,n_max=6 --draft-policy heuristic:initial=2,n_max=6,persist=1"
 .venv/bin/specdec validate --workload code,edit \

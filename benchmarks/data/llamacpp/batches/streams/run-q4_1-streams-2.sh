@@ -1,7 +1,7 @@
 # Ran as /tmp/s12/val-q4.sh (15:39-15:53 UTC) with the cost file costs-b1248-q4_1-2.json, timed 15:06-15:20 by
 # run-batches.sh in the same session (the costs do not depend on how the B clients arrive).
 set -e
-cd /work/main
+cd "$(dirname "$0")/../../../../.."
 MODEL=$(.venv/bin/python -c "from specdec.reference.data.default_model import gguf_path; print(gguf_path())")
 NGRAM=$(.venv/bin/python -c "from specdec.engines.llamacpp.config import ngram_flags; print(ngram_flags(4)['ngram-simple'])")
 echo "start $(date -u +%T)"
