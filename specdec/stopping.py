@@ -149,13 +149,18 @@ def engine_curve(path: Path, context: float | None) -> EngineCurve:
                                   f"P0 {1e3 * p0:.2f} P1 {1e3 * p1:.2f} s {1e3 * s:.2f} ms, t(1) {1e3 * t1:.2f} ms")
 
 
+def require_costs(inputs: StoppingInputs, engine: EngineCurve | None) -> None:
+    """A plan needs costs: the estimate's timed ones or an engine's."""
+    if inputs.c is None and engine is None:
+        raise SpecdecError(f"{inputs.source} holds no timed costs (c, verify_cost): estimate with timings")
+
+
 def stopping_plan(inputs: StoppingInputs, max_n: int, engine: EngineCurve | None = None) -> dict[str, Any]:
     """The three plans (see the module doc), the fixed gamma and the ceiling, as one JSON-ready dict;
     with `engine`, llama.cpp's plan priced at the engine's own costs (and, where the estimate has no
     timed costs, that plan alone)."""
+    require_costs(inputs, engine)
     llama_c, llama_v = (inputs.c, inputs.verify_cost) if engine is None else (engine.c, engine.verify_cost)
-    if llama_c is None:
-        raise SpecdecError(f"{inputs.source} holds no timed costs (c, verify_cost): estimate with timings")
     llama, _, _ = _plan(inputs, llama_c, llama_v, max_n, n_mins=(0,))
     llama["flags"] = f"--spec-draft-p-min {llama['tau']:g} --spec-draft-n-min 0 --spec-draft-n-max {llama['n_max']}"
     if inputs.top_k != LLAMA_TOP_K:

@@ -174,7 +174,7 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
     """
     _check_options(click.get_current_context())
     if stopping_path is not None:
-        from specdec.stopping import read_stopping_inputs, stopping_plan, stopping_text
+        from specdec.stopping import engine_curve, read_stopping_inputs, require_costs, stopping_plan, stopping_text
 
         try:
             inputs = read_stopping_inputs(stopping_path, category, stopping_drafter, stopping_temperature)
@@ -182,14 +182,14 @@ def plan(alpha: float | None, alpha_per_position: tuple[float, ...] | None, c: f
             raise click.BadParameter(str(exc), param_hint="--stopping") from None
         engine_costs = None
         if batch_cost_file is not None:
-            from specdec.stopping import engine_curve
             try:
                 engine_costs = engine_curve(batch_cost_file, context if context is not None else inputs.context)
             except SpecdecError as exc:
                 raise click.BadParameter(str(exc), param_hint="--batch-cost-file") from None
-        if inputs.c is None and engine_costs is None:
-            raise click.BadParameter(f"{inputs.source} holds no timed costs (c, verify_cost): estimate with "
-                                     "timings", param_hint="--stopping")
+        try:
+            require_costs(inputs, engine_costs)
+        except SpecdecError as exc:
+            raise click.BadParameter(str(exc), param_hint="--stopping") from None
         try:
             result = stopping_plan(inputs, max_gamma, engine_costs)
         except SpecdecError as exc:
