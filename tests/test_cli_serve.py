@@ -44,7 +44,7 @@ def test_serve_bench_writes_tables_json_and_figure(tiny_pair, tmp_path, capsys) 
                 assert p["predicted_draft_seconds"] == pytest.approx(expected)
                 assert p["draft_pass_seconds"] > 0 or m["method"] == "baseline"
         text = (out / "serve.md").read_text()
-        assert "Draft model tiny, one forward of every row" in text and "drafting a pass, measured ms" in text
+        assert "Draft model tiny, one step of every row" in text and "drafting a pass, measured ms" in text
 
 
 @pytest.mark.parametrize("args, option", [

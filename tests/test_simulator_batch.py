@@ -93,12 +93,24 @@ def test_batched_pass_timing_on_a_tiny_model() -> None:
         time_batched_passes(tiny_llama(vocab_size=16, seed=0), list(range(16)), [0], context_tokens=8)
 
 
-def test_a_draft_models_step_is_timed_as_it_drafts() -> None:
-    # draft_step: each timed pass feeds every slot k tokens and runs the output layer on the last one alone
+def test_a_draft_models_step_is_timed_as_it_drafts(monkeypatch) -> None:
+    # draft_step: each timed pass feeds every slot k tokens and runs the output layer on the last one
+    # alone, then picks and appends every slot's token through the very function NeuralSlots drafts with
+    from specdec.reference.drafters import neural
     from specdec.reference.estimate.batch_timing import time_batched_passes
     from tests.tiny_models import tiny_llama
 
-    draft, rows = tiny_llama(vocab_size=16, seed=0), []
+    draft, rows, picks = tiny_llama(vocab_size=16, seed=0), [], []
+    real_draw = neural.draw
+
+    def recording(scorer, slots, logits, sampling, generators):
+        before = [len(scorer.tokens[s]) for s in slots]
+        q, x = real_draw(scorer, slots, logits, sampling, generators)
+        picks.append((list(slots), tuple(logits.shape), sampling.greedy,
+                      [len(scorer.tokens[s]) - n for s, n in zip(slots, before)]))
+        return q, x
+
+    monkeypatch.setattr(neural, "draw", recording)
     hook = draft.get_output_embeddings().register_forward_pre_hook(lambda module, args: rows.append(args[0].shape[0]))
     try:
         timing = time_batched_passes(draft, list(range(16)), [3], context_tokens=8, max_k=2, repeats=2, warmup=1,
@@ -107,6 +119,7 @@ def test_a_draft_models_step_is_timed_as_it_drafts() -> None:
         hook.remove()
     assert len(timing.seconds[0]) == 2 and all(s > 0 for s in timing.seconds[0])
     assert rows[-6:] == [3] * 6  # (warm-up + 2 repeats) x k = 1, 2: one row a slot each time
+    assert picks == [([0, 1, 2], (3, 16), True, [1, 1, 1])] * 6  # every slot's greedy pick, appended
 
 
 @pytest.mark.parametrize("value", ["4,2", "0,1", "1,x", "1,1", "1,512"])

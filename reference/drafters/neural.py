@@ -121,12 +121,10 @@ class NeuralSlots:
                 drafting, logits = [drafting[a] for a in keep], logits[keep]
             if not drafting:
                 break
-            q = sampling.probs(logits)  # [A, vocab]
-            x = (q.argmax(-1) if sampling.greedy else sample(q, [generators[s] for s in drafting])).tolist()
+            q, x = draw(self.draft, drafting, logits, sampling, [generators[s] for s in drafting])  # [A, vocab]
             for a, s in enumerate(drafting):
                 tokens[s].append(x[a])
                 qs[s].append(q[a])
-                self.draft.append(s, [x[a]])
             drafting = [s for s in drafting if len(tokens[s]) < rooms[s]]
             if not drafting:
                 break
@@ -138,6 +136,19 @@ class NeuralSlots:
 
     def commit(self, slot: int, verdict: Verdict, scored: Scored) -> None:
         self.draft.commit(slot, verdict)
+
+
+def draw(scorer: BatchScorer, slots: Sequence[int], logits: torch.Tensor, sampling: SamplingConfig,
+         generators: Sequence[torch.Generator | None]) -> tuple[torch.Tensor, list[int]]:
+    """One drafted position of `slots` from their logits [A, vocab]: q [A, vocab] and each slot's
+    token (the argmax, or a draw with its own generator), appended to its sequence for the next
+    pass to feed. With `BatchScorer.next_logits` before it, the whole of a draft step: serve-bench
+    times t_d(B, k) through these two calls (`time_batched_passes(..., draft_step=True)`)."""
+    q = sampling.probs(logits)
+    x = (q.argmax(-1) if sampling.greedy else sample(q, list(generators))).tolist()
+    for a, s in enumerate(slots):
+        scorer.append(s, [x[a]])
+    return q, x
 
 
 def build_drafter(arg: str, target, device: str = "cpu", dtype: str = "float32", device_map=None

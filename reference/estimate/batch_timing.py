@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal
 from specdec.reference.estimate.timing import context_of, sync
 
@@ -45,8 +46,9 @@ class BatchTiming:
 def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_sizes: Sequence[int],
                         context_tokens: int = 128, max_k: int = 8, repeats: int = 5, warmup: int = 2,
                         layout: str = "padded", draft_step: bool = False) -> BatchTiming:
-    """The module doc's table; `draft_step`: each pass a draft model's step instead of a verify
-    (`BatchScorer.next_logits`: the output layer at each slot's last fed position only)."""
+    """The module doc's table; `draft_step`: each pass a draft model's greedy step instead of a
+    verify, as `NeuralSlots` runs it (`BatchScorer.next_logits`: the output layer at each slot's last
+    fed position only, then `neural.draw`: q, the pick, its append)."""
     from specdec.reference.model.batch_scorer import BatchScorer
 
     if context_tokens < 1 or max_k < 1 or not batch_sizes or min(batch_sizes) < 1:
@@ -66,7 +68,7 @@ def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_siz
                 if draft_step:  # the pending token and k - 1 more, fed as a draft model catches up
                     for slot in range(b):
                         scorer.append(slot, drafts[:k - 1])
-                    timed = partial(scorer.next_logits, range(b))
+                    timed = partial(_draft_step, scorer, b)
                 else:
                     timed = partial(scorer.score, [Proposal(torch.tensor(drafts[:k - 1], dtype=torch.long))] * b)
                 sync(device)
@@ -116,3 +118,10 @@ def time_captured_passes(model: torch.nn.Module, batch_sizes: Sequence[int], con
     return BatchTiming(context_tokens, [int(b) for b in batch_sizes], [[c.seconds for c in row] for row in cells],
                        [[c.spread for c in row] for row in cells], trials, torch.get_num_threads(),
                        str(static.device), "captured" if cuda else "static")
+
+
+def _draft_step(scorer, rows: int) -> None:
+    """Every row's greedy draft step: next_logits, then the pick appended (`neural.draw`)."""
+    from specdec.reference.drafters.neural import draw
+
+    draw(scorer, range(rows), scorer.next_logits(range(rows)), SamplingConfig(0.0), [None] * rows)

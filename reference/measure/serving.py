@@ -20,10 +20,11 @@ per-row drafting/verdict seconds from its own B = 1 run, t(B, k, L) timed in the
 through the same scorer at L = prompt + new_tokens / 2 (so B > 1 is predicted from batch-1
 quantities and the pass-time tables only). A draft model drafts every row in one forward, so its
 share of the per-row seconds does not grow as B times one row's: its own t_d(B, k), k = 1, 2, is
-timed the same way, a pass's drafting d(B) is its first forward over what the verdicts committed
-and a one-token forward per further token of the longest proposal
-(`simulator.ragged.draft_pass_seconds`) plus, per forward, the proposing work around it that the
-smallest batch measured beyond its forwards (sampling, bookkeeping), and the
+timed through the step `NeuralSlots` runs (the forward, then the pick and its append: `neural.draw`)
+just before the decodes at that B (this machine's speed drifts over a run's minutes), a pass's
+drafting d(B) is its first forward over what the verdicts committed and a one-token step per
+further token of the longest proposal (`simulator.ragged.draft_pass_seconds`) plus, per step, the
+proposing work around it that the smallest batch measured beyond its steps (bookkeeping), and the
 per-row rest (the verdicts) is what the smallest batch's run spent beyond d(B_min). The drafting
 each pass measured (`draft_pass_seconds`: the proposals alone, timed by the step) stands beside
 d(B); at B_min it is d's calibration, at every larger B a prediction.
@@ -120,13 +121,15 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
         progress(f"context {context}: timing t(B, k) for B = {list(config.batch_sizes)}, k = 1..{max_fed + 1}")
         timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_fed + 1,
                                      config.timing_repeats, layout=config.layout)
-        draft_steps = {name: _by_batch(time_batched_passes(d.draft_model, prompts[0] + prompts[-1], config.batch_sizes,
-                                                           timed_at, 2, config.timing_repeats, layout=config.layout,
-                                                           draft_step=True))
-                       for name, d in drafters.items() if getattr(d, "draft_model", None) is not None}
+        draft_models = {name: d.draft_model for name, d in drafters.items() if getattr(d, "draft_model", None) is not None}
+        draft_steps: dict[str, dict[int, list[float]]] = {name: {} for name in draft_models}
         prefixes: dict = {}
         measured: dict[str, dict[int, dict[str, Any]]] = {}
         for b in config.batch_sizes:
+            for name, draft in draft_models.items():  # t_d(B, 1..2) next to the decodes it predicts (drift)
+                draft_steps[name] |= _by_batch(time_batched_passes(draft, prompts[0] + prompts[-1], [b], timed_at, 2,
+                                                                   config.timing_repeats, layout=config.layout,
+                                                                   draft_step=True))
             scorer = BatchScorer(model, b, context + config.new_tokens + max_fed + 2, config.layout, prefixes)
             budget = max(b, len(prompts)) * config.new_tokens
             methods = [Batched("baseline", scorer, prompts, budget)] + [
