@@ -21,7 +21,10 @@ import torch
 
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.seams import Proposal
+from specdec.reference.drafters import neural
 from specdec.reference.estimate.timing import context_of, sync
+
+GREEDY = SamplingConfig(0.0)
 
 
 @dataclass
@@ -122,6 +125,4 @@ def time_captured_passes(model: torch.nn.Module, batch_sizes: Sequence[int], con
 
 def _draft_step(scorer, rows: int) -> None:
     """Every row's greedy draft step: next_logits, then the pick appended (`neural.draw`)."""
-    from specdec.reference.drafters.neural import draw
-
-    draw(scorer, range(rows), scorer.next_logits(range(rows)), SamplingConfig(0.0), [None] * rows)
+    neural.draw(scorer, range(rows), scorer.next_logits(range(rows)), GREEDY, [None] * rows)

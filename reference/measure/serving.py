@@ -121,7 +121,8 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
         progress(f"context {context}: timing t(B, k) for B = {list(config.batch_sizes)}, k = 1..{max_fed + 1}")
         timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_fed + 1,
                                      config.timing_repeats, layout=config.layout)
-        draft_models = {name: d.draft_model for name, d in drafters.items() if getattr(d, "draft_model", None) is not None}
+        draft_models = {name: d.draft_model for name, d in drafters.items()
+                        if getattr(d, "draft_model", None) is not None}
         draft_steps: dict[str, dict[int, list[float]]] = {name: {} for name in draft_models}
         prefixes: dict = {}
         measured: dict[str, dict[int, dict[str, Any]]] = {}
