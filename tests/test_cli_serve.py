@@ -2,6 +2,7 @@
 model loads (one line naming the option, exit 2)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from specdec.simulator.ragged import draft_pass_seconds, longest_proposal
@@ -59,3 +60,33 @@ def test_serve_bench_writes_tables_json_and_figure(tiny_pair, tmp_path, capsys) 
 def test_refusals_name_the_option(capsys, args, option) -> None:
     code, _, err = run_main(capsys, ["serve-bench", *args])
     assert code == 2 and option in err and len(err.strip().splitlines()) <= 3, err
+
+
+def test_a_draft_models_step_is_timed_before_every_block(tiny_pair, tmp_path, capsys, monkeypatch) -> None:
+    """t(B, k) and t_d(B, 1..2) are timed before each block of that B's decodes and the median over the blocks
+    kept (the machine drifts within a run): each draft-step timing here answers its own call count."""
+    import specdec.reference.measure.serving as serving
+
+    real, calls = serving.time_batched_passes, []
+
+    def counted(model, tokens, batch_sizes, *args, draft_step=False, **kwargs):
+        timing = real(model, tokens, batch_sizes, *args, draft_step=draft_step, **kwargs)
+        if draft_step:
+            calls.append(list(batch_sizes))
+            timing.seconds = [[len(calls) * 1e-3, len(calls) * 2e-3]]
+        return timing
+
+    monkeypatch.setattr(serving, "time_batched_passes", counted)
+    code, stdout, err = run_main(capsys, ["serve-bench", "--target", str(tiny_pair.target),
+                                          "--drafter", f"tiny=model:{tiny_pair.draft}", "--gammas", "1",
+                                          "--batch-sizes", "1,2", "--contexts", "8", "--new-tokens", "4",
+                                          "--prompts", "2", "--blocks", "3", "--timing-repeats", "1",
+                                          "--out", str(tmp_path / "serve"), "--json"])
+    assert code == 0, err
+    assert calls == [[1]] * 3 + [[2]] * 3  # three blocks at each B, each timed just before its block
+    ctx = strict_json(stdout)["contexts"][0]
+    assert ctx["draft_step_seconds"]["tiny"] == {"1": pytest.approx([2e-3, 4e-3]),
+                                                 "2": pytest.approx([5e-3, 10e-3])}  # medians of calls 1-3, 4-6
+    assert [len(ctx["timing_blocks"][b]) for b in ("1", "2")] == [3, 3]  # the target's t(B, k) likewise
+    assert ctx["timing"]["seconds"][1] == pytest.approx(np.median(ctx["timing_blocks"]["2"], axis=0).tolist())
+    assert sum(ctx["draft_step_blocks"]["tiny"]["2"], []) == pytest.approx([4e-3, 8e-3, 5e-3, 10e-3, 6e-3, 12e-3])

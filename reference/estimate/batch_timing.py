@@ -90,6 +90,21 @@ def time_batched_passes(model: torch.nn.Module, tokens: Sequence[int], batch_siz
                        torch.get_num_threads(), str(device), layout)
 
 
+def median_over_blocks(by_batch: dict[int, Sequence[BatchTiming]]) -> BatchTiming:
+    """One table from timings of one batch size each, taken several times (before each block of a
+    measurement, so the table spans its minutes): per (B, k) the median over the takes; spread:
+    the median of the takes' own; repeats: per take."""
+    takes = [t for timings in by_batch.values() for t in timings]
+    if not takes or any(len(t.batch_sizes) != 1 for t in takes):
+        raise ValueError("need timings of one batch size each")
+    return BatchTiming(takes[0].context_tokens, [int(b) for b in by_batch],
+                       [[float(x) for x in np.median([t.seconds[0] for t in timings], axis=0)]
+                        for timings in by_batch.values()],
+                       [[float(x) for x in np.median([t.spread[0] for t in timings], axis=0)]
+                        for timings in by_batch.values()],
+                       takes[0].repeats, takes[0].threads, takes[0].device, takes[0].layout)
+
+
 def capturable(model: torch.nn.Module) -> bool:
     """A CUDA model the captured static decoder can rebuild (a dense Llama-family causal LM)."""
     from specdec.reference.model.static_decoder import DecoderShape

@@ -16,12 +16,13 @@ The crossover: the smallest B from which on every speedup is below 1.
 Predicted per method with `specdec.simulator.ragged`: its (fed, accepted) law (a token tree feeds
 its nodes: a heads lattice's pass is priced by them, and t(B, k) is timed up to the largest tree
 the drafters can propose, `Drafter.max_nodes`) and its
-per-row drafting/verdict seconds from its own B = 1 run, t(B, k, L) timed in the same session
-through the same scorer at L = prompt + new_tokens / 2 (so B > 1 is predicted from batch-1
-quantities and the pass-time tables only). A draft model drafts every row in one forward, so its
-share of the per-row seconds does not grow as B times one row's: its own t_d(B, k), k = 1, 2, is
-timed through the step `NeuralSlots` runs (the forward, then the pick and its append: `neural.draw`)
-just before the decodes at that B (this machine's speed drifts over a run's minutes), a pass's
+per-row drafting/verdict seconds from its own B = 1 run, t(B, k, L) timed through the same
+scorer at L = prompt + new_tokens / 2 before every block of the decodes at that B, the median over
+the blocks taken (so B > 1 is predicted from batch-1 quantities and the pass-time tables only; this
+machine's speed drifts within a run's minutes, so the tables span the minutes of the decodes they
+price). A draft model drafts every row in one forward, so its share of the per-row seconds does not
+grow as B times one row's: its own t_d(B, k), k = 1, 2, is timed likewise, through the step
+`NeuralSlots` runs (the forward, then the pick and its append: `neural.draw`), a pass's
 drafting d(B) is its first forward over what the verdicts committed and a one-token step per
 further token of the longest proposal (`simulator.ragged.draft_pass_seconds`) plus, per step, the
 proposing work around it that the smallest batch measured beyond its steps (bookkeeping), and the
@@ -43,7 +44,7 @@ from specdec.reference.model.batch_scorer import BatchScorer
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
-from specdec.reference.estimate.batch_timing import time_batched_passes
+from specdec.reference.estimate.batch_timing import median_over_blocks, time_batched_passes
 from specdec.reference.measure.harness import Run, measure
 from specdec.reference.measure.speedup import speedup
 from specdec.simulator.ragged import (crossover, draft_pass_seconds, longest_proposal, predict_ragged,
@@ -100,7 +101,8 @@ def summarize(runs: Sequence[Run], slo_seconds: float) -> dict[str, Any]:
     passes = sum(x.passes for x in results)
     return {"throughput": tokens / seconds, "tokens": tokens, "seconds": seconds, "passes": passes,
             "draft_pass_seconds": sum(sum(x.draft_seconds) for x in results) / max(passes, 1),
-            "latency_p50": weighted_quantile(values, weights, 0.5), "latency_p99": weighted_quantile(values, weights, 0.99),
+            "latency_p50": weighted_quantile(values, weights, 0.5),
+            "latency_p99": weighted_quantile(values, weights, 0.99),
             "tpot_met": float(met), "goodput": float(met) * tokens / seconds, "row_overhead": overhead,
             "joint": joint.tolist(), "alpha": DecodeStats.total([x.stats for x in results]).alpha()}
 
@@ -117,20 +119,26 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
                                                          "gammas": list(config.gammas)},
                            "contexts": []}
     for context, prompts in prompt_sets.items():
-        timed_at = context + config.new_tokens // 2
-        progress(f"context {context}: timing t(B, k) for B = {list(config.batch_sizes)}, k = 1..{max_fed + 1}")
-        timing = time_batched_passes(model, prompts[0] + prompts[-1], config.batch_sizes, timed_at, max_fed + 1,
-                                     config.timing_repeats, layout=config.layout)
-        draft_models = {name: d.draft_model for name, d in drafters.items()
-                        if getattr(d, "draft_model", None) is not None}
-        draft_steps: dict[str, dict[int, list[float]]] = {name: {} for name in draft_models}
+        timed_at, text = context + config.new_tokens // 2, prompts[0] + prompts[-1]
+        # what is timed before each block (None: the target's t(B, k); a name: that draft model's step)
+        timed_models = {None: (model, max_fed + 1, False)} | {name: (d.draft_model, 2, True) for name, d in drafters.items()
+                                                              if getattr(d, "draft_model", None) is not None}
+        progress(f"context {context}: t(B, k), k = 1..{max_fed + 1}, timed before each of the {config.blocks} blocks "
+                 f"at B = {list(config.batch_sizes)}")
+        blocks: dict[str | None, dict[int, list]] = {name: {} for name in timed_models}  # {name: {B: [BatchTiming]}}
         prefixes: dict = {}
         measured: dict[str, dict[int, dict[str, Any]]] = {}
         for b in config.batch_sizes:
-            for name, draft in draft_models.items():  # t_d(B, 1..2) next to the decodes it predicts (drift)
-                draft_steps[name] |= _by_batch(time_batched_passes(draft, prompts[0] + prompts[-1], [b], timed_at, 2,
-                                                                   config.timing_repeats, layout=config.layout,
-                                                                   draft_step=True))
+            for name in timed_models:
+                blocks[name][b] = []
+
+            def time_steps(b: int = b) -> None:
+                """t(B, k) and each draft model's t_d(B, 1..2), timed before every block of the decodes
+                at B: this machine's speed drifts within a run."""
+                for name, (timed, max_k, draft_step) in timed_models.items():
+                    blocks[name][b].append(time_batched_passes(timed, text, [b], timed_at, max_k, config.timing_repeats,
+                                                               layout=config.layout, draft_step=draft_step))
+
             scorer = BatchScorer(model, b, context + config.new_tokens + max_fed + 2, config.layout, prefixes)
             budget = max(b, len(prompts)) * config.new_tokens
             methods = [Batched("baseline", scorer, prompts, budget)] + [
@@ -139,7 +147,7 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
             for m in methods:  # warm-up: first-call allocations count against no method
                 decode_batch(scorer, m.drafter, prompts, 2, m.gamma, GREEDY, None, token_budget=b)
             runs = measure(methods, _Clock(scorer.output_device), [[j] for j in range(config.blocks)],
-                           config.new_tokens, GREEDY)
+                           config.new_tokens, GREEDY, between=time_steps)
             for m in methods:
                 row = summarize(runs[m.name], config.slo_ms / 1000)
                 comparison = speedup(runs["baseline"], runs[m.name])
@@ -148,9 +156,13 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
                 progress(f"context {context} B={b} {m.name}: {row['throughput']:.1f} tokens/s, speedup "
                          f"{comparison.speedup:.3f} [{comparison.ci[0]:.3f}, {comparison.ci[1]:.3f}]")
             del scorer
+        target_blocks = blocks.pop(None)
+        timing = median_over_blocks(target_blocks)
+        draft_steps = {name: _by_batch(median_over_blocks(by_b)) for name, by_b in blocks.items()}
         drafting = {method_name(name, g): steps for name, steps in draft_steps.items() for g in config.gammas}
         out["contexts"].append({"context": context, "timed_at": timed_at, "timing": timing.to_dict(),
-                                "draft_step_seconds": draft_steps,
+                                "timing_blocks": _block_seconds(target_blocks), "draft_step_seconds": draft_steps,
+                                "draft_step_blocks": {name: _block_seconds(by_b) for name, by_b in blocks.items()},
                                 "methods": _with_predictions(measured, timing, config, drafting)})
     return out
 
@@ -162,6 +174,11 @@ def method_name(drafter: str, gamma: int) -> str:
 def _by_batch(timing) -> dict[int, list[float]]:
     """{B: [t(B, 1), t(B, 2), ...]} of a batch timing."""
     return {b: list(row) for b, row in zip(timing.batch_sizes, timing.seconds)}
+
+
+def _block_seconds(by_batch: dict[int, list]) -> dict[int, list[list[float]]]:
+    """{B: [each block's t(B, 1..k)]}."""
+    return {b: [t.seconds[0] for t in timings] for b, timings in by_batch.items()}
 
 
 def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, config: ServeConfig,

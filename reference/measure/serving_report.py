@@ -18,8 +18,8 @@ def serve_markdown(result: Mapping[str, Any]) -> str:
         lines += [f"| {b} | " + " | ".join(f"{1000 * s:.1f}" for s in row) + " |"
                   for b, row in zip(t["batch_sizes"], t["seconds"])]
         for name, steps in (ctx.get("draft_step_seconds") or {}).items():
-            lines += ["", f"Draft model {name}, one step of every row (forward and pick, timed before that B's "
-                          "decodes): "
+            lines += ["", f"Draft model {name}, one step of every row (forward and pick, timed before each block of "
+                          "that B's decodes, the median over the blocks): "
                       + ", ".join(f"t_d({b}, 1..2) {1000 * s[0]:.2f} / {1000 * s[1]:.2f} ms" for b, s in steps.items())
                       + " (a pass's drafting: a forward over what the verdicts committed, then one of one token per "
                         "further token of the longest proposal)", "", "| method | B | drafting a pass, measured ms | predicted ms | error |",
