@@ -2,7 +2,8 @@
 
 For each context length (held-out prompts of that many tokens) and batch size B, plain batched
 decoding and each drafter at each gamma run as methods of `specdec.reference.measure.harness`
-(interleaved, rotated, in `blocks` blocks): a method decodes the prompt queue with B slots and
+(interleaved, rotated, in `blocks` blocks, the baseline first and last in each: `measure`'s bracket,
+as the validation runs it): a method decodes the prompt queue with B slots and
 continuous batching until `max(B, prompts) x new_tokens` tokens are out (every pass has all B
 slots busy), greedy. Measured per method: throughput (tokens/s over the batch, decode seconds:
 the prompts' encodings are excluded), the speedup over plain batched decoding (the harness's
@@ -147,7 +148,7 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
             for m in methods:  # warm-up: first-call allocations count against no method
                 decode_batch(scorer, m.drafter, prompts, 2, m.gamma, GREEDY, None, token_budget=b)
             runs = measure(methods, _Clock(scorer.output_device), [[j] for j in range(config.blocks)],
-                           config.new_tokens, GREEDY, between=time_steps)
+                           config.new_tokens, GREEDY, between=time_steps, bracket="baseline")
             for m in methods:
                 row = summarize(runs[m.name], config.slo_ms / 1000)
                 comparison = speedup(runs["baseline"], runs[m.name])
