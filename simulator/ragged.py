@@ -182,6 +182,14 @@ def crossover(sizes: Sequence[int], speedups: Sequence[float]) -> int | None:
     return next((b for i, b in enumerate(sizes) if all(s < 1.0 for s in speedups[i:])), None)
 
 
+def crossover_range(sizes: Sequence[int], intervals: Sequence[Sequence[float]]) -> tuple[int | None, int | None]:
+    """Where the measured crossover can lie given each speedup's interval (low, high): from the
+    crossover of the lows (the earliest the data allow) to that of the highs (the latest; None:
+    past the largest size). Equal ends: the measurement decides the crossover; a predicted
+    crossover outside the range is contradicted by it."""
+    return (crossover(sizes, [low for low, _ in intervals]), crossover(sizes, [high for _, high in intervals]))
+
+
 def weighted_quantile(values: npt.ArrayLike, weights: npt.ArrayLike, q: float) -> float:
     """The q-quantile (0 < q < 1) of a discrete law or a weighted sample: the smallest value whose
     cumulative weight reaches q."""

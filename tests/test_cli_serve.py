@@ -44,8 +44,11 @@ def test_serve_bench_writes_tables_json_and_figure(tiny_pair, tmp_path, capsys) 
                 expected = f + around * n if m["method"].startswith("tiny") else 0.0
                 assert p["predicted_draft_seconds"] == pytest.approx(expected)
                 assert p["draft_pass_seconds"] > 0 or m["method"] == "baseline"
+            low, high = m["crossover_range"] if m["method"] != "baseline" else (None, None)
+            assert (low is None or m["crossover"] is None or low <= m["crossover"]) and (high is None or low <= high)
         text = (out / "serve.md").read_text()
         assert "Draft model tiny, one step of every row" in text and "drafting a pass, measured ms" in text
+        assert "where the 95 % intervals let it lie" in text
 
 
 @pytest.mark.parametrize("args, option", [

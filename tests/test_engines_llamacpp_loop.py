@@ -430,6 +430,7 @@ def test_batches_and_a_draft_model_row_on_a_real_server(capsys, tmp_path) -> Non
     b = strict_json(result.read_text())
     (config,) = b["temperatures"][0]["configs"]
     assert [p["batch"] for p in config["points"]] == [1, 2] and "crossover" in config and "B=2" in stdout
+    assert len(config["crossover_range"]) == 2 and "the 95 % intervals" in stdout
     assert all(p["pairs"] == p["batch"] and 0.2 < p["predicted"] < 5 and p["tokens_per_step"] > 1
                and 0.2 < p["predicted_one_pass"] < 5 and p["decodes_per_step"] >= 1 for p in config["points"])
     rows = [r for r in b["temperatures"][0]["records"] if r["config"] == "s"]

@@ -18,8 +18,8 @@ import pytest
 
 from specdec.errors import SpecdecError
 from specdec.simulator.batch import batch_plan
-from specdec.simulator.ragged import (check_joint, joint_from_alphas, predict_ragged, simulate_ragged,
-                                      weighted_quantile)
+from specdec.simulator.ragged import (check_joint, crossover, crossover_range, joint_from_alphas, predict_ragged,
+                                      simulate_ragged, weighted_quantile)
 
 T16 = np.array([0.016, 0.030, 0.045, 0.060, 0.075])  # t(16, k), k = 1..5: a compute-bound batch
 # a prompt-lookup-like drafter: often no match (K = 0), else up to 4 drafts
@@ -158,3 +158,17 @@ def test_the_drafts_first_forward_feeds_what_the_verdicts_committed(packed, batc
     assert draft_pass_seconds(never, batch, t_d, packed) == pytest.approx(2 * t_d[0])
     with pytest.raises(SpecdecError, match="k = 1, 2"):
         draft_pass_seconds(VARIABLE, batch, t_d[:1])
+
+
+def test_the_crossover_and_where_its_intervals_let_it_lie() -> None:
+    sizes = [1, 2, 4, 8]
+    assert crossover(sizes, [1.3, 1.1, 0.98, 1.01]) is None  # pays again at B = 8: no crossover
+    assert crossover(sizes, [1.3, 1.1, 1.003, 0.95]) == 8
+    assert crossover(sizes, [0.9, 0.8, 0.7, 0.6]) == 1
+    # the llama.cpp Q4_1 streams run 1's synthetic row: B = 4 sits on 1, so the data allow 4 or 8
+    synthetic = [(1.218, 1.297), (1.065, 1.141), (0.973, 1.048), (0.895, 0.959)]
+    assert crossover_range(sizes, synthetic) == (4, 8)
+    # an interval holding 1 at the largest B: the crossover may lie past it
+    assert crossover_range(sizes, [(1.2, 1.3), (1.0, 1.2), (0.89, 1.12), (0.86, 1.08)]) == (4, None)
+    # every interval clear of 1: the measurement decides it
+    assert crossover_range(sizes, [(1.2, 1.3), (1.05, 1.1), (0.9, 0.95), (0.8, 0.9)]) == (4, 4)

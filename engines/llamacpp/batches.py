@@ -23,7 +23,7 @@ cost file's accepted-token cost. Beside it, the one-pass
 prediction (`predict_ragged(..., packed=True)`: the batch decoded at once, as with
 `--kv-unified`). Request i goes to slot i with its prompt cached there first, so that the B
 slots start decoding together. The crossover: the smallest B from which on speculation stops
-paying (`crossover`).
+paying (`crossover`); its range: where the speedups' 95 % intervals let it lie (`crossover_range`).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, coun
 from specdec.engines.llamacpp.server import LlamaServer
 from specdec.errors import SpecdecError
 from specdec.simulator.equal_split import predict_equal_split, ubatch_seconds
-from specdec.simulator.ragged import crossover, predict_ragged
+from specdec.simulator.ragged import crossover, crossover_range, predict_ragged
 
 SLOT_CTX = 2048  # context per slot (-c B * SLOT_CTX): a workload prompt, its answer and a draft
 
@@ -293,6 +293,7 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
                                           "iteration_standard_error": split.iteration_standard_error})
         out.append({"config": label, "context": context, "points": rows,
                     "crossover": crossover(sizes, [p["measured"] for p in rows]),
+                    "crossover_range": crossover_range(sizes, [p["interval"] for p in rows]),
                     "predicted_crossover": crossover(sizes, [p["predicted"] for p in rows]),
                     "joint": joint.tolist()})
     return out
@@ -303,8 +304,10 @@ def render(result: dict) -> str:
     lines = []
     for at in result["temperatures"]:
         for c in at["configs"]:
-            lines.append(f"{c['config']} T={at['temperature']:g}: crossover measured B={c['crossover']}, "
-                         f"predicted B={c['predicted_crossover']} (None: still pays at the largest B)")
+            low, high = c.get("crossover_range", (c["crossover"],) * 2)
+            lines.append(f"{c['config']} T={at['temperature']:g}: crossover measured B={c['crossover']} "
+                         f"(the 95 % intervals: B={low} to B={high}), predicted B={c['predicted_crossover']} "
+                         "(None: still pays at the largest B)")
             for p in c["points"]:
                 lines.append(f"  B={p['batch']:<3}{p['measured']:>8.3f}x  [{p['interval'][0]:.3f}, {p['interval'][1]:.3f}]"
                              f"  predicted {p['predicted']:.3f}x ({100 * p['error']:+.1f}%; one packed pass "

@@ -12,7 +12,8 @@ p50/p99, goodput (throughput counting only requests whose time per output token 
 Latency is predicted at the median only: the ragged model's latency law spreads the pass widths
 but not the time of one pass, so its p99 is the p50's law, not the tail the machine adds (B = 1,
 context 128: 55 ms measured, 31 predicted). p99 is reported as measured.
-The crossover: the smallest B from which on every speedup is below 1.
+The crossover: the smallest B from which on every speedup is below 1; its range: where the 95 %
+intervals let it lie (`simulator.ragged.crossover_range`).
 
 Predicted per method with `specdec.simulator.ragged`: its (fed, accepted) law (a token tree feeds
 its nodes: a heads lattice's pass is priced by them, and t(B, k) is timed up to the largest tree
@@ -48,8 +49,8 @@ from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.estimate.batch_timing import median_over_blocks, time_batched_passes
 from specdec.reference.measure.harness import Run, measure
 from specdec.reference.measure.speedup import speedup
-from specdec.simulator.ragged import (crossover, draft_pass_seconds, longest_proposal, predict_ragged,
-                                      weighted_quantile)
+from specdec.simulator.ragged import (crossover, crossover_range, draft_pass_seconds, longest_proposal,
+                                      predict_ragged, weighted_quantile)
 
 GREEDY = SamplingConfig(0.0)
 
@@ -122,8 +123,9 @@ def serve_bench(model: torch.nn.Module, prompt_sets: dict[int, list[list[int]]],
     for context, prompts in prompt_sets.items():
         timed_at, text = context + config.new_tokens // 2, prompts[0] + prompts[-1]
         # what is timed before each block (None: the target's t(B, k); a name: that draft model's step)
-        timed_models = {None: (model, max_fed + 1, False)} | {name: (d.draft_model, 2, True) for name, d in drafters.items()
-                                                              if getattr(d, "draft_model", None) is not None}
+        timed_models = {None: (model, max_fed + 1, False)} | {
+            name: (d.draft_model, 2, True) for name, d in drafters.items()
+            if getattr(d, "draft_model", None) is not None}
         progress(f"context {context}: t(B, k), k = 1..{max_fed + 1}, timed before each of the {config.blocks} blocks "
                  f"at B = {list(config.batch_sizes)}")
         blocks: dict[str | None, dict[int, list]] = {name: {} for name in timed_models}  # {name: {B: [BatchTiming]}}
@@ -203,6 +205,7 @@ def _with_predictions(measured: dict[str, dict[int, dict[str, Any]]], timing, co
                                "predicted_draft_seconds": draft[b], "error": pred.speedup / m["speedup"] - 1})
         rows.append({"method": name, "points": points,
                      "crossover": crossover(sizes, [p["speedup"] for p in points]),
+                     "crossover_range": crossover_range(sizes, [p["ci"] for p in points]),
                      "predicted_crossover": crossover(sizes, [p["predicted_speedup"] for p in points])})
     return rows
 

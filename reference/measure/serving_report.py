@@ -1,7 +1,7 @@
 """serve.md: the tables of `specdec serve-bench` (`specdec.reference.measure.serving`) in Markdown."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 
 def serve_markdown(result: Mapping[str, Any]) -> str:
@@ -40,8 +40,10 @@ def serve_markdown(result: Mapping[str, Any]) -> str:
                     f"{1000 * p['latency_p99']:.0f} | {p['goodput']:.1f} |")
         lines += ["", "p99 is measured only: the model predicts the pass widths' spread, not the time of one "
                   "pass's (`specdec.reference.measure.serving`)."]
-        lines += ["", "| method | speculation stops paying from B on (measured) | (predicted) |", "|---|---|---|"]
-        lines += [f"| {m['method']} | {_b(m['crossover'])} | {_b(m['predicted_crossover'])} |"
+        lines += ["", "| method | speculation stops paying from B on (measured) | (where the 95 % intervals "
+                  "let it lie) | (predicted) |", "|---|---|---|---|"]
+        lines += [f"| {m['method']} | {_b(m['crossover'])} | {_range(m['crossover_range'])} | "
+                  f"{_b(m['predicted_crossover'])} |"
                   for m in ctx["methods"] if m["method"] != "baseline"]
         lines.append("")
     return "\n".join(lines)
@@ -49,3 +51,9 @@ def serve_markdown(result: Mapping[str, Any]) -> str:
 
 def _b(b: int | None) -> str:
     return "still pays at the largest B run" if b is None else str(b)
+
+
+def _range(ends: Sequence[int | None]) -> str:
+    """A crossover range (`simulator.ragged.crossover_range`) in words."""
+    low, high = (("past the largest B" if b is None else str(b)) for b in ends)
+    return f"{low} (decided)" if low == high else f"{low} to {high}"
