@@ -304,7 +304,7 @@ def render(result: dict) -> str:
     lines = []
     for at in result["temperatures"]:
         for c in at["configs"]:
-            low, high = c.get("crossover_range", (c["crossover"],) * 2)
+            low, high = c["crossover_range"]
             lines.append(f"{c['config']} T={at['temperature']:g}: crossover measured B={c['crossover']} "
                          f"(the 95 % intervals: B={low} to B={high}), predicted B={c['predicted_crossover']} "
                          "(None: still pays at the largest B)")
