@@ -100,3 +100,26 @@ def test_missing_prompts_file_is_a_one_line_error(tiny_pair, capsys) -> None:
               "--drafter", "lookup", "--no-timing"])
     err = capsys.readouterr().err
     assert "nope.txt" in err and "Traceback" not in err
+
+
+def test_a_feature_draft_tree_is_estimated_at_temperature_zero(tiny_pair, tmp_path, capsys) -> None:
+    """eagle:DIR,tree=N: alpha is the first level's acceptance and the replay walks each draft
+    length's tree; at T > 0 the option is refused in one line before any model loads."""
+    from transformers import AutoModelForCausalLM
+
+    from specdec.reference.eagle.store import save_eagle
+    from specdec.reference.heads.store import weights_fingerprint
+    from tests.fakes import random_eagle
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_pair.target)
+    card = {"target": {"name": "target", "weights_sha256": weights_fingerprint(tiny_pair.target)}}
+    save_eagle(random_eagle(model, seed=5), card, tmp_path / "eagle")
+    spec = f"eagle:{tmp_path / 'eagle'},tree=4,topk=2"
+    d = _run(_common(tiny_pair) + ["--drafter", spec, "--no-timing"])
+    assert "token tree" in d["estimates"] and 0 <= d["alpha"] <= 1 and d["proposal_rate"] > 0.5
+    assert set(d["replay"]) == {"1", "2", "3"}
+    assert all(1 <= r["tokens_per_iteration"] <= int(g) + 1 for g, r in d["replay"].items())
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", *_common(tiny_pair), "--drafter", spec, "--no-timing", "--temperature", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "--temperature" in err[0] and "temperature 0" in err[0]

@@ -53,11 +53,6 @@ def test_the_model_pass_is_the_plain_forward_of_either_kind() -> None:
     assert bound.encoder is not None
     decoder_ids = torch.tensor([list(prompt)])
     assert torch.equal(bound(decoder_ids, 2).logits, run_model(t5, decoder_ids, encode(t5, [prompt]), 2).logits)
-    with pytest.raises(ValueError, match="one length"):  # decoder positions follow the cache: no left padding
-        bound.padding(torch.tensor([[0, 1, 1], [1, 1, 1]]))
-    mask = torch.tensor([[0, 1, 1], [1, 1, 1]])
-    padded = ModelPass(llama, [[1, 2], [1, 2, 3]]).padding(mask)
-    assert padded["position_ids"].tolist() == [[0, 0, 1], [0, 1, 2]] and padded["attention_mask"] is mask
 
 
 # above the scorer seam: the CLI, the loop and its rules, drafters (their factory aside: it checks

@@ -123,6 +123,33 @@ def test_replay_of_the_feature_draft_equals_the_decoder(fuse, depth) -> None:
     assert sum(decoded.accepted) > 0
 
 
+@pytest.mark.parametrize("tree,fuse", [((2, 4), ()), ((3, 6), ()), ((2, 5), (1,))],
+                         ids=["tree4", "tree6", "tree5-fused"])
+def test_replay_of_feature_draft_trees_equals_the_decoder(tree, fuse) -> None:
+    """The estimator's trees (each draft length's own tree from the teacher-forced cache, walked
+    along the target's greedy text) replay greedy tree decoding count for count, the last
+    iterations' shorter trees included."""
+    from specdec.reference.estimate.alpha import alpha_from_scores
+    from specdec.reference.estimate.replay import replay
+    from specdec.reference.estimate.samples import generate_continuations
+    from specdec.reference.estimate.teacher_forced import score_positions
+
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=8.0)
+    draft = trained_eagle(target, fuse=fuse)
+    samples = generate_continuations(target, [[1, 5, 2, 9, 3], [4, 4, 7, 1, 0], [2, 3, 5, 7, 11]], 30, GREEDY, None)
+    drafter = EagleDrafter(draft, 16, tree)
+    scores = score_positions(target, drafter.teacher_forced_scorer(target, 6, None), samples, GREEDY, 16, max_gamma=6)
+    assert all(s.accept().shape[0] == 6 and s.accept().shape[2] == 30 for s in scores)  # a tree per draft length
+    for gamma in (1, 2, 4, 6):
+        replayed, _ = replay([s.accept() for s in scores], [s.block for s in scores], gamma, 6)
+        decoded = decode_stats(target, lambda: EagleDrafter(draft, 16, tree), samples, gamma)
+        assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
+        assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)
+    assert max(i for i, n in enumerate(decoded.accepted_hist) if n) > 1  # trees accepted several tokens
+    est = alpha_from_scores(scores, (1.0,), np.random.default_rng(0), 50, max_gamma=6)
+    assert "token tree" in est.estimates and 0 < est.alpha <= 1  # the first level's acceptance
+
+
 @pytest.mark.parametrize("tree,sampling,fuse,depth", [
     (None, SamplingConfig(1.0), (), 1), (None, SamplingConfig(0.8, top_k=3), (), 1), ((2, 4), SamplingConfig(1.0), (), 1),
     ((2, 4), SamplingConfig(0.8, top_k=3), (), 1), (None, SamplingConfig(1.0), (1,), 1),

@@ -6,8 +6,8 @@
   temperature, top-k and lenience; a deterministic drafter gives p(proposal) and counts
   missing proposals as rejections;
 - the batched teacher-forced fast paths (neural, n-gram) equal the generic protocol path;
-- batched generation (left padding) equals the decoder's greedy output, and seeded
-  sampling repeats exactly;
+- batched generation (ragged prompts) equals the decoder's greedy output; sampled, it is what
+  the decode step emits with no drafter, whatever the batch; seeded sampling repeats exactly;
 - the percentile bootstrap over prompts covers the true alpha at about its nominal rate:
   400 simulated data sets of 40 prompts, coverage in [0.90, 0.99] (binomial sd 0.011).
 """
@@ -23,7 +23,7 @@ from specdec.reference.measure.bootstrap import bootstrap_ratio_ci
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.model.target import TargetScorer
-from specdec.reference.estimate.samples import generate_continuations, left_pad
+from specdec.reference.estimate.samples import generate_continuations
 from specdec.reference.estimate.teacher_forced import NeuralScorer, ProtocolScorer, score_positions
 from tests.fakes import ConstantLM, FixedTokenDrafter, MaskedLM, TINY_VOCAB, assert_same_scores, random_prompts
 from tests.tiny_models import tiny_llama
@@ -137,14 +137,30 @@ def test_batched_neural_scoring_equals_protocol(sampling: SamplingConfig) -> Non
     assert_same_scores(fast, slow, sampling.greedy, atol=1e-5)
 
 
-def test_batched_generation_with_left_padding_equals_greedy_decoding() -> None:
+def test_batched_generation_of_ragged_prompts_equals_greedy_decoding() -> None:
     target = tiny_llama(TINY_VOCAB, seed=0, sharpness=8.0)
     prompts = [p[:n] for p, n in zip(random_prompts(5, 9, seed=3), (9, 3, 6, 1, 8))]
-    ids, mask = left_pad(prompts)
-    assert ids.shape == (5, 9) and mask.sum().item() == 9 + 3 + 6 + 1 + 8
     samples = generate_continuations(target, prompts, 15, SamplingConfig(0.0), None, batch_size=5)
     for prompt, cont in zip(prompts, samples.continuations):
         assert cont == autoregressive_decode(TargetScorer(target), prompt, 15, SamplingConfig(0.0), None).tokens
+
+
+def test_samples_are_the_decode_steps_output_with_no_drafter_whatever_the_batch() -> None:
+    """At T > 0 the samples are decode_batch's outputs at gamma 0 for the same seed (request i's
+    generator seeded (seed, i)), and prompt i's continuation is the same alone and among 8."""
+    from specdec.reference.core.batch_loop import decode_batch
+    from specdec.reference.drafters.protocol import NoDrafter
+    from specdec.reference.model.batch_scorer import BatchScorer
+
+    target = tiny_llama(TINY_VOCAB, seed=0, sharpness=2.0)
+    prompts = [p[:n] for p, n in zip(random_prompts(8, 9, seed=4), (9, 3, 6, 1, 8, 2, 9, 5))]
+    sampling = SamplingConfig(1.0)
+    batched = generate_continuations(target, prompts, 14, sampling, 7, batch_size=8).continuations
+    decoded = decode_batch(BatchScorer(target, 8, 32), NoDrafter(), prompts, 14, 0, sampling, seed=7)
+    assert batched == [tokens for _, tokens in sorted(decoded.outputs)]
+    alone = generate_continuations(target, prompts[5:6], 14, sampling, 7, indices=[5], batch_size=1)
+    assert alone.continuations == [batched[5]]
+    assert len({tuple(c) for c in batched}) == 8  # the draws differ from prompt to prompt
 
 
 def test_seeded_sampling_repeats_exactly() -> None:

@@ -25,7 +25,7 @@ from specdec.reference.core.rules import AcceptanceRule, SpeculativeSampling
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.step import Request, StageClock, Step
-from specdec.reference.core.scorer import OneRow, Scorer
+from specdec.reference.core.scorer import PerSlot, Scorer
 from specdec.reference.drafters.protocol import Drafter, NoDrafter
 from specdec.reference.drafters.slots import Forked
 
@@ -56,7 +56,7 @@ def decode(target: Scorer, drafter: Drafter, prompt: Sequence[int], max_new_toke
     stats = DecodeStats(policy.k_max)
     clock, cpu_start = StageClock(target.device), time.process_time()
     passes_before = target.forward_passes
-    step = Step(OneRow(target, fuse_prefill), Forked([drafter]), policy, sampling, rule, stats, clock, eos_id)
+    step = Step(PerSlot([target], fuse_prefill), Forked([drafter]), policy, sampling, rule, stats, clock, eos_id)
     request = Request(0, max_new_tokens, generator)
     step.start(0, prompt)
     while not request.done:

@@ -1,8 +1,8 @@
 """The target side of the decode step as the algorithm sees it (the scorer seam).
 
 p is the target's distribution. A `Scorer` follows one sequence: `start`, `score` (one pass
-over the pending token and the drafts: k + 1 rows of logits), `commit`. `OneRow` shows one
-as a batch of one slot to the decode step (`specdec.reference.core.step.SlotScorer`).
+over the pending token and the drafts: k + 1 rows of logits), `commit`. `PerSlot` shows one
+(or one per slot) as slots to the decode step (`specdec.reference.core.step.SlotScorer`).
 `FixedLogitsScorer` returns fixed logits at no cost (the loop's own overhead is what remains
 when it is timed). The model-backed scorers live below the seam:
 `specdec.reference.model.target.TargetScorer` (one sequence) and
@@ -35,30 +35,39 @@ class Scorer(Protocol):
         """Keep the verdict's accepted drafts (a tree: its path), then its last token (pending)."""
 
 
-class OneRow:
-    """A `Scorer` seen by the decode step as a batch of one slot (`specdec.reference.core.step`)."""
+class PerSlot:
+    """Single-sequence `Scorer`s seen by the decode step as slots, one each
+    (`specdec.reference.core.step.SlotScorer`): one for `decode`, one per slot where the ragged
+    cache does not hold the model (an encoder-decoder's batch, `slot_scorer`); each busy slot's
+    pass is its own."""
 
-    rows = 1
+    def __init__(self, targets: Sequence[Scorer], fuse_prefill: bool = False) -> None:
+        self.targets, self.fuse_prefill = tuple(targets), fuse_prefill
 
-    def __init__(self, target: Scorer, fuse_prefill: bool = False) -> None:
-        self.target, self.fuse_prefill = target, fuse_prefill
+    @property
+    def rows(self) -> int:
+        return len(self.targets)
+
+    @property
+    def target(self) -> Scorer:
+        return self.targets[0]
 
     @property
     def output_device(self) -> torch.device:
-        return self.target.device
+        return self.targets[0].device
 
     @property
     def forward_passes(self) -> int:
-        return self.target.forward_passes
+        return sum(t.forward_passes for t in self.targets)
 
     def start(self, slot: int, prompt: Sequence[int], needs: Needs = NOTHING) -> Scored | None:
-        return self.target.start(prompt, self.fuse_prefill, needs)
+        return self.targets[slot].start(prompt, self.fuse_prefill, needs)
 
     def score(self, proposals: Sequence[Proposal | None], needs: Needs = NOTHING) -> list[Scored | None]:
-        return [self.target.score(proposals[0], needs)]
+        return [None if p is None else t.score(p, needs) for t, p in zip(self.targets, proposals)]
 
     def commit(self, slot: int, verdict: Verdict) -> None:
-        self.target.commit(verdict)
+        self.targets[slot].commit(verdict)
 
 
 class FixedLogitsScorer:

@@ -26,7 +26,7 @@ from specdec.reference.drafters.slots import DraftSlots
 
 
 class SlotScorer(Protocol):
-    """The target side of a step: `rows` slots (`BatchScorer`; `OneRow` for one sequence)."""
+    """The target side of a step: `rows` slots (`BatchScorer`; `PerSlot` for single-sequence scorers)."""
 
     rows: int
     output_device: torch.device  # where the logits are (and the requests' generators)

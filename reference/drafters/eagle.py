@@ -194,11 +194,10 @@ class EagleDrafter(DrafterBase):
         return self.draft.flops_per_token() / target_flops
 
     def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int, generator: torch.Generator | None):
+        from specdec.reference.estimate.eagle_scorer import EagleScorer, EagleTreeScorer
+
         if self.tree:
-            from specdec.errors import SpecdecError
-            raise SpecdecError("a feature-draft tree (eagle:PATH,tree=...) has no single-draft alpha: estimate the "
-                               "chain (eagle:PATH) and time the tree with `specdec decode --baseline`")
-        from specdec.reference.estimate.eagle_scorer import EagleScorer
+            return EagleTreeScorer(target, self, max_gamma)
         return EagleScorer(target, self.draft, max_gamma)
 
 

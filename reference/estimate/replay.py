@@ -4,7 +4,10 @@ the counts the decoder records, exact at temperature 0 and their expectation at 
 
 The data per sequence of n new tokens: `block[t]`, how many tokens the drafter proposes from
 the prefix x_<t, and `accept[i, t]`, the probability that draft i + 1 of that block is accepted
-given drafts 1..i were and given the decode emits the sequence itself. At temperature 0 it is
+given drafts 1..i were and given the decode emits the sequence itself. A drafter whose draft at
+length g is not the first g tokens of a longer one (a token tree: its node budget spreads over
+its depths) gives both per draft length, `block[g - 1, t]` and `accept[g - 1, i, t]` (draft i + 1
+on the greedy walk), and an iteration with room for g drafts reads the tree drafted at g. At temperature 0 it is
 1 for the block's leading tokens that equal the sequence and 0 after (`accept_from_match`);
 at T > 0 it is min(1, q(x)/p(x)) at the sequence's token x (`teacher_forced.path_accept`).
 From an iteration starting at t the decode emits A + 1 tokens, A the number of accepted
@@ -32,7 +35,7 @@ def replay_sequence(accept: np.ndarray, block: np.ndarray, gamma: int, stats: De
                     proposal_hist: np.ndarray) -> None:
     """Add the (expected) iterations of one sequence of n = len(block) new tokens to `stats`, and
     each iteration's proposal length k to proposal_hist [gamma + 1]."""
-    n = int(block.shape[0])
+    n = int(block.shape[-1])
     start = np.zeros(n + 1)  # P(an iteration starts at t)
     start[0] = 1.0
     for t in range(n):
@@ -40,8 +43,9 @@ def replay_sequence(accept: np.ndarray, block: np.ndarray, gamma: int, stats: De
         if w == 0.0:
             continue
         room = min(gamma, n - t - 1)  # the decoder never drafts past max_new_tokens
-        k = min(room, int(block[t])) if room > 0 else 0
-        survive = np.concatenate([[1.0], np.cumprod(np.nan_to_num(accept[:k, t]))])  # P(A >= i), i = 0..k
+        rows, lengths = (accept[room - 1], block[room - 1]) if block.ndim == 2 and room > 0 else (accept, block)
+        k = min(room, int(lengths[t])) if room > 0 else 0
+        survive = np.concatenate([[1.0], np.cumprod(np.nan_to_num(rows[:k, t]))]) if k else np.ones(1)  # P(A >= i)
         emitted = survive - np.append(survive[1:], 0.0)  # P(A = a), a = 0..k
         stats.iterations += w
         stats.drafted += w * k

@@ -62,10 +62,11 @@ class EstimateConfig:
     samples_per_prompt: int = 1
     confidence_top_k: int = 0  # the confidence law's: the top probability renormalised over the top k (0: all)
 
-    def max_gamma(self, deterministic: bool) -> int:
-        """Longest block the replay records: max_k - 1, at most 8 unless the drafter is
-        deterministic (its blocks cost a lookup: llama.cpp's n-gram drafts run to 32 and more)."""
-        return self.max_k - 1 if deterministic else min(self.max_k - 1, 8)
+    def max_gamma(self, draft) -> int:
+        """Longest block the replay records: max_k - 1, at most 8 unless the drafter drafts
+        deterministic chains (their blocks cost a lookup: llama.cpp's n-gram drafts run to 32 and
+        more; a token tree is drafted again at every draft length)."""
+        return self.max_k - 1 if draft.deterministic and not draft.tree else min(self.max_k - 1, 8)
 
 
 def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
@@ -88,7 +89,7 @@ def run_estimate(config: EstimateConfig) -> dict[str, Any] | None:
         repeat = config.samples_per_prompt
         prompt_set = load_target_prompts(target, math.ceil(config.tokens / config.new_tokens / repeat), config.source)
         generator = torch.Generator(device=output_device(target.model)).manual_seed(config.seed)
-        shares, width = {}, config.max_gamma(draft.deterministic)
+        shares, width = {}, config.max_gamma(draft)
         for category in prompt_set.category_names():
             ids = [p for p in prompt_set.of(category) for _ in range(repeat)]
             names = [n for n, c in zip(prompt_set.names, prompt_set.categories) if c == category for _ in range(repeat)]
@@ -131,7 +132,7 @@ def _category_estimate(config: EstimateConfig, target, draft, note, parts, promp
     n_prompts, median = len(lengths), prompt_set.median_length(category)
     context = config.context or median + config.new_tokens // 2
     scored = merge(parts, n_prompts * config.samples_per_prompt)
-    width = config.max_gamma(draft.deterministic)
+    width = config.max_gamma(draft)
     est = alpha_from_scores(scored.scores[config.drafter], config.lenience, np.random.default_rng(config.seed),
                             config.bootstrap, max_gamma=width)
     report = {"kind": KIND_ESTIMATE, "drafter": config.drafter, "target": str(target.path), "backend": target.backend,

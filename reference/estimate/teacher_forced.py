@@ -37,9 +37,11 @@ class PositionScores:
     proposed: bool [n], whether the drafter proposed a token at t (always True for q-drafters).
     match: int64 [n] or None; deterministic drafts (every drafter at temperature 0, prompt
         lookup at any): leading tokens of the drafter's block from the true prefix that equal
-        x_t, x_t+1, ... (<= block[t]).
+        x_t, x_t+1, ... (<= block[t]). A token tree at T = 0: [W, n], row g - 1 the nodes the
+        greedy walk accepts of the tree drafted at draft length g (a tree is not the truncation
+        of a deeper one: its node budget spreads over its depths).
     block: int64 [n] or None; length of that block (<= max_gamma; shorter near the end of
-        the sequence only for drafters whose proposals are shorter).
+        the sequence only for drafters whose proposals are shorter); a tree: [W, n], its depth.
     path_accept: float64 [W, n] or None; T > 0, drafters whose deeper drafts along the sequence
         are known (chains and blockwise drafts): min(1, q(x)/p(x)) for draft i + 1 of the block
         at t at the sequence's token x = x_(t+i) (`path_accept`); 0 past the end.
@@ -60,12 +62,16 @@ class PositionScores:
 
     def accept(self) -> np.ndarray | None:
         """[W, n] the replay's acceptance along the sequence (`reference.estimate.replay`):
-        path_accept at T > 0, else 0/1 from `match`; None where neither is known."""
+        path_accept at T > 0, else 0/1 from `match`; None where neither is known. A token tree:
+        [W, W, n], the acceptance of the tree drafted at each draft length."""
         if self.path_accept is not None:
             return self.path_accept
         if self.match is None:
             return None
-        return accept_from_match(self.match, max(1, int(self.block.max(initial=0))))
+        width = max(1, int(self.block.max(initial=0)))
+        if self.match.ndim == 2:
+            return np.stack([accept_from_match(m, width) for m in self.match])
+        return accept_from_match(self.match, width)
 
 
 @dataclass
@@ -93,6 +99,8 @@ class DraftRows:
     offset_q: torch.Tensor | None = None  # [n, H, vocab] heads at T > 0: q of draft position i of the block at t
     blockwise: bool = False  # every draft position of a block is drafted independently (heads)
     confidence: torch.Tensor | None = None  # [n] top probability of the unadjusted draft distribution
+    tree_match: np.ndarray | None = None  # [W, n] T = 0 token trees: nodes the greedy walk accepts, per draft length
+    tree_depth: np.ndarray | None = None  # [W, n] the depth of each of those trees
 
 
 def top_confidence(probs: torch.Tensor, top_k: int = 0) -> torch.Tensor:
@@ -286,7 +294,9 @@ def position_scores(p_logits: torch.Tensor, draft: DraftRows, truth: Sequence[in
             lenient_argmax = torch.stack([(raw_x >= l * top).double() for l in ls]).cpu().numpy()
     match = block = accept = None
     truth = [int(t) for t in truth]
-    if draft.blocks is not None:  # deterministic blocks (any drafter at T = 0, prompt lookup at any T)
+    if draft.tree_match is not None:  # token trees at T = 0, one per draft length
+        match, block = draft.tree_match.astype(np.int64), draft.tree_depth.astype(np.int64)
+    elif draft.blocks is not None:  # deterministic blocks (any drafter at T = 0, prompt lookup at any T)
         block = np.array([len(b) for b in draft.blocks], dtype=np.int64)
         match = np.array([leading_matches(b, truth[t:]) for t, b in enumerate(draft.blocks)], dtype=np.int64)
     elif sampling.greedy and draft.chain:

@@ -19,7 +19,7 @@ from specdec.reference.core.policy import FixedGamma, KeepGoing
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.step import Request, StageClock, Step
-from specdec.reference.core.scorer import FixedLogitsScorer, OneRow
+from specdec.reference.core.scorer import FixedLogitsScorer, PerSlot
 from specdec.reference.model.target import TargetScorer
 from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
 from specdec.reference.core.prompt import with_ids
@@ -127,12 +127,12 @@ class RejectDrafts:
         return [Verdict(0, row[:1].argmax(-1), len(proposal) == 0) for row, proposal in zip(logits, proposals)]
 
 
-class CommitClock(OneRow):
+class CommitClock(PerSlot):
     """The target's one row, its commits timed (`seconds`): keeping the accepted drafts' cache
     entries and cropping the rest."""
 
     def __init__(self, target: TargetScorer) -> None:
-        super().__init__(target)
+        super().__init__([target])
         self.seconds: list[float] = []
 
     def commit(self, slot: int, verdict: Verdict) -> None:

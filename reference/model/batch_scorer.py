@@ -31,8 +31,9 @@ class BatchScorer:
     """`rows` slots of the target model, each holding up to `capacity` tokens."""
 
     def __init__(self, model: torch.nn.Module, rows: int, capacity: int, layout: str = "padded",
-                 prefixes: dict | None = None) -> None:
+                 prefixes: dict | None = None, fuse_prefill: bool = False) -> None:
         self.model = model
+        self.fuse_prefill = fuse_prefill  # True: a prompt is encoded in the slots' next pass, with the others
         self.device, self.output_device = input_device(model), output_device(model)
         self.dtype = next(model.parameters()).dtype
         self.cache = RaggedCache(model.config.num_hidden_layers, rows, capacity, layout)
@@ -51,7 +52,9 @@ class BatchScorer:
     @torch.inference_mode()
     def start(self, slot: int, prompt: Sequence[int], needs: Needs = NOTHING) -> Scored | None:
         """Slot `slot` begins `prompt`: everything but its last token is encoded (or copied from
-        the prefix store) into the slot; returns that pass, as `TargetScorer.start` does."""
+        the prefix store) into the slot; returns that pass, as `TargetScorer.start` does. With
+        fuse_prefill nothing is encoded now: the whole prompt goes with the next `score`, one
+        pass for every slot that started (None is returned)."""
         prompt = [int(t) for t in prompt]
         if not prompt:
             raise SpecdecError("the prompt must contain at least one token")
@@ -59,7 +62,7 @@ class BatchScorer:
             raise SpecdecError(f"a {len(prompt)}-token prompt does not fit a slot of {self.cache.capacity} tokens")
         self.tokens[slot], self.committed[slot], self.tree_nodes[slot] = prompt, len(prompt), 0
         head = tuple(prompt[:-1])
-        if not head:
+        if not head or self.fuse_prefill:
             self.cache.set_length(slot, 0)
             return None
         kept = self._prefixes.get(head)
@@ -90,11 +93,14 @@ class BatchScorer:
                     self.tree_nodes[slot] = len(proposal)
                 self.tokens[slot].extend(proposal.tokens.tolist())
         busy = [slot for slot, proposal in enumerate(proposals) if proposal is not None]
-        logits, fed, layers, counts = self._feed(busy, needs, trees)
+        keep = None if needs else [len(proposals[slot]) + 1 for slot in busy]  # the logits rows alone
+        logits, fed, layers, counts = self._feed(busy, needs, trees, keep)
         out: list[Scored | None] = [None] * self.rows
         at = 0
-        for slot, n in zip(busy, counts):
+        for i, (slot, n) in enumerate(zip(busy, counts)):
             k = len(proposals[slot])
+            if keep is not None:
+                n = keep[i]
             out[slot] = Scored(logits[at + n - k - 1:at + n], fed[at:at + n] if needs.hidden else None,
                                None if layers is None else layers[at:at + n])
             at += n
@@ -105,26 +111,28 @@ class BatchScorer:
         """One pass feeding each of `slots` its tokens not yet in the cache (the others sit out);
         returns the logits after each one's last token: [len(slots), vocab] (a draft step; the
         output layer runs on those positions alone, as a single sequence's `n_logits=1` does)."""
-        return self._feed(slots, NOTHING, last_only=True)[0]
+        return self._feed(slots, NOTHING, keep=[1] * len(slots))[0]
 
     def append(self, slot: int, tokens: Sequence[int]) -> None:
         """Add tokens to the slot's sequence without a pass (the next pass feeds them)."""
         self.tokens[slot].extend(tokens)
 
     def _feed(self, slots: Sequence[int], needs: Needs, trees: Sequence[Sequence[int] | None] | None = None,
-              last_only: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, list[int]]:
+              keep: Sequence[int] | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, list[int]]:
         """One pass over every slot's tokens not yet in the cache, for `slots` (the rest sit out;
         trees[slot]: the parents of the token tree that ends its tokens, None: a chain).
         Returns the logits of every fed position [sum n, vocab], their final hidden states
         [sum n, d] (None unless needs.hidden or the output layer runs apart) and the layers
         needs.layers selects [sum n, L, d] (None unless asked), slot by slot, and each slot's
-        count n. `last_only`: the outputs at each slot's last fed position alone ([len(slots), ...])."""
+        count n. `keep`: the outputs at each slot's last keep[i] fed positions alone ([sum keep, ...]:
+        a draft step's last row, a fused prefill's k + 1 rows)."""
         feeds: list[list[int]] = [[] for _ in range(self.rows)]
         for slot in slots:
             feeds[slot] = self.tokens[slot][self.cache.lengths[slot]:]
         plan = self.cache.layout_pass(feeds, self.dtype, self.device, trees)
-        rows = [(plan.places[s][0], plan.places[s][1] + j) for s in slots
-                for j in range(plan.places[s][2] - 1 if last_only else 0, plan.places[s][2])]
+        rows = [(plan.places[s][0], plan.places[s][1] + j) for i, s in enumerate(slots)
+                for j in range(0 if keep is None else plan.places[s][2] - keep[i], plan.places[s][2])]
         index = torch.tensor(rows, device=self.device)
         kwargs = dict(position_ids=plan.position_ids, attention_mask=plan.mask, **with_cache(self.model, self.cache))
         layers = None
@@ -169,3 +177,20 @@ class BatchScorer:
             self.cache.set_length(slot, min(self.cache.lengths[slot], keep))
             self.tokens[slot].extend(tokens[n:])
         self.committed[slot] += len(tokens)
+
+
+def slot_scorer(model: torch.nn.Module, rows: int, capacity: int, fuse_prefill: bool = False):
+    """The target side of the decode step for `rows` slots of up to `capacity` tokens: one pass
+    over the ragged cache for a Hugging Face causal LM (`BatchScorer`); one single-sequence scorer
+    per slot, each slot's pass its own, for a model the ragged cache does not hold (an
+    encoder-decoder's cross-attention; a module that writes no cache, such as the tests'
+    context-free models). fuse_prefill: the prompts are encoded by the first step's pass."""
+    from transformers import PreTrainedModel
+
+    from specdec.reference.core.scorer import PerSlot
+    from specdec.reference.model.seq2seq import is_encoder_decoder
+    from specdec.reference.model.target import TargetScorer
+
+    if isinstance(model, PreTrainedModel) and not is_encoder_decoder(model):
+        return BatchScorer(model, rows, capacity, fuse_prefill=fuse_prefill)
+    return PerSlot([TargetScorer(model) for _ in range(rows)], fuse_prefill)

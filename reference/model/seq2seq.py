@@ -175,13 +175,3 @@ class ModelPass:
     def __call__(self, input_ids: torch.Tensor, logits_to_keep: int = 0, attention_mask: torch.Tensor | None = None,
                  **kwargs):
         return run_model(self.model, input_ids, self.encoder, logits_to_keep, attention_mask, **kwargs)
-
-    def padding(self, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The keyword arguments of a first pass over left-padded prefixes (mask [B, L], 1 = a real
-        token): a causal LM's attention mask and positions. An encoder-decoder's decoder positions
-        follow its cache, so its prefixes must all have one length and take no padding."""
-        if self.encoder is None:
-            return {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp_min(0)}  # [B, L]
-        if not bool(mask.all()):
-            raise ValueError("an encoder-decoder's decoder prefixes must have one length within a batch")
-        return {}

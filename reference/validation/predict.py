@@ -57,7 +57,8 @@ def replay_in_runs(alpha: AlphaEstimate, gamma: int, new_tokens: int) -> tuple[D
     of each of the estimator's sequences: the same budget and the same place after the prompt
     as the decodes (prompt lookup's acceptance grows with the text generated so far, so later
     windows would not represent the decodes)."""
-    return replay([s.accept()[:, :new_tokens] for s in alpha.scores], [s.block[:new_tokens] for s in alpha.scores],
+    return replay([s.accept()[..., :new_tokens] for s in alpha.scores],
+                  [s.block[..., :new_tokens] for s in alpha.scores],
                   gamma, alpha.max_gamma)
 
 

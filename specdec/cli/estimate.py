@@ -114,7 +114,7 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     if not batch_only:
         require_drafter(drafter, "estimating alpha needs a drafter (not 'none'; with --batch-sizes, 'none' times "
                                  "t(B, k) only)")
-        refuse_tree_drafter(drafter, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
+        _check_trees(drafter, temperature)
         check_heads_prompts(drafter, prompt_tokens)
         longest = preflight_prompts(path, math.ceil(tokens / new_tokens / samples_per_prompt), source).longest
         check_context(limit, longest + new_tokens, "the longest prompt plus --new-tokens", "--new-tokens")
@@ -154,6 +154,19 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         _print_categories(report)
     else:
         _print(report, report["note"])
+
+
+def _check_trees(spec: str, temperature: float) -> None:
+    """A tree drafter is estimated where the estimator replays its trees (the greedy walk, T = 0)."""
+    from specdec.reference.drafters.spec import DrafterSpec
+
+    files = DrafterSpec.parse(spec).files
+    if files.tree and not files.tree_estimated:
+        refuse_tree_drafter(spec, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
+    if files.tree and temperature > 0:
+        raise click.BadParameter(f"{spec}: a token tree is estimated at temperature 0 (the greedy walk along the "
+                                 "target's text); at T > 0 plan its shapes with `specdec eagle trees --temperature`",
+                                 param_hint="--temperature")
 
 
 def _print_categories(report: dict) -> None:

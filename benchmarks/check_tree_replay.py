@@ -1,0 +1,74 @@
+"""The estimator's tree replay against real greedy tree decodes on the default target: per workload,
+the target's greedy continuations of --prompts prompts (--new-tokens each, the estimator's samples),
+the feature draft's trees teacher-forced along them (`EagleTreeScorer`), replayed at each γ, against
+speculative decodes of the same prompts with the same tree drafter at that γ (exactness checked: each
+decode emits the sample). Prints tokens per iteration both ways and how many runs' iteration counts
+are identical (float rounding of the one-pass features against the incremental passes may move a
+tree's top-k where two candidates tie; a fault would part many).
+
+    flock /tmp/specdec-heavy.lock .venv/bin/python benchmarks/check_tree_replay.py \
+        --drafter eagle:.cache/eagle/main,tree=6,topk=2 [--workloads code,edit,chat] [--gammas 2,3,4]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import torch
+
+from specdec.reference.core.loop import speculative_decode
+from specdec.reference.core.sampling import SamplingConfig
+from specdec.reference.data.prompts import PromptSource, load_prompt_set
+from specdec.reference.drafters.factory import make_drafter
+from specdec.reference.estimate.replay import replay
+from specdec.reference.estimate.samples import generate_continuations
+from specdec.reference.estimate.teacher_forced import score_positions
+from specdec.reference.model.models import load_model
+from specdec.reference.model.target import TargetScorer
+
+GREEDY = SamplingConfig(0.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--drafter", required=True, help="eagle:DIR,tree=N,topk=K")
+    parser.add_argument("--workloads", default="code,edit,chat")
+    parser.add_argument("--gammas", default="2,3,4")
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--new-tokens", type=int, default=32)
+    args = parser.parse_args()
+    gammas = [int(g) for g in args.gammas.split(",")]
+    target = load_model(None, backend="auto")
+    drafter = make_drafter(args.drafter, target)[0]
+    if not drafter.tree:
+        raise SystemExit(f"--drafter {args.drafter}: not a tree drafter")
+    width = max(gammas)
+    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, backend {target.backend}, "
+          f"{args.drafter}, {args.prompts} prompts x {args.new_tokens} tokens per workload; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print("| workload | γ | decoded tokens/iteration | replayed | runs with equal iterations |")
+    print("|---|---|---|---|---|")
+    for workload in args.workloads.split(","):
+        prompts = load_prompt_set(target.tokenizer, target.path, args.prompts, PromptSource(workloads=(workload,))).ids
+        samples = generate_continuations(target.model, prompts, args.new_tokens, GREEDY, None)
+        scores = score_positions(target.model, drafter.teacher_forced_scorer(target.model, width, None), samples,
+                                 GREEDY, target.vocab_size, max_gamma=width)
+        for gamma in gammas:
+            equal, decoded_iterations, replayed_iterations = 0, 0.0, 0.0
+            for prompt, cont, s in zip(samples.prompts, samples.continuations, scores):
+                result = speculative_decode(TargetScorer(target.model), drafter, prompt, len(cont), gamma, GREEDY,
+                                            None)
+                if result.tokens != cont:
+                    raise SystemExit(f"{workload}: a greedy tree decode left the target's greedy text")
+                replayed, _ = replay([s.accept()], [s.block], gamma, width)
+                equal += result.stats.iterations == replayed.iterations
+                decoded_iterations += result.stats.iterations
+                replayed_iterations += replayed.iterations
+            n = args.new_tokens * len(prompts)
+            print(f"| {workload} | {gamma} | {n / decoded_iterations:.3f} | {n / replayed_iterations:.3f} | "
+                  f"{equal}/{len(prompts)} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
