@@ -157,6 +157,28 @@ def decode_stats(target, make_drafter, samples, gamma):
     return merged
 
 
+def sampled_tree_runs(target, make_drafter, prompts, n: int, gamma: int, sampling, width: int, vocab: int):
+    """Sampled speculative decodes of `prompts` with a tree drafter (prompt j's generator seeded j),
+    then the estimator's trees walked along each decode's own output (`estimate.tree_walk`) and
+    replayed: (the decodes' merged DecodeStats, the replay's)."""
+    from specdec.reference.core.loop import speculative_decode
+    from specdec.reference.estimate.replay import replay
+    from specdec.reference.estimate.samples import TargetSamples
+    from specdec.reference.estimate.teacher_forced import score_positions
+    from specdec.reference.model.target import TargetScorer
+
+    decoded, outputs = None, []
+    for j, prompt in enumerate(prompts):
+        result = speculative_decode(TargetScorer(target), make_drafter(), prompt, n, gamma, sampling,
+                                    torch.Generator().manual_seed(j))
+        outputs.append(result.tokens)
+        decoded = result.stats if decoded is None else decoded.merge(result.stats)
+    samples = TargetSamples([list(p) for p in prompts], outputs, sampling)
+    scorer = make_drafter().teacher_forced_scorer(target, width, None)
+    scores = score_positions(target, scorer, samples, sampling, vocab, max_gamma=width)
+    return decoded, replay([s.accept() for s in scores], [s.block for s in scores], gamma, width)[0]
+
+
 def random_eagle(model, vocab: list[int] | None = None, seed: int = 0, scale: float = 0.3,
                  fuse: tuple[int, ...] = (), depth: int = 1):
     """A feature draft of `depth` decoder layers on `model` with random weights (exactness tests:

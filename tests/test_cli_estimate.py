@@ -102,24 +102,28 @@ def test_missing_prompts_file_is_a_one_line_error(tiny_pair, capsys) -> None:
     assert "nope.txt" in err and "Traceback" not in err
 
 
-def test_a_feature_draft_tree_is_estimated_at_temperature_zero(tiny_pair, tmp_path, capsys) -> None:
-    """eagle:DIR,tree=N: alpha is the first level's acceptance and the replay walks each draft
-    length's tree; at T > 0 the option is refused in one line before any model loads."""
+@pytest.mark.parametrize("kind", ["eagle", "lattice"])
+def test_a_token_tree_is_estimated(tiny_pair, tmp_path, kind) -> None:
+    """eagle:DIR,tree=N and heads:DIR,k=..,p=.., at T = 0 and 1: alpha is the first level's
+    acceptance and the replay walks each draft length's tree along the target's samples."""
     from transformers import AutoModelForCausalLM
 
     from specdec.reference.eagle.store import save_eagle
-    from specdec.reference.heads.store import weights_fingerprint
-    from tests.fakes import random_eagle
+    from specdec.reference.heads.store import save_heads, weights_fingerprint
+    from tests.fakes import random_eagle, random_heads
 
     model = AutoModelForCausalLM.from_pretrained(tiny_pair.target)
     card = {"target": {"name": "target", "weights_sha256": weights_fingerprint(tiny_pair.target)}}
-    save_eagle(random_eagle(model, seed=5), card, tmp_path / "eagle")
-    spec = f"eagle:{tmp_path / 'eagle'},tree=4,topk=2"
-    d = _run(_common(tiny_pair) + ["--drafter", spec, "--no-timing"])
-    assert "token tree" in d["estimates"] and 0 <= d["alpha"] <= 1 and d["proposal_rate"] > 0.5
-    assert set(d["replay"]) == {"1", "2", "3"}
-    assert all(1 <= r["tokens_per_iteration"] <= int(g) + 1 for g, r in d["replay"].items())
-    with pytest.raises(SystemExit) as exc:
-        main(["estimate", *_common(tiny_pair), "--drafter", spec, "--no-timing", "--temperature", "1"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and len(err) == 1 and "--temperature" in err[0] and "temperature 0" in err[0]
+    if kind == "eagle":
+        save_eagle(random_eagle(model, seed=5), card, tmp_path / "eagle")
+        spec = f"eagle:{tmp_path / 'eagle'},tree=4,topk=2"
+    else:
+        heads = random_heads(model, 3, scale=0.05)
+        save_heads(heads, {**card, "n_heads": 3, "vocab": int(heads.vocab.numel())}, tmp_path / "heads")
+        spec = f"heads:{tmp_path / 'heads'},k=3,p=2"
+    for temperature in ("0", "1"):
+        d = _run(_common(tiny_pair) + ["--drafter", spec, "--no-timing", "--temperature", temperature])
+        assert "token tree" in d["estimates"] and d["proposal_rate"] == 1
+        assert (0 < d["alpha"] <= 1) if temperature == "1" else (0 <= d["alpha"] <= 1)  # T = 1: p(roots) > 0
+        assert set(d["replay"]) == {"1", "2", "3"}
+        assert all(1 <= r["tokens_per_iteration"] <= int(g) + 1 for g, r in d["replay"].items())

@@ -5,7 +5,8 @@
 - After keeping one path, the KV cache equals a re-encode of the accepted sequence (the next
   pass's logits match a fresh session's).
 - Greedy decoding with parallel drafts from the heads' lattice (p in {2, 4}, with and without
-  n-gram rescoring) equals the target's own greedy output token for token.
+  n-gram rescoring) equals the target's own greedy output token for token; the estimator's
+  lattices along the greedy text replay it count for count.
 - In serve-bench's ragged batches the heads' lattice decodes as alone, its law counts the nodes
   each pass fed (more than gamma) and t(B, k) is timed up to its largest tree.
 - Sampling with a tree of sampled drafts is refused in one line; deterministic trees (a fixed
@@ -85,6 +86,55 @@ def test_greedy_parallel_drafts_equal_greedy_target(tiny_models, p, use_ngram) -
             assert result.tokens == reference, (gamma, fuse)
             if gamma == 3:
                 assert result.stats.verified > result.stats.drafted  # trees, not chains, were verified
+
+
+@pytest.mark.parametrize("p, use_ngram", [(1, False), (2, False), (3, False), (3, True)])
+def test_replay_of_lattice_trees_equals_the_decoder(tiny_models, p, use_ngram) -> None:
+    """The estimator's contract for a heads lattice (`estimate.tree_walk`: each draft length's
+    lattice from the teacher-forced state, walked along the target's greedy text) replays greedy
+    decoding with that lattice count for count; alpha is its first level's acceptance."""
+    from specdec.reference.estimate.alpha import alpha_from_scores
+    from specdec.reference.estimate.replay import replay
+    from specdec.reference.estimate.samples import generate_continuations
+    from specdec.reference.estimate.teacher_forced import score_positions
+    from tests.fakes import decode_stats
+
+    vocab = VOCAB if use_ngram else 16  # a small vocabulary: the near-untrained heads' drafts (y again) get accepted
+    target = tiny_llama(vocab_size=vocab, seed=0, sharpness=8.0)
+    heads = random_heads(target, 3, scale=0.05)
+    ngram = NgramModel.load(tiny_models[2], VOCAB, eos_id=EOS_ID) if use_ngram else None
+
+    def make():
+        return LatticeDrafter(heads, vocab, k=3, p=p, rescorer=ngram, weight=0.5 if use_ngram else 0.0)
+
+    prompts = [[5, 9, 2, 13, 7, 12], [1, 2, 3, 4, 5, 6], [4, 4, 7, 1, 0, 3], [7, 7, 8, 8, 9, 9]]
+    samples = generate_continuations(target, prompts, 24, GREEDY, None)
+    scores = score_positions(target, make().teacher_forced_scorer(target, 4, None), samples, GREEDY, vocab,
+                             max_gamma=4)
+    for gamma in (1, 2, 3, 4):
+        replayed, _ = replay([s.accept() for s in scores], [s.block for s in scores], gamma, 4)
+        decoded = decode_stats(target, make, samples, gamma)
+        assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached, gamma
+        assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted), gamma
+    assert sum(decoded.accepted_hist[1:]) > 0  # drafts were accepted: the comparison bites
+    est = alpha_from_scores(scores, (1.0,), np.random.default_rng(0), 50, max_gamma=4)
+    assert "token tree" in est.estimates and 0 < est.alpha <= 1 and est.proposal_rate == 1
+
+
+def test_sampled_lattice_decodes_accept_the_walk_along_their_own_output() -> None:
+    """At T = 1 the heads' lattice accepts, given the emitted tokens, the walk along them: the
+    estimator's lattices along each sampled decode's output replay its counts exactly."""
+    from tests.fakes import sampled_tree_runs
+
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=4.0)
+    heads = random_heads(target, 3, scale=0.05)
+    prompts = [[5, 9, 2, 13, 7, 12], [1, 2, 3, 4, 5, 6], [4, 4, 7, 1, 0, 3], [7, 7, 8, 8, 9, 9]]
+    for gamma in (2, 3):
+        decoded, replayed = sampled_tree_runs(target, lambda: LatticeDrafter(heads, 16, k=3, p=3), prompts, 24, gamma,
+                                              SamplingConfig(1.0), 3, 16)
+        assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
+        assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)
+    assert sum(decoded.accepted_hist[1:]) > 0
 
 
 def test_serve_bench_runs_the_heads_lattice_and_prices_its_nodes() -> None:

@@ -150,6 +150,24 @@ def test_replay_of_feature_draft_trees_equals_the_decoder(tree, fuse) -> None:
     assert "token tree" in est.estimates and 0 < est.alpha <= 1  # the first level's acceptance
 
 
+@pytest.mark.parametrize("sampling", [SamplingConfig(1.0), SamplingConfig(0.8, top_k=3)], ids=["t1", "t0.8-topk3"])
+def test_sampled_tree_decodes_accept_the_walk_along_their_own_output(sampling) -> None:
+    """At T > 0 a deterministic tree accepts, given the tokens decoding emits, exactly the nodes of
+    the walk along them (recursive rejection over one-hot siblings): the estimator's trees walked
+    along each sampled decode's own output replay its counts exactly."""
+    from tests.fakes import sampled_tree_runs
+
+    target = tiny_llama(vocab_size=16, seed=0, sharpness=4.0)
+    draft = trained_eagle(target)
+    prompts = [[1, 5, 2, 9, 3], [4, 4, 7, 1, 0], [2, 3, 5, 7, 11], [6, 1, 6, 1, 6]]
+    for gamma in (2, 4):
+        decoded, replayed = sampled_tree_runs(target, lambda: EagleDrafter(draft, 16, (2, 5)), prompts, 30, gamma,
+                                              sampling, 4, 16)
+        assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
+        assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)
+    assert sum(decoded.accepted_hist[2:]) > 0  # whole paths of two and more were accepted
+
+
 @pytest.mark.parametrize("tree,sampling,fuse,depth", [
     (None, SamplingConfig(1.0), (), 1), (None, SamplingConfig(0.8, top_k=3), (), 1), ((2, 4), SamplingConfig(1.0), (), 1),
     ((2, 4), SamplingConfig(0.8, top_k=3), (), 1), (None, SamplingConfig(1.0), (1,), 1),

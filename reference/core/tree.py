@@ -87,6 +87,21 @@ def child(tokens: Sequence[int], parents: Sequence[int], node: int, token: int) 
     return next((i for i, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == token), None)
 
 
+def accepted_along(tokens: Sequence[int], parents: Sequence[int], truth: Sequence[int]) -> int:
+    """Nodes decoding accepts of a deterministic tree when the tokens it emits after it are
+    `truth`: the walk along truth from the root (at T = 0 the greedy walk; at T > 0 recursive
+    rejection over one-hot siblings accepts exactly these, `sampled_tree_verdict`). A chain
+    (parents None): its leading tokens equal to truth's."""
+    node, n = -1, 0
+    parents = range(-1, len(tokens) - 1) if parents is None else parents
+    for want in truth:
+        node = child(tokens, parents, node, int(want))
+        if node is None:
+            return n
+        n += 1
+    return n
+
+
 def greedy_tree_verdict(logits: torch.Tensor, tokens: Sequence[int], parents: Sequence[int]) -> tuple[list[int], int]:
     """(accepted nodes, the target's next token after them) from logits [1 + N, V]: row 0 is the
     pending token's, row 1 + i node i's. Exact greedy: every accepted node is the argmax after

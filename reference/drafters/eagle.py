@@ -194,10 +194,11 @@ class EagleDrafter(DrafterBase):
         return self.draft.flops_per_token() / target_flops
 
     def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int, generator: torch.Generator | None):
-        from specdec.reference.estimate.eagle_scorer import EagleScorer, EagleTreeScorer
+        from specdec.reference.estimate.eagle_scorer import EagleScorer
+        from specdec.reference.estimate.tree_walk import TreeWalkScorer
 
         if self.tree:
-            return EagleTreeScorer(target, self, max_gamma)
+            return TreeWalkScorer(target, self, max_gamma)
         return EagleScorer(target, self.draft, max_gamma)
 
 

@@ -78,5 +78,7 @@ class LatticeDrafter(HeadsDrafter):
         super().commit(verdict, scored)
 
     def teacher_forced_scorer(self, target: torch.nn.Module, max_gamma: int, generator: torch.Generator | None):
-        raise SpecdecError("a heads lattice (heads:PATH with k/p/ngram options) has no single-draft alpha: "
-                         "measure it with `specdec heads lattice` and time it with `specdec decode --baseline`")
+        """Its lattices walked along the target's text, one per draft length (`estimate.tree_walk`)."""
+        from specdec.reference.estimate.tree_walk import TreeWalkScorer
+
+        return TreeWalkScorer(target, self, max_gamma)

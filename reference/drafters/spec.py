@@ -90,14 +90,12 @@ class DrafterSpec:
 @dataclass(frozen=True)
 class SpecFiles:
     """What a spec's argument names: every file or folder (checked to exist), the causal LMs and
-    the KenLM models among them, whether the drafter it builds proposes trees and whether the
-    estimator replays them (`teacher_forced_scorer`: at temperature 0, the greedy walk)."""
+    the KenLM models among them, and whether the drafter it builds proposes trees."""
 
     paths: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     ngrams: tuple[str, ...] = ()
     tree: bool = False
-    tree_estimated: bool = False
 
 
 def model_files(arg: str | None) -> SpecFiles:
@@ -118,7 +116,7 @@ def heads_files(arg: str | None) -> SpecFiles:
 
 def eagle_files(arg: str | None) -> SpecFiles:
     path, tree, _ = eagle_args(arg)
-    return SpecFiles((path,), tree=tree is not None, tree_estimated=tree is not None)
+    return SpecFiles((path,), tree=tree is not None)
 
 
 def heads_preflight(arg: str | None) -> None:

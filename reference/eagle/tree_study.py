@@ -22,7 +22,7 @@ import torch
 from specdec.reference.model.forward import forward
 from specdec.reference.model.placement import input_device
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.core.tree import child
+from specdec.reference.core.tree import accepted_along
 from specdec.reference.drafters.eagle import EagleDrafter
 
 
@@ -44,17 +44,6 @@ class Shape:
     def spec(self, folder: str) -> str:
         """The drafter spec that decodes with this shape (gamma: `depth`)."""
         return f"eagle:{folder}" if self.nodes is None else f"eagle:{folder},tree={self.nodes},topk={self.topk}"
-
-
-def accepted(tokens: Sequence[int], parents: Sequence[int], truth: Sequence[int]) -> int:
-    """Nodes the greedy walk accepts when the target's greedy continuation is `truth`."""
-    node, n = -1, 0
-    for want in truth:
-        node = child(tokens, parents, node, int(want))
-        if node is None:
-            return n
-        n += 1
-    return n
 
 
 @torch.inference_mode()
@@ -90,7 +79,7 @@ def study(target: torch.nn.Module, drafter: EagleDrafter, sequences: Sequence[tu
             for s in shapes:
                 start = time.perf_counter()
                 tokens, parents, _ = propose(drafter, s, greedy)
-                n = accepted(tokens, parents, cont[t:]) + 1
+                n = accepted_along(tokens, parents, cont[t:]) + 1
                 saved = drafter.snapshot()
                 drafter.extend(*rows.of(at, at + n))  # the commit of n tokens
                 draft_s[s].append(time.perf_counter() - start)

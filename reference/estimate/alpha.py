@@ -119,8 +119,8 @@ def summarize(scores: Sequence[PositionScores], lenience: Sequence[float], rng: 
         what += ("; deterministic drafter: beta = p(proposed token) (argmax agreement at T=0), positions "
                  "without a proposal count as rejections")
     if scores and all(s.match is not None and s.match.ndim == 2 for s in scores):
-        what += ("; token tree: beta = 1 where the tree's first level holds the target's token, and the replay "
-                 "walks the tree drafted at each draft length")
+        what += ("; token tree: beta = p(the tree's first level), the chance its roots hold the emitted token, "
+                 "and the replay walks the tree drafted at each draft length along the sequence")
     per_position = positional_alphas(scores, rng, n_boot, confidence)
     from specdec.reference.estimate.confidence import confidence_counts, past_rejection_counts, position_counts
 

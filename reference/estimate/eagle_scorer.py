@@ -5,12 +5,11 @@ committed position but the pending one; one target pass and one unrolled draft p
 is the draft's own greedy chain (exact greedy acceptance); at T > 0 draft position i of the
 block at t is q with the true tokens before it and the draft's own features (as the heads'
 per-position acceptance is measured), so the first position is exact and deeper ones are
-conditioned on the target's tokens. A tree drafter's trees: `EagleTreeScorer`."""
+conditioned on the target's tokens. A tree drafter's trees: `estimate.tree_walk`."""
 from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from specdec.errors import SpecdecError
@@ -69,43 +68,3 @@ def pad_row(x: torch.Tensor) -> torch.Tensor:
     """x [1, T, ...] as float32 with one more row of zeros: [1, T + 1, ...]."""
     return torch.cat([x.float(), x.new_zeros(1, 1, *x.shape[2:]).float()], 1)
 
-
-class EagleTreeScorer:
-    """The feature draft's token trees on the target's own greedy sequences (temperature 0): at
-    continuation position t the drafter, its cache holding the entries of every committed position
-    but the pending one (one target pass per sequence, `eagle.tree_study.begin`), drafts the tree
-    it would draft at each draft length g = 1..width, and the greedy walk along the sequence says
-    how many of its nodes decoding accepts (`eagle.tree_study.accepted`). The first level's token
-    is the root child equal to the sequence's token, if any (alpha: the first level's acceptance)."""
-
-    def __init__(self, target: torch.nn.Module, drafter, width: int) -> None:
-        self.target, self.drafter, self.width = target, drafter, width
-
-    @torch.inference_mode()
-    def rows(self, samples: TargetSamples, indices: Sequence[int], sampling: SamplingConfig,
-             vocab_size: int) -> list[DraftRows]:
-        from specdec.reference.eagle.tree_study import accepted, begin
-
-        if not sampling.greedy:
-            raise SpecdecError("a feature-draft tree is estimated at temperature 0 (the greedy walk along the "
-                               "target's text); at T > 0 plan its shapes with `specdec eagle trees --temperature`")
-        out = []
-        for i in indices:
-            prompt, cont = samples.prompts[i], samples.continuations[i]
-            _, features = begin(self.target, self.drafter, prompt, cont)
-            n = len(cont)
-            match, depth = np.zeros((self.width, n), np.int64), np.zeros((self.width, n), np.int64)
-            first = torch.full((n,), -1, dtype=torch.long)
-            for t in range(n):
-                for g in range(1, self.width + 1):
-                    proposal = self.drafter.propose(g, sampling, None)
-                    tokens, parents = proposal.tokens.tolist(), proposal.parents or []
-                    match[g - 1, t] = accepted(tokens, parents, cont[t:t + g])
-                    depth[g - 1, t] = proposal.depth()
-                roots = [x for x, parent in zip(tokens, parents) if parent < 0]
-                if roots:
-                    first[t] = cont[t] if cont[t] in roots else roots[0]
-                at = len(prompt) - 1 + t
-                self.drafter.extend(*features.of(at, at + 1))  # the pending token's entry
-            out.append(DraftRows(None, first, tree_match=match, tree_depth=depth))
-        return out

@@ -99,8 +99,26 @@ class DraftRows:
     offset_q: torch.Tensor | None = None  # [n, H, vocab] heads at T > 0: q of draft position i of the block at t
     blockwise: bool = False  # every draft position of a block is drafted independently (heads)
     confidence: torch.Tensor | None = None  # [n] top probability of the unadjusted draft distribution
-    tree_match: np.ndarray | None = None  # [W, n] T = 0 token trees: nodes the greedy walk accepts, per draft length
+    tree_match: np.ndarray | None = None  # [W, n] token trees: nodes the walk along the sequence accepts, per length
     tree_depth: np.ndarray | None = None  # [W, n] the depth of each of those trees
+    tree_roots: list[list[int]] | None = None  # [n] the tokens of the deepest tree's first level
+
+
+def tree_first_level(p: torch.Tensor, roots: Sequence[Sequence[int]], lenience: Sequence[float]
+                     ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """(beta [n], lenient beta [n_l, n], proposed [n]) of a deterministic tree's first level: the
+    chance p_t(roots_t) that the token decoding emits at t is one of its roots (recursive rejection
+    over one-hot siblings accepts a child exactly when the emitted token is one: `core.tree`), the
+    formula sum_x min(p / l, q) with q the roots' indicator for each lenience l."""
+    n = p.shape[0]
+    index = torch.zeros(n, p.shape[1], dtype=torch.bool, device=p.device)
+    for t, tokens in enumerate(roots):
+        index[t, list(tokens)] = True
+    p_roots = torch.where(index, p, torch.zeros_like(p)).double()
+    beta = p_roots.sum(-1)
+    lenient = torch.stack([p_roots.div(l).clamp(max=1.0).sum(-1) for l in lenience]) if lenience else \
+        torch.zeros(0, n, dtype=torch.float64)
+    return beta, lenient, np.array([bool(r) for r in roots])
 
 
 def top_confidence(probs: torch.Tensor, top_k: int = 0) -> torch.Tensor:
@@ -272,7 +290,9 @@ def position_scores(p_logits: torch.Tensor, draft: DraftRows, truth: Sequence[in
     n = p.shape[0]
     ls = [float(l) for l in lenience]
     lenient_argmax = None
-    if draft.q is not None:
+    if draft.tree_roots is not None:  # a token tree: its first level accepts when x_t is among its roots
+        beta, lenient, proposed = tree_first_level(p, draft.tree_roots, ls)
+    elif draft.q is not None:
         q = draft.q.to(p.device)
         beta = torch.minimum(p, q).sum(-1, dtype=torch.float64)  # [n]
         lenient = torch.stack([torch.minimum(p / l, q).sum(-1, dtype=torch.float64) for l in ls]) if ls else \

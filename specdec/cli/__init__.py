@@ -98,6 +98,15 @@ def _unraisable(previous):
 ARGV: list[str] = []  # this invocation's arguments, for a command that relaunches itself (estimate --processes)
 
 
+def _exiting(main_thread: bool) -> None:
+    """The exit for a signal is under way: a second SIGINT or SIGTERM (a rank of `estimate
+    --processes` gets one from its launcher and one from torch's agent) must not raise again inside
+    the interpreter's exit handlers, where it prints a traceback."""
+    if main_thread:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the group, turning library errors into one-line messages."""
     ARGV[:] = sys.argv[1:] if argv is None else argv
@@ -115,9 +124,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="specdec", standalone_mode=False)
     except Terminated:
+        _exiting(main_thread)
         click.echo("Terminated.", err=True)
         sys.exit(143)
     except click.exceptions.Abort as exc:  # Ctrl-C (click turns KeyboardInterrupt into Abort): 130, as a shell says
+        _exiting(main_thread)
         interrupted = isinstance(exc.__cause__, KeyboardInterrupt)
         click.echo("Interrupted." if interrupted else "Aborted.", err=True)
         sys.exit(130 if interrupted else 1)

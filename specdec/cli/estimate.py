@@ -15,7 +15,7 @@ import click
 from specdec.cli.common import (LENIENCE, MAX_BOOTSTRAP, MAX_DECODE_GAMMA, MAX_REPEATS, MAX_TOKENS, backend_option,
                                 check_context, check_drafter_kinds, check_heads_prompts, drafter_option, json_option,
                                 model_options, preflight_prompts, preflight_target, prompt_source,
-                                prompt_source_options, refuse_tree_drafter, require_drafter, sampling_options,
+                                prompt_source_options, require_drafter, sampling_options,
                                 seed_option)
 from specdec.cli.placement import device_map_options, resolve_placement
 from specdec.cli.types import POSITIVE, Number, NumberList
@@ -114,7 +114,6 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
     if not batch_only:
         require_drafter(drafter, "estimating alpha needs a drafter (not 'none'; with --batch-sizes, 'none' times "
                                  "t(B, k) only)")
-        _check_trees(drafter, temperature)
         check_heads_prompts(drafter, prompt_tokens)
         longest = preflight_prompts(path, math.ceil(tokens / new_tokens / samples_per_prompt), source).longest
         check_context(limit, longest + new_tokens, "the longest prompt plus --new-tokens", "--new-tokens")
@@ -154,19 +153,6 @@ def estimate(target_path, device, dtype, device_map, draft_device_map, backend, 
         _print_categories(report)
     else:
         _print(report, report["note"])
-
-
-def _check_trees(spec: str, temperature: float) -> None:
-    """A tree drafter is estimated where the estimator replays its trees (the greedy walk, T = 0)."""
-    from specdec.reference.drafters.spec import DrafterSpec
-
-    files = DrafterSpec.parse(spec).files
-    if files.tree and not files.tree_estimated:
-        refuse_tree_drafter(spec, "a heads lattice has no single-draft alpha: measure it with `specdec heads lattice`")
-    if files.tree and temperature > 0:
-        raise click.BadParameter(f"{spec}: a token tree is estimated at temperature 0 (the greedy walk along the "
-                                 "target's text); at T > 0 plan its shapes with `specdec eagle trees --temperature`",
-                                 param_hint="--temperature")
 
 
 def _print_categories(report: dict) -> None:
