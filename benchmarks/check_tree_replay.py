@@ -66,9 +66,10 @@ def main() -> None:
                 if greedy is not None and result.tokens != greedy.continuations[j]:
                     raise SystemExit(f"{workload}: a greedy tree decode left the target's greedy text")
                 runs.append(result)
-            samples = TargetSamples([list(p) for p in prompts], [r.tokens for r in runs], sampling)
-            scores = score_positions(target.model, drafter.teacher_forced_scorer(target.model, width, None), samples,
-                                     sampling, target.vocab_size, max_gamma=width)
+            if not sampling.greedy or gamma == gammas[0]:  # greedy: every γ decodes the same text
+                samples = TargetSamples([list(p) for p in prompts], [r.tokens for r in runs], sampling)
+                scores = score_positions(target.model, drafter.teacher_forced_scorer(target.model, width, None),
+                                         samples, sampling, target.vocab_size, max_gamma=width)
             equal, decoded_iterations, replayed_iterations = 0, 0.0, 0.0
             for result, s in zip(runs, scores):
                 replayed, _ = replay([s.accept()], [s.block], gamma, width)

@@ -6,10 +6,11 @@ The data per sequence of n new tokens: `block[t]`, how many tokens the drafter p
 the prefix x_<t, and `accept[i, t]`, the probability that draft i + 1 of that block is accepted
 given drafts 1..i were and given the decode emits the sequence itself. A drafter whose draft at
 length g is not the first g tokens of a longer one (a token tree: its node budget spreads over
-its depths) gives both per draft length, `block[g - 1, t]` and `accept[g - 1, i, t]` (draft i + 1
-on the greedy walk), and an iteration with room for g drafts reads the tree drafted at g. At temperature 0 it is
-1 for the block's leading tokens that equal the sequence and 0 after (`accept_from_match`);
-at T > 0 it is min(1, q(x)/p(x)) at the sequence's token x (`teacher_forced.path_accept`).
+its depths) gives both per draft length, `block[g - 1, t]` and `accept[g - 1, i, t]` (node i + 1
+of the walk along the sequence), and an iteration with room for g drafts reads the tree drafted
+at g. At temperature 0 `accept` is 1 for the block's leading tokens that equal the sequence and
+0 after (`accept_from_match`); at T > 0 it is min(1, q(x)/p(x)) at the sequence's token x
+(`teacher_forced.path_accept`).
 From an iteration starting at t the decode emits A + 1 tokens, A the number of accepted
 drafts, so the chance that an iteration starts at each position follows by dynamic
 programming and every count is a sum over positions weighted by it.

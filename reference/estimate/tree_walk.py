@@ -63,6 +63,7 @@ class TreeWalkScorer:
                 tokens, parents = proposal.tokens.tolist(), proposal.parents
                 match[g - 1, t] = accepted_along(tokens, parents, cont[t:t + g])
                 depth[g - 1, t] = proposal.depth()
+            # the first level of the deepest tree (the last proposal; a chain's: its first token)
             roots.append([x for i, x in enumerate(tokens) if (i == 0 if parents is None else parents[i] < 0)])
             drafter.commit(Verdict(0, torch.tensor([int(cont[t])]), False, []),
                            _rows(hidden, layers, start + t, start + t + 1))

@@ -97,10 +97,8 @@ class BatchScorer:
         logits, fed, layers, counts = self._feed(busy, needs, trees, keep)
         out: list[Scored | None] = [None] * self.rows
         at = 0
-        for i, (slot, n) in enumerate(zip(busy, counts)):
-            k = len(proposals[slot])
-            if keep is not None:
-                n = keep[i]
+        for i, (slot, fed_n) in enumerate(zip(busy, counts)):
+            k, n = len(proposals[slot]), fed_n if keep is None else keep[i]  # n: the slot's rows in the outputs
             out[slot] = Scored(logits[at + n - k - 1:at + n], fed[at:at + n] if needs.hidden else None,
                                None if layers is None else layers[at:at + n])
             at += n
