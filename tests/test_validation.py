@@ -75,6 +75,24 @@ def test_every_configuration_is_reported(tiny_result) -> None:
     assert d["interference"]["decode_runs"] == 2 * (1 + 2 * 2) * 2  # temperatures x configs x prompts
 
 
+def test_the_cost_check_in_target_steps_reads_the_drift_corrected_speedups_clock(tiny_result) -> None:
+    """The cost check's steps column and the drift-corrected speedup divide the same runs by the
+    same probes: baseline steps per token / (iteration steps / tokens per iteration) is the
+    corrected speedup, and the predicted steps are the predicted seconds in units of t(1)."""
+    from specdec.reference.validation.report import cost_check_line
+
+    for r in tiny_result.rows:
+        assert r.iteration_steps_measured > 0 and r.baseline_token_steps_measured > 0
+        method_steps_per_token = r.iteration_steps_measured / r.tokens_per_iteration
+        assert r.baseline_token_steps_measured / method_steps_per_token == pytest.approx(r.measured_corrected)
+        step = tiny_result.costs[(r.drafter, r.temperature)].target.step_seconds
+        assert r.iteration_steps_predicted * step == pytest.approx(r.iteration_seconds_predicted)
+        assert r.cost_error_steps == pytest.approx(r.iteration_steps_measured / r.iteration_steps_predicted - 1)
+    line = cost_check_line(tiny_result)
+    held = sum(abs(r.cost_error_steps) <= 0.05 for r in tiny_result.rows)
+    assert f"{held}/{len(tiny_result.rows)} configurations in target steps of each run's moment" in line
+
+
 def test_greedy_replay_prediction_uses_the_decoded_acceptance(tiny_result) -> None:
     # the estimator sampled the same prompts with the same length at T = 0, so the replayed
     # tokens per iteration equal the decoded ones and (ii) and (iii) share their acceptance

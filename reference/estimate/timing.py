@@ -23,7 +23,7 @@ from specdec.reference.core.scorer import FixedLogitsScorer, PerSlot
 from specdec.reference.model.target import TargetScorer
 from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
 from specdec.reference.core.prompt import with_ids
-from specdec.reference.model.seq2seq import ModelPass, new_cache, with_cache
+from specdec.reference.model.seq2seq import ModelPass
 from specdec.reference.drafters.protocol import DrafterBase
 from specdec.reference.drafters.slots import Forked
 
@@ -94,16 +94,7 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
     if not contexts or min(contexts) < 1 or max_k < 1:
         raise ValueError(f"need context lengths >= 1 and max_k >= 1, got {list(contexts)}, {max_k}")
     ids = context_of(tokens, max(contexts) + max_k)
-    device = output_device(model)  # the clock waits for the last device's work
-    greedy = SamplingConfig(temperature=0.0)
-    steps = []
-    for n in contexts:
-        row = CommitClock(TargetScorer(model))
-        drafts = FixedDrafter(torch.tensor(ids[n:n + max_k - 1], dtype=torch.long), None)
-        step = Step(row, Forked([drafts]), FixedGamma(max_k - 1), greedy, RejectDrafts(), DecodeStats(max_k - 1),
-                    StageClock(device))
-        step.start(0, with_ids(tokens, ids[:n]))
-        steps.append(step)
+    steps = [verify_step(model, tokens, ids, n, max_k) for n in contexts]
     runs = [[[] for _ in range(max_k)] for _ in contexts]
     crops: list[list[float]] = [[] for _ in contexts]
     for r in range(warmup + repeats):
@@ -115,8 +106,19 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
                     runs[i][k - 1].append(done.pass_seconds)
                     if k > 1 or max_k == 1:
                         crops[i].append(step.target.seconds[-1])
-    return [_timing_from_runs(n, runs[i], float(np.median(crops[i])), repeats, warmup, str(device))
+    return [_timing_from_runs(n, runs[i], float(np.median(crops[i])), repeats, warmup, str(output_device(model)))
             for i, n in enumerate(contexts)]
+
+
+def verify_step(model: torch.nn.Module, tokens: Sequence[int], ids: Sequence[int], n: int, max_k: int) -> Step:
+    """The decode step (a batch of one) over a KV session started on ids[:n], whose drafts are
+    the text's next max_k - 1 tokens and whose verdict keeps none: `step([Request(0, k)])` is one
+    k-token verify pass, `step.target.target.rewind(n)` takes the session back."""
+    drafts = FixedDrafter(torch.tensor(list(ids[n:n + max_k - 1]), dtype=torch.long), None)
+    step = Step(CommitClock(TargetScorer(model)), Forked([drafts]), FixedGamma(max_k - 1),
+                SamplingConfig(temperature=0.0), RejectDrafts(), DecodeStats(max_k - 1), StageClock(output_device(model)))
+    step.start(0, with_ids(tokens, list(ids[:n])))
+    return step
 
 
 class RejectDrafts:
@@ -328,7 +330,8 @@ def target_logits(model: torch.nn.Module, tokens: Sequence[int], rows: int) -> t
 
 class TargetProbe:
     """A quick speed reference: the median time of a few one-token target passes at a fixed
-    context, with its own KV cache (cropped back after each pass).
+    context, each one call of the decode step as `time_contexts` times t(1) (its own session,
+    rewound after each pass), so a probe and t(1) are the same measurement.
 
     Used between decode runs so that each run's walltime can be expressed in target steps
     of that moment: on a machine whose speed drifts (a VM's CPU share changing within
@@ -337,24 +340,13 @@ class TargetProbe:
 
     def __init__(self, model: torch.nn.Module, tokens: Sequence[int], context_tokens: int = 96,
                  passes: int = 3) -> None:
-        self.model, self.passes = model, passes
-        self.ids = torch.tensor([context_of(tokens, context_tokens + 1)], dtype=torch.long, device=input_device(model))
-        self.cache = new_cache(model)
-        self.run = ModelPass(model, [tokens])
-        with torch.inference_mode():
-            self.run(self.ids[:, :context_tokens], 1, **with_cache(model, self.cache))
-        self.context_tokens = context_tokens
+        self.passes, self.context_tokens = passes, context_tokens
+        self.step = verify_step(model, tokens, context_of(tokens, context_tokens + 1), context_tokens, 1)
 
     @torch.inference_mode()
     def __call__(self) -> float:
-        device = output_device(self.model)
         times = []
-        x = self.ids[:, self.context_tokens:self.context_tokens + 1]
         for _ in range(self.passes):
-            sync(device)
-            start = time.perf_counter()
-            self.run(x, 1, **with_cache(self.model, self.cache))
-            sync(device)
-            times.append(time.perf_counter() - start)
-            self.cache.crop(-1)
+            times.append(self.step([Request(0, 1)]).pass_seconds)
+            self.step.target.target.rewind(self.context_tokens)
         return float(np.median(times))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdec.reference.validation.config import TOLERANCE
+from specdec.reference.validation.config import COST_TOLERANCE, TOLERANCE
 from specdec.reference.validation.rows import ValidationResult, ValidationRow
 
 
@@ -139,21 +139,44 @@ def validation_table(result: ValidationResult) -> str:
 
 def timing_check_table(result: ValidationResult) -> str:
     """Where the cost model stands: predicted vs measured milliseconds per iteration (split into
-    the target side and the draft side) and per baseline token. Absolute times drift with the
-    machine; the speedup predictions only use ratios (v(k), c, o(k) relative to t(1))."""
+    the target side and the draft side) and per baseline token, then the iteration in target
+    steps of each run's moment (its seconds / the t(1) probed around it). Absolute times drift
+    with the machine; the speedup predictions only use ratios (v(k), c, o(k) relative to t(1)),
+    and the steps column is the check of those ratios with the drift removed."""
     lines = ["| M_q | SMPL | gamma | iteration ms: measured / predicted | target side | draft side | "
-             "baseline ms/token |", "|---|---|---|---|---|---|---|"]
+             "baseline ms/token | iteration, target steps of its moment | error: ms / steps |",
+             "|---|---|---|---|---|---|---|---|---|"]
 
     def ms(measured: float, predicted: float, spec: str = ".1f") -> str:
         return f"{_num(1000 * measured, spec)} / {_num(1000 * predicted, spec)}"
 
     for r in result.rows:
+        steps = ("-" if r.iteration_steps_measured is None else
+                 f"{_num(r.iteration_steps_measured, '.3f')} / {_num(r.iteration_steps_predicted, '.3f')}")
         lines.append(f"| {r.drafter} | {_t(r.temperature)} | {r.gamma} | "
                      f"{ms(r.iteration_seconds_measured, r.iteration_seconds_predicted)} | "
                      f"{ms(r.verify_seconds_measured, r.verify_seconds_predicted)} | "
                      f"{ms(r.draft_seconds_measured, r.draft_seconds_predicted, '.2f')} | "
-                     f"{ms(r.baseline_token_seconds_measured, r.baseline_token_seconds_predicted)} |")
-    return "\n".join(lines)
+                     f"{ms(r.baseline_token_seconds_measured, r.baseline_token_seconds_predicted)} | {steps} | "
+                     f"{_pct(r.cost_error)} / {'-' if r.cost_error_steps is None else _pct(r.cost_error_steps)} |")
+    return "\n".join(lines) + "\n\n" + cost_check_line(result)
+
+
+def cost_check_line(result: ValidationResult) -> str:
+    """How many iterations the cost model prices within COST_TOLERANCE, in seconds and in target
+    steps of each run's moment."""
+    rows, goal = result.rows, f"{100 * COST_TOLERANCE:.0f}%"
+
+    def count(errors: list[tuple[float, ValidationRow]], unit: str) -> str:
+        error, worst = max(errors, key=lambda e: abs(e[0]))
+        held = sum(abs(e) <= COST_TOLERANCE for e, _ in errors)
+        return (f"{held}/{len(errors)} configurations {unit} (largest {_pct(error)}: {worst.drafter} "
+                f"{_t(worst.temperature)} gamma {worst.gamma})")
+
+    text = f"cost model: iteration time within {goal} of its prediction in " + count(
+        [(r.cost_error, r) for r in rows], "in seconds")
+    probed = [(r.cost_error_steps, r) for r in rows if r.cost_error_steps is not None]
+    return text + ("; " + count(probed, "in target steps of each run's moment") if probed else "")
 
 
 def summary_line(result: ValidationResult) -> str:

@@ -97,6 +97,22 @@ class ValidationRow:
     draft_seconds_predicted: float  # mean of k c t(1)
     baseline_token_seconds_measured: float
     baseline_token_seconds_predicted: float
+    # the same in target steps of each run's moment (each run's seconds / its probed t(1)); None without probes
+    iteration_steps_measured: float | None = None
+    iteration_steps_predicted: float | None = None  # mean of c k + v(k + 1) + o(k), in t(1)
+    baseline_token_steps_measured: float | None = None
+
+    @property
+    def cost_error(self) -> float:
+        """The cost model's error: iteration seconds measured / predicted - 1."""
+        return self.iteration_seconds_measured / self.iteration_seconds_predicted - 1.0
+
+    @property
+    def cost_error_steps(self) -> float | None:
+        """The same in target steps of each run's moment (the machine's drift removed)."""
+        if self.iteration_steps_measured is None or not self.iteration_steps_predicted:
+            return None
+        return self.iteration_steps_measured / self.iteration_steps_predicted - 1.0
 
     @property
     def error_paper(self) -> float:
@@ -141,7 +157,8 @@ class ValidationRow:
                  error_extended_corrected=self.corrected_error(self.extended),
                  error_extended_estimated_corrected=self.corrected_error(self.extended_estimated),
                  extended_within_tolerance_corrected=self.extended_within_tolerance_corrected,
-                 measured_ci_covers_extended=self.measured_ci_covers_extended)
+                 measured_ci_covers_extended=self.measured_ci_covers_extended,
+                 cost_error=self.cost_error, cost_error_steps=self.cost_error_steps)
         return d
 
 
