@@ -115,8 +115,9 @@ def verify_step(model: torch.nn.Module, tokens: Sequence[int], ids: Sequence[int
     the text's next max_k - 1 tokens and whose verdict keeps none: `step([Request(0, k)])` is one
     k-token verify pass, `step.target.target.rewind(n)` takes the session back."""
     drafts = FixedDrafter(torch.tensor(list(ids[n:n + max_k - 1]), dtype=torch.long), None)
-    step = Step(CommitClock(TargetScorer(model)), Forked([drafts]), FixedGamma(max_k - 1),
-                SamplingConfig(temperature=0.0), RejectDrafts(), DecodeStats(max_k - 1), StageClock(output_device(model)))
+    greedy = SamplingConfig(temperature=0.0)
+    step = Step(CommitClock(TargetScorer(model)), Forked([drafts]), FixedGamma(max_k - 1), greedy, RejectDrafts(),
+                DecodeStats(max_k - 1), StageClock(output_device(model)))
     step.start(0, with_ids(tokens, list(ids[:n])))
     return step
 

@@ -166,6 +166,8 @@ def cost_check_line(result: ValidationResult) -> str:
     """How many iterations the cost model prices within COST_TOLERANCE, in seconds and in target
     steps of each run's moment."""
     rows, goal = result.rows, f"{100 * COST_TOLERANCE:.0f}%"
+    if not rows:
+        return "cost model: no configuration decoded"
 
     def count(errors: list[tuple[float, ValidationRow]], unit: str) -> str:
         error, worst = max(errors, key=lambda e: abs(e[0]))
