@@ -41,12 +41,16 @@ def main() -> int:
         step.target.target.rewind(a.context)
         return seconds
 
+    def after_k() -> float:  # a one-token pass right after a k-token pass
+        one(a.k)
+        return one(1)
+
     for _ in range(3):
-        one(1), one(a.k)
+        after_k()
     ratios = []
     for b in range(a.blocks):
         alone = float(np.median([one(1) for _ in range(8)]))
-        after = float(np.median([(one(a.k), one(1))[1] for _ in range(8)]))
+        after = float(np.median([after_k() for _ in range(8)]))
         ratios.append(after / alone)
         print(f"block {b}: back to back {1000 * alone:.1f} ms, after a {a.k}-token pass {1000 * after:.1f} ms, "
               f"ratio {after / alone:.3f}", flush=True)

@@ -32,7 +32,9 @@ class Comparison:
     same ratio for each pair; corrected: the speedup with each run's time in target steps of
     its moment (probed before and after it: removes the machine's speed drift), None without
     probes; prefill_seconds: mean separate prefill per run (baseline, method), excluded above;
-    seconds / tokens: (baseline, method) totals; clock: "wall" or "cpu" (this process's CPU time).
+    seconds / tokens: (baseline, method) totals; clock: "wall" or "cpu" (this process's CPU time);
+    steps: (baseline, method) totals in target steps of each run's moment (wall seconds / its probe),
+    None without probes.
     """
 
     speedup: float
@@ -43,11 +45,13 @@ class Comparison:
     seconds: tuple[float, float]
     tokens: tuple[int, int]
     clock: str = "wall"
+    steps: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"speedup": self.speedup, "ci": list(self.ci), "per_run": self.per_run, "corrected": self.corrected,
                 "prefill_seconds": list(self.prefill_seconds), "seconds": list(self.seconds),
-                "tokens": list(self.tokens), "clock": self.clock}
+                "tokens": list(self.tokens), "clock": self.clock,
+                "steps": None if self.steps is None else list(self.steps)}
 
 
 def speedup(baseline: Sequence[Run], runs: Sequence[Run], rng: np.random.Generator | None = None,
@@ -63,14 +67,14 @@ def speedup(baseline: Sequence[Run], runs: Sequence[Run], rng: np.random.Generat
     mine_tok = np.array([r.tokens for r in runs], dtype=np.float64)
     value = float((base.sum() / base_tok.sum()) / (mine.sum() / mine_tok.sum()))
     ci = bootstrap_ci(lambda w: ((w @ base) / (w @ base_tok)) / ((w @ mine) / (w @ mine_tok)), len(runs), rng, n_boot)
-    corrected = None
+    corrected, steps = None, None
     if all(r.step_seconds for r in (*baseline, *runs)):
-        steps = lambda rs: sum(r.seconds / r.step_seconds for r in rs)  # noqa: E731
-        corrected = float((steps(baseline) / base_tok.sum()) / (steps(runs) / mine_tok.sum()))
+        steps = tuple(float(sum(r.seconds / r.step_seconds for r in rs)) for rs in (baseline, runs))
+        corrected = float((steps[0] / base_tok.sum()) / (steps[1] / mine_tok.sum()))
     per_run = [float((b / bt) / (m / mt)) for b, bt, m, mt in zip(base, base_tok, mine, mine_tok)]
     return Comparison(value, ci, per_run, corrected,
                       (float(np.mean([r.prefill_seconds for r in baseline])), float(np.mean([r.prefill_seconds for r in runs]))),
-                      (float(base.sum()), float(mine.sum())), (int(base_tok.sum()), int(mine_tok.sum())), clock)
+                      (float(base.sum()), float(mine.sum())), (int(base_tok.sum()), int(mine_tok.sum())), clock, steps)
 
 
 def _seconds(runs: Sequence[Run], clock: str) -> np.ndarray:

@@ -97,8 +97,6 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
     step = cost.target.step_seconds
     base_steps = 1.0 + cost.overhead[0]  # predicted baseline time per token, in target steps
     iteration_predicted = mean_iteration_time(k_hist, c_eff, v_eff) * base_steps
-    probed = all(r.step_seconds for r in (*runs, *baseline))
-    in_steps = lambda rs: sum(r.seconds / r.step_seconds for r in rs)  # noqa: E731  (target steps of each run's moment)
     return ValidationRow(
         drafter=name, temperature=temperature, gamma=gamma, alpha_estimate=alpha.alpha, alpha_ci=alpha.alpha_ci,
         alpha_compared=compared, alpha_compared_value=compared_value, alpha_compared_ci=tuple(compared_ci),
@@ -120,9 +118,9 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
         draft_seconds_predicted=step * cost.c * float((k_hist * np.arange(gamma + 1)).sum() / k_hist.sum()),
         baseline_token_seconds_measured=measured.seconds[0] / measured.tokens[0],
         baseline_token_seconds_predicted=step * base_steps,
-        iteration_steps_measured=in_steps(runs) / stats.iterations if probed else None,
+        iteration_steps_measured=None if measured.steps is None else measured.steps[1] / stats.iterations,
         iteration_steps_predicted=iteration_predicted,
-        baseline_token_steps_measured=in_steps(baseline) / measured.tokens[0] if probed else None)
+        baseline_token_steps_measured=None if measured.steps is None else measured.steps[0] / measured.tokens[0])
 
 
 def plan_entry(name: str, temperature: float, alpha: AlphaEstimate, cost: CostEstimate, max_gamma: int

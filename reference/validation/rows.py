@@ -9,7 +9,7 @@ from typing import Any
 from specdec.reference.estimate.alpha import AlphaEstimate
 from specdec.reference.estimate.cost import CostEstimate
 from specdec.reference.estimate.timing import TargetTiming
-from specdec.reference.validation.config import TOLERANCE, ValidationConfig
+from specdec.reference.validation.config import COST_TOLERANCE, TOLERANCE, ValidationConfig
 
 NOTES = {
     "measured": "speedup = baseline decode seconds per token / speculative decode seconds per token, prefill "
@@ -206,6 +206,7 @@ class ValidationResult:
                                                        for r in self.rows),
             "configurations": len(self.rows),
             "tolerance": TOLERANCE,
+            "cost_tolerance": COST_TOLERANCE,
             "notes": self.notes,
             "interference": self.interference_summary(),
             "target": self.target,

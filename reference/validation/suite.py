@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specdec.reference.validation.rows import ValidationResult, ValidationRow
-from specdec.reference.validation.config import TOLERANCE
+from specdec.reference.validation.config import COST_TOLERANCE, TOLERANCE
 
 REGRET_GOAL = 0.03  # the plan's pick should be the measured best or within 3% of it
 
@@ -81,7 +81,8 @@ class ValidationSuite:
         rows = self.rows()
         return {"prompt_set": self.prompts, "categories": {c: r.to_dict() for c, r in self.results.items()},
                 "decisions": [d.to_dict() for d in self.decisions()],
-                "configurations": len(rows), "tolerance": TOLERANCE, "regret_goal": REGRET_GOAL,
+                "configurations": len(rows), "tolerance": TOLERANCE, "cost_tolerance": COST_TOLERANCE,
+                "regret_goal": REGRET_GOAL,
                 "extended_within_tolerance": sum(r.extended_within_tolerance for _, r in rows),
                 "measured_range": [min((r.measured for _, r in rows), default=None),
                                    max((r.measured for _, r in rows), default=None)]}
