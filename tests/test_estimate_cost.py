@@ -1,6 +1,8 @@
 """The cost estimator: v(k) is a ratio with v(1) = 1, the KV cache is restored, the draft and
-loop timings run through the real protocol / decoder loop, c_hat is counted right."""
+step-overhead timings run through the real protocol / decode step, c_hat is counted right."""
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
@@ -8,7 +10,7 @@ import torch
 
 from specdec.reference.model.models import flops_per_token
 from specdec.reference.estimate.cost import c_hat_for, estimate_cost
-from specdec.reference.estimate.timing import (context_of, time_contexts, time_draft_steps, time_loop_overhead,
+from specdec.reference.estimate.timing import (context_of, time_contexts, time_draft_steps, time_step_overhead,
                                                time_target_passes)
 from specdec.reference.drafters.neural import NeuralDrafter
 from specdec.reference.drafters.prompt_lookup import PromptLookupDrafter
@@ -81,13 +83,37 @@ def test_a_model_drafting_for_itself_costs_about_one_target_step() -> None:
 
 
 @pytest.mark.parametrize("sampling", [SamplingConfig(0.0), SamplingConfig(1.0)], ids=["greedy", "t1"])
-def test_loop_overhead_runs_the_decoder_loop(sampling: SamplingConfig) -> None:
-    logits = torch.randn(5, TINY_VOCAB, generator=torch.Generator().manual_seed(0)) * 3
-    overhead = time_loop_overhead(logits, sampling, [0, 1, 4], tokens=16, repeats=2,
+def test_the_step_overhead_is_timed_through_the_real_step(sampling: SamplingConfig) -> None:
+    target = tiny_llama(TINY_VOCAB, seed=0)
+    overhead = time_step_overhead(target, TOKENS, 12, sampling, 4, repeats=3, warmup=1,
                                   generator=torch.Generator().manual_seed(0))
-    assert len(overhead) == 3 and all(o > 0 for o in overhead)
+    assert len(overhead) == 4 and all(np.isfinite(overhead))
     with pytest.raises(ValueError):
-        time_loop_overhead(logits, sampling, [5])
+        time_step_overhead(target, TOKENS, 0, sampling, 4)
+
+
+def test_the_step_overhead_counts_the_slow_passes_a_median_leaves_out() -> None:
+    """A decode's time is the sum of its passes (their mean); v(k) is a ratio of medians. A pass
+    that stalls 20 ms once in four calls leaves every median where it was, so o(k) must carry the
+    stalls: about 20 ms x 3 k's / 4 per repeat over the three k's together."""
+    target = tiny_llama(TINY_VOCAB, seed=0)
+    calls = [0]
+
+    def stall(module, args) -> None:
+        calls[0] += 1
+        if calls[0] % 4 == 0:
+            time.sleep(0.02)
+
+    def total() -> float:
+        return sum(time_step_overhead(target, TOKENS, 12, SamplingConfig(0.0), 3, repeats=12, warmup=1))
+
+    plain = total()
+    hook = target.register_forward_pre_hook(stall)
+    try:
+        stalled = total()
+    finally:
+        hook.remove()
+    assert stalled - plain > 0.010, (plain, stalled)
 
 
 def test_c_hat_counts() -> None:

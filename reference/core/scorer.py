@@ -3,8 +3,7 @@
 p is the target's distribution. A `Scorer` follows one sequence: `start`, `score` (one pass
 over the pending token and the drafts: k + 1 rows of logits), `commit`. `PerSlot` shows one
 (or one per slot) as slots to the decode step (`specdec.reference.core.step.SlotScorer`).
-`FixedLogitsScorer` returns fixed logits at no cost (the loop's own overhead is what remains
-when it is timed). The model-backed scorers live below the seam:
+The model-backed scorers live below the seam:
 `specdec.reference.model.target.TargetScorer` (one sequence) and
 `specdec.reference.model.batch_scorer.BatchScorer` (a ragged batch).
 """
@@ -68,23 +67,3 @@ class PerSlot:
 
     def commit(self, slot: int, verdict: Verdict) -> None:
         self.targets[slot].commit(verdict)
-
-
-class FixedLogitsScorer:
-    """A scorer that returns the same real logits instantly: the decode loop's own cost
-    (sampling transform, verifier, bookkeeping) is what remains when it is timed."""
-
-    forward_passes = 0
-
-    def __init__(self, logits: torch.Tensor) -> None:
-        self.logits = logits  # [K + 1, vocab]
-        self.device = logits.device
-
-    def start(self, prompt: Sequence[int], fuse_prefill: bool = False, needs: Needs = NOTHING) -> Scored | None:
-        return None
-
-    def score(self, proposal: Proposal, needs: Needs = NOTHING) -> Scored:
-        return Scored(self.logits[:len(proposal) + 1])
-
-    def commit(self, verdict: Verdict) -> None:
-        pass

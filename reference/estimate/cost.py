@@ -15,8 +15,8 @@ import torch
 
 from specdec.reference.model.models import flops_per_token
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.estimate.timing import (DraftTiming, TargetTiming, context_of, target_logits,
-                                               time_contexts, time_draft_steps, time_loop_overhead)
+from specdec.reference.estimate.timing import (DraftTiming, TargetTiming, time_contexts, time_draft_steps,
+                                               time_step_overhead)
 
 
 def c_hat_for(drafter, target: torch.nn.Module) -> float:
@@ -58,15 +58,6 @@ class CostEstimate:
                 "repeats": self.target.repeats, "threads": self.target.threads, "device": self.target.device}
 
 
-def loop_overhead(target: torch.nn.Module, tokens: Sequence[int], sampling: SamplingConfig, timing: TargetTiming,
-                  max_k: int, generator: torch.Generator | None = None) -> list[float]:
-    """o(0..max_k-1) in seconds per iteration: the decode loop's own work with k drafts on real
-    logits, plus the target's KV-cache crop after a rejection (k > 0)."""
-    logits = target_logits(target, context_of(tokens, timing.context_tokens + max_k), max_k + 1)
-    overhead = time_loop_overhead(logits, sampling, list(range(max_k)), generator=generator)
-    return [o + (timing.crop_seconds if k > 0 else 0.0) for k, o in enumerate(overhead)]
-
-
 def assemble_cost(drafter, target: torch.nn.Module, timing: TargetTiming, draft: DraftTiming,
                   overhead_seconds: Sequence[float]) -> CostEstimate:
     """The one place a CostEstimate is put together: c = draft seconds per token / t(1), each
@@ -90,5 +81,5 @@ def estimate_cost(target: torch.nn.Module, drafter, tokens: Sequence[int], sampl
     timing = timings[lengths.index(context_tokens)]
     draft = time_draft_steps(drafter, target, tokens, sampling, context_tokens, draft_gamma, draft_repeats,
                              generator=generator)
-    overhead = loop_overhead(target, tokens, sampling, timing, max_k, generator)
+    overhead = time_step_overhead(target, tokens, context_tokens, sampling, max_k, generator=generator)
     return assemble_cost(drafter, target, timing, draft, overhead), timings

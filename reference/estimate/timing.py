@@ -14,12 +14,12 @@ import numpy as np
 import torch
 
 from specdec.reference.model.placement import input_device, output_device
-from specdec.reference.core.loop import speculative_decode
+from specdec.reference.core.rules import SpeculativeSampling
 from specdec.reference.core.policy import FixedGamma, KeepGoing
 from specdec.reference.core.sampling import SamplingConfig
 from specdec.reference.core.stats import DecodeStats
 from specdec.reference.core.step import Request, StageClock, Step
-from specdec.reference.core.scorer import FixedLogitsScorer, PerSlot
+from specdec.reference.core.scorer import PerSlot
 from specdec.reference.model.target import TargetScorer
 from specdec.reference.core.seams import NO_PASS, Proposal, Scored, Verdict
 from specdec.reference.core.prompt import with_ids
@@ -298,32 +298,48 @@ class FixedDrafter(DrafterBase):
         pass
 
 
-def time_loop_overhead(logits: torch.Tensor, sampling: SamplingConfig, ks: Sequence[int], tokens: int = 64,
-                       repeats: int = 3, generator: torch.Generator | None = None) -> list[float]:
-    """Decoder seconds per iteration spent outside the models, for each draft length k in ks.
+@torch.inference_mode()
+def time_step_overhead(model: torch.nn.Module, tokens: Sequence[int], context_tokens: int, sampling: SamplingConfig,
+                       max_k: int, repeats: int = 12, warmup: int = 2,
+                       generator: torch.Generator | None = None) -> list[float]:
+    """o(0..max_k - 1) in seconds: what one decode step with k drafts costs beyond its target
+    pass's median time and its drafter's proposal, timed through the decode step with the real
+    target (the pass, the acceptance rule, the commit and its KV-cache crop, the bookkeeping: every
+    part after a real pass, on caches that pass left), the session rewound after each step.
 
-    logits: real target logits [K + 1, V] (K >= max(ks)). Drafts are the argmax tokens of the
-    next rows (so some are accepted); at T > 0 their q is the adjusted next row.
-    """
-    if logits.shape[0] < max(ks) + 1:
-        raise ValueError(f"need {max(ks) + 1} rows of logits, got {logits.shape[0]}")
-    rolled = logits.roll(-1, dims=0)
-    draft_tokens = rolled.argmax(-1)  # [K + 1]
-    q = None if sampling.greedy else sampling.probs(rolled)
-    out = []
-    for k in ks:
-        best = float("inf")
-        for _ in range(repeats):
-            result = speculative_decode(FixedLogitsScorer(logits), FixedDrafter(draft_tokens, q), [0], tokens, k,
-                                        sampling, generator)
-            s = result.stats
-            best = min(best, (s.time_total - s.time_prefill) / s.iterations)
-        out.append(best)
-    return out
+    Drafts: the text's next tokens (at T > 0 with q = the target's own adjusted rows there, so
+    some are accepted and some rejected, as in decoding); the k's interleaved within each repeat.
+    o(k) = mean(step - proposal - pass) + (tail - 1) x median pass with k drafts, where tail = the
+    passes' mean over their median (pooled over k): a decode's time is the sum of its passes, their
+    mean, while v(k) is a ratio of medians; the rare slow pass is part of decoding. Why not on
+    fixed logits: docs/estimator.md."""
+    if context_tokens < 1 or max_k < 1:
+        raise ValueError(f"need context_tokens >= 1 and max_k >= 1, got {context_tokens}, {max_k}")
+    ids = context_of(tokens, context_tokens + max_k)
+    drafts = torch.tensor(list(ids[context_tokens:context_tokens + max_k - 1]), dtype=torch.long)
+    q = (None if sampling.greedy or max_k == 1 else
+         sampling.probs(target_logits(model, with_ids(tokens, list(ids[:context_tokens + max_k - 2])), max_k - 1)))
+    step = Step(PerSlot([TargetScorer(model)]), Forked([FixedDrafter(drafts, q)]), FixedGamma(max_k - 1), sampling,
+                SpeculativeSampling(), DecodeStats(max_k - 1), StageClock(output_device(model)))
+    step.start(0, with_ids(tokens, list(ids[:context_tokens])))
+    other: list[list[float]] = [[] for _ in range(max_k)]
+    passes: list[list[float]] = [[] for _ in range(max_k)]
+    for r in range(warmup + repeats):
+        for k in range(max_k):
+            start = step.clock.now()
+            done = step([Request(0, k + 1, generator)])  # room k: k drafts
+            seconds = step.clock.now() - start
+            step.target.target.rewind(context_tokens)
+            if r >= warmup:
+                other[k].append(seconds - done.pass_seconds - done.draft_seconds)
+                passes[k].append(done.pass_seconds)
+    medians = [float(np.median(p)) for p in passes]
+    tail = float(np.sum(passes) / (repeats * sum(medians)))
+    return [float(np.mean(o)) + (tail - 1.0) * m for o, m in zip(other, medians)]
 
 
 def target_logits(model: torch.nn.Module, tokens: Sequence[int], rows: int) -> torch.Tensor:
-    """Real target logits for the last `rows` positions of tokens: [rows, V] (for overhead timing)."""
+    """Real target logits for the last `rows` positions of tokens: [rows, V] (the overhead timing's q)."""
     with torch.inference_mode():
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=input_device(model))
         return ModelPass(model, [tokens])(ids, rows).logits[0].float()

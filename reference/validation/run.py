@@ -18,9 +18,10 @@ from specdec.reference.core.progress import phase
 from specdec.reference.model.placement import output_device
 from specdec.reference.core.seeds import derive_seed
 from specdec.reference.distributed.ranks import Ranks
-from specdec.reference.estimate.cost import CostEstimate, assemble_cost, loop_overhead
+from specdec.reference.estimate.cost import CostEstimate, assemble_cost
 from specdec.reference.measure.interference import run_undisturbed
-from specdec.reference.estimate.timing import TargetProbe, TargetTiming, pool_timings, time_draft_steps, time_target_passes
+from specdec.reference.estimate.timing import (TargetProbe, TargetTiming, pool_timings, time_draft_steps, time_step_overhead,
+                                               time_target_passes)
 from specdec.reference.validation.alphas import score_alpha_share, summarize_alphas
 from specdec.reference.validation.config import ValidationConfig, ValidationJob
 from specdec.reference.validation.dynamic import PolicyRow, policy_of, policy_row
@@ -155,8 +156,9 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
         if timing is None:
             timing = run_undisturbed(lambda: time_target_passes(model, context, config.context, config.max_k,
                                                                 config.timing_repeats), **retry)[0]
-        overhead = run_undisturbed(lambda: loop_overhead(model, context, sampling, timing, config.max_k,
-                                                         torch.Generator(device=device).manual_seed(0)), **retry)[0]
+        overhead = run_undisturbed(lambda: time_step_overhead(model, context, config.context, sampling, config.max_k,
+                                                              generator=torch.Generator(device=device).manual_seed(0)),
+                                   **retry)[0]
         # each gamma decoded is timed at that gamma: a drafter's fixed cost per iteration (the commit,
         # the first step from cold caches) spread over gamma_top tokens understated short drafts
         drafts = {(name, g): run_undisturbed(lambda d=drafter, g=g: time_draft_steps(
