@@ -20,8 +20,8 @@ from specdec.reference.core.seeds import derive_seed
 from specdec.reference.distributed.ranks import Ranks
 from specdec.reference.estimate.cost import CostEstimate, assemble_cost
 from specdec.reference.measure.interference import run_undisturbed
-from specdec.reference.estimate.timing import (TargetProbe, TargetTiming, pool_timings, time_draft_steps, time_step_overhead,
-                                               time_target_passes)
+from specdec.reference.estimate.timing import (TargetProbe, TargetTiming, pool_timings, time_draft_steps,
+                                               time_step_overhead, time_target_passes)
 from specdec.reference.validation.alphas import score_alpha_share, summarize_alphas
 from specdec.reference.validation.config import ValidationConfig, ValidationJob
 from specdec.reference.validation.dynamic import PolicyRow, policy_of, policy_row
