@@ -307,18 +307,20 @@ def time_step_overhead(model: torch.nn.Module, tokens: Sequence[int], context_to
     target (the pass, the acceptance rule, the commit and its KV-cache crop, the bookkeeping: every
     part after a real pass, on caches that pass left), the session rewound after each step.
 
-    Drafts: the text's next tokens (at T > 0 with q = the target's own adjusted rows there, so
-    some are accepted and some rejected, as in decoding); the k's interleaved within each repeat.
+    Drafts: draft j is the argmax of the target's row after its own (at T > 0 with q = that row,
+    adjusted), so most are rejected, as in decoding: the rule's rejection work (at T > 0 the
+    residual distribution) and the commit's crop are in o(k) (drafts the target keeps would
+    leave both out). The k's are interleaved within each repeat.
     o(k) = mean(step - proposal - pass) + (tail - 1) x median pass with k drafts, where tail = the
     passes' mean over their median (pooled over k): a decode's time is the sum of its passes, their
     mean, while v(k) is a ratio of medians; the rare slow pass is part of decoding. Why not on
     fixed logits: docs/estimator.md."""
     if context_tokens < 1 or max_k < 1:
         raise ValueError(f"need context_tokens >= 1 and max_k >= 1, got {context_tokens}, {max_k}")
-    ids = context_of(tokens, context_tokens + max_k)
-    drafts = torch.tensor(list(ids[context_tokens:context_tokens + max_k - 1]), dtype=torch.long)
-    q = (None if sampling.greedy or max_k == 1 else
-         sampling.probs(target_logits(model, with_ids(tokens, list(ids[:context_tokens + max_k - 2])), max_k - 1)))
+    ids = context_of(tokens, context_tokens + max_k - 1)
+    following = target_logits(model, with_ids(tokens, list(ids)), max_k)[1:]  # the row after each draft's own
+    drafts = following.argmax(-1)
+    q = None if sampling.greedy else sampling.probs(following)
     step = Step(PerSlot([TargetScorer(model)]), Forked([FixedDrafter(drafts, q)]), FixedGamma(max_k - 1), sampling,
                 SpeculativeSampling(), DecodeStats(max_k - 1), StageClock(output_device(model)))
     step.start(0, with_ids(tokens, list(ids[:context_tokens])))
