@@ -308,15 +308,16 @@ def time_step_overhead(model: torch.nn.Module, tokens: Sequence[int], context_to
     part after a real pass, on caches that pass left), the session rewound after each step.
 
     Drafts: draft j is the argmax of the target's row after its own (at T > 0 with q = that row,
-    adjusted), so most are rejected, as in decoding: the rule's rejection work (at T > 0 the
-    residual distribution) and the commit's crop are in o(k) (drafts the target keeps would
-    leave both out). The k's are interleaved within each repeat.
+    adjusted), so most are rejected, as at most iterations of decoding: the rule's rejection work
+    (at T > 0 the residual distribution) and the commit's crop are in o(k) (drafts the target keeps
+    would leave both out; where decoding keeps nearly all, e.g. lookup on copied text, o(k) is a
+    little high). The k's are interleaved within each repeat.
     o(k) = mean(step - proposal - pass) + (tail - 1) x median pass with k drafts, where tail = the
     passes' mean over their median (pooled over k): a decode's time is the sum of its passes, their
     mean, while v(k) is a ratio of medians; the rare slow pass is part of decoding. Why not on
     fixed logits: docs/estimator.md."""
-    if context_tokens < 1 or max_k < 1:
-        raise ValueError(f"need context_tokens >= 1 and max_k >= 1, got {context_tokens}, {max_k}")
+    if context_tokens < 1 or max_k < 1 or repeats < 1:
+        raise ValueError(f"need context_tokens, max_k and repeats >= 1, got {context_tokens}, {max_k}, {repeats}")
     ids = context_of(tokens, context_tokens + max_k - 1)
     following = target_logits(model, with_ids(tokens, list(ids)), max_k)[1:]  # the row after each draft's own
     drafts = following.argmax(-1)
