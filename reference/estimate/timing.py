@@ -115,10 +115,17 @@ def verify_step(model: torch.nn.Module, tokens: Sequence[int], ids: Sequence[int
     the text's next max_k - 1 tokens and whose verdict keeps none: `step([Request(0, k)])` is one
     k-token verify pass, `step.target.target.rewind(n)` takes the session back."""
     drafts = FixedDrafter(torch.tensor(list(ids[n:n + max_k - 1]), dtype=torch.long), None)
-    greedy = SamplingConfig(temperature=0.0)
-    step = Step(CommitClock(TargetScorer(model)), Forked([drafts]), FixedGamma(max_k - 1), greedy, RejectDrafts(),
-                DecodeStats(max_k - 1), StageClock(output_device(model)))
-    step.start(0, with_ids(tokens, list(ids[:n])))
+    return fixed_draft_step(CommitClock(TargetScorer(model)), drafts, SamplingConfig(temperature=0.0), RejectDrafts(),
+                            max_k, with_ids(tokens, list(ids[:n])))
+
+
+def fixed_draft_step(row: PerSlot, drafts: FixedDrafter, sampling: SamplingConfig, rule, max_k: int,
+                     prompt: Sequence[int]) -> Step:
+    """The decode step (a batch of one) of the target `row` with a drafter of fixed drafts, up to
+    max_k - 1 of them, started on `prompt`: the timings' one way to run the step the decode runs."""
+    step = Step(row, Forked([drafts]), FixedGamma(max_k - 1), sampling, rule, DecodeStats(max_k - 1),
+                StageClock(row.output_device))
+    step.start(0, prompt)
     return step
 
 
@@ -264,8 +271,8 @@ class CacheEvictor:
 
     Why: timed back to back, a drafter's tables or weights stay cached; in decoding each
     proposal follows a target pass that evicts them (`time_draft_steps` now runs that pass
-    itself; this stands in where no target pass is at hand: the heads' tree timing). The heads drafter (27 MB of weights)
-    spent 1.46 ms per iteration drafting in decode against 0.49 ms predicted from warm-cache
+    itself; this stands in where no target pass is at hand: the heads' tree timing). The heads
+    drafter (27 MB of weights) spent 1.46 ms per iteration drafting in decode against 0.49 ms predicted from warm-cache
     timings (main job, 2026-11-22); the n-gram drafters 0.41 against 0.10. A fixed 64 MiB
     buffer (twice the 32 MiB L3 of the machines then) evicted nothing on a VM reporting a
     480 MiB L3 (2026-11-25): the feature draft's drafting time was predicted at half what
@@ -319,12 +326,10 @@ def time_step_overhead(model: torch.nn.Module, tokens: Sequence[int], context_to
     if context_tokens < 1 or max_k < 1 or repeats < 1:
         raise ValueError(f"need context_tokens, max_k and repeats >= 1, got {context_tokens}, {max_k}, {repeats}")
     ids = context_of(tokens, context_tokens + max_k - 1)
-    following = target_logits(model, with_ids(tokens, list(ids)), max_k)[1:]  # the row after each draft's own
-    drafts = following.argmax(-1)
-    q = None if sampling.greedy else sampling.probs(following)
-    step = Step(PerSlot([TargetScorer(model)]), Forked([FixedDrafter(drafts, q)]), FixedGamma(max_k - 1), sampling,
-                SpeculativeSampling(), DecodeStats(max_k - 1), StageClock(output_device(model)))
-    step.start(0, with_ids(tokens, list(ids[:context_tokens])))
+    following = target_logits(model, ids, max_k)[1:]  # the row after each draft's own
+    drafts = FixedDrafter(following.argmax(-1), None if sampling.greedy else sampling.probs(following))
+    step = fixed_draft_step(PerSlot([TargetScorer(model)]), drafts, sampling, SpeculativeSampling(), max_k,
+                            with_ids(tokens, list(ids[:context_tokens])))
     other: list[list[float]] = [[] for _ in range(max_k)]
     passes: list[list[float]] = [[] for _ in range(max_k)]
     for r in range(warmup + repeats):
