@@ -82,6 +82,39 @@ def test_a_model_drafting_for_itself_costs_about_one_target_step() -> None:
     assert 0.6 < timing.c < 2.0, timing
 
 
+def test_what_a_cycle_costs_the_target_next_pass_is_in_c() -> None:
+    """A draft model's passes evict the target's weights and slow the target's next pass; that time
+    is the drafter's. A drafter whose every cycle stalls the target's next pass by 10 ms: next_pass
+    must show the stall (and c carry it, per drafted token); without the stall, nothing near it."""
+    target, draft = tiny_llama(TINY_VOCAB, seed=0), tiny_llama(TINY_VOCAB, seed=1)
+    armed = [False]
+
+    class Evicting(NeuralDrafter):
+        def propose(self, *args, **kwargs):
+            armed[0] = True
+            return super().propose(*args, **kwargs)
+
+    def stall(module, args) -> None:
+        if armed[0]:
+            armed[0] = False
+            time.sleep(0.01)
+
+    def timing(drafter):
+        return time_draft_steps(drafter, target, TOKENS, SamplingConfig(0.0), context_tokens=10, gamma=2, repeats=8,
+                                warmup=1)
+
+    plain = timing(NeuralDrafter(draft, TINY_VOCAB))
+    hook = target.register_forward_pre_hook(stall)
+    try:
+        slow = timing(Evicting(draft, TINY_VOCAB))
+    finally:
+        hook.remove()
+    assert slow.mean_proposed == plain.mean_proposed == 2
+    assert slow.next_pass * slow.target_seconds > 0.009, slow
+    assert abs(plain.next_pass * plain.target_seconds) < 0.003, plain
+    assert (slow.c - plain.c) * slow.target_seconds * 2 > 0.008, (slow, plain)
+
+
 @pytest.mark.parametrize("sampling", [SamplingConfig(0.0), SamplingConfig(1.0)], ids=["greedy", "t1"])
 def test_the_step_overhead_is_timed_through_the_real_step(sampling: SamplingConfig) -> None:
     """One real target pass per timed step (and per warm-up step), beside the context's prefill and

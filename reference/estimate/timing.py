@@ -181,9 +181,11 @@ def pool_timings(timings: Sequence[TargetTiming]) -> TargetTiming:
 @dataclass
 class DraftTiming:
     """Median draft cost per drafted token (propose + commit, divided by the tokens drafted);
-    target_seconds: the median one-token target pass timed beside each cycle, and c: the median
-    of each cycle's own ratio (draft seconds per token / that cycle's target pass), so the
-    machine's speed drift cancels in c as it does in v(k)."""
+    target_seconds: the median one-token target pass timed before each cycle (after another one:
+    the clean pass); next_pass: the median of what the target's next pass lost to the cycle
+    before it, over the clean pass (the weights the cycle evicted); c: the median of each cycle's
+    draft seconds per drafted token over its clean pass, so the machine's speed drift cancels in c
+    as it does in v(k), plus next_pass per drafted token: c prices all the time the drafter adds."""
 
     token_seconds: float
     iteration_seconds: float
@@ -192,6 +194,7 @@ class DraftTiming:
     repeats: int
     target_seconds: float
     c: float
+    next_pass: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,18 +204,25 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
                      context_tokens: int = 128, gamma: int = 4, repeats: int = 20, warmup: int = 3,
                      generator: torch.Generator | None = None) -> DraftTiming:
     """Time the drafter's propose(gamma) + commit cycle from real contexts, each cycle paired with
-    the target pass before it.
+    the target passes around it.
 
     The drafter starts on the first context_tokens ids (after one target pass over them when
     it reads the target's hidden states: `needs`); each cycle proposes, then commits the next
     true token with nothing accepted (so the context moves along real text and speculative
     state is discarded as after a rejection; a hidden-state drafter keeps drafting from the
-    first pass's state, as no target pass runs between cycles). Before each cycle a one-token
-    target pass at the same context is timed (`TargetProbe`): the drafter starts as cold as in
-    decoding, right after a target pass streamed the target's weights through the CPU's caches,
-    and c is the cycle's own ratio to that pass. Timed apart (the target's t(1) minutes before
-    the draft's cycles), the draft model's c moved 0.17-0.24 between categories of one main job
-    as the machine's speed drifted (2026-11-26).
+    first pass's state, as no target pass runs between cycles). Before each cycle two one-token
+    target passes at the same context are timed (`TargetProbe`): the first runs right after the
+    previous cycle, as the verify pass does in decoding; the second after the first, clean. The
+    drafter starts as cold as in decoding, right after a target pass streamed the target's
+    weights through the CPU's caches, and c is the cycle's own ratio to the clean pass. Timed
+    apart (the target's t(1) minutes before the draft's cycles), the draft model's c moved
+    0.17-0.24 between categories of one main job as the machine's speed drifted (2026-11-26).
+
+    What the first pass loses to the cycle is the drafter's too: a draft model's passes evict the
+    target's weights, and the target's next pass after its eight passes ran 1.3-2.3 % slower than
+    after a target pass (the 1-layer draft of the main job, SmolLM2-135M, AVX-512 EPYC,
+    2026-11-28; prompt lookup and the 4-gram: none). Left out of c, that time showed in the
+    decode's verify passes, unpriced (docs/estimator.md, "The draft's cost c").
     """
     if gamma < 1:
         raise ValueError(f"gamma must be >= 1, got {gamma}")
@@ -223,9 +233,14 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
     last = prefill if prefill is not None else NO_PASS
     device = output_device(target)
     probe = TargetProbe(target, context, max(context_tokens - 1, 1), passes=1)
-    per_token, per_iter, proposed, passes = [], [], [], []
-    for i in range(warmup + repeats):
-        step = probe()
+    per_iter, proposed, clean, lost = [], [], [], []
+    for i in range(warmup + repeats + 1):
+        first = probe()  # right after the previous cycle
+        step = probe()  # after a target pass: clean
+        if i > warmup:
+            lost.append(first - step)  # what cycle i - 1 cost the target's next pass
+        if i == warmup + repeats:
+            break
         sync(device)
         start = time.perf_counter()
         proposal = drafter.propose(gamma, sampling, generator)
@@ -233,13 +248,14 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
         sync(device)
         elapsed = time.perf_counter() - start
         if i >= warmup:
-            k = len(proposal)
             per_iter.append(elapsed)
-            per_token.append(elapsed / max(k, 1))
-            proposed.append(k)
-            passes.append(step)
-    return DraftTiming(float(np.median(per_token)), float(np.median(per_iter)), float(np.mean(proposed)),
-                       gamma, repeats, float(np.median(passes)), float(np.median(np.divide(per_token, passes))))
+            proposed.append(len(proposal))
+            clean.append(step)
+    seconds, kept, clean = np.array(per_iter), np.maximum(proposed, 1), np.array(clean)
+    next_pass = float(np.median(np.divide(lost, clean)))  # below 0 only by noise: no cycle speeds the target up
+    return DraftTiming(float(np.median(seconds / kept)), float(np.median(seconds)), float(np.mean(proposed)),
+                       gamma, repeats, float(np.median(clean)),
+                       float(np.median(seconds / kept / clean)) + max(next_pass, 0.0) / float(np.mean(kept)), next_pass)
 
 
 def last_level_cache_bytes() -> int:
