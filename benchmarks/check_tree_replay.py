@@ -3,8 +3,8 @@ speculative decodes of --prompts prompts (--new-tokens each) with a tree drafter
 trees teacher-forced along the decoded text (`estimate.tree_walk`) and replayed. At T = 0 the text is
 the target's greedy continuation (the estimator's samples; each decode checked to emit it); at T > 0
 each decode's own sampled output (prompt j's generator seeded j), along which a deterministic tree's
-acceptance is fixed. Prints tokens per iteration both ways and how many runs' iteration counts are
-identical (float rounding of the one-pass features against the incremental passes may move a tree's
+acceptance is fixed. Prints tokens per iteration and nodes verified per iteration both ways, and how
+many runs' iteration and node counts are identical (float rounding of the one-pass features against the incremental passes may move a tree's
 top-k where two candidates tie; a fault would part many).
 
     flock /tmp/specdec-heavy.lock .venv/bin/python benchmarks/check_tree_replay.py \
@@ -51,8 +51,9 @@ def main() -> None:
     print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, backend {target.backend}, "
           f"{args.drafter}, T = {args.temperature:g}, {args.prompts} prompts x {args.new_tokens} tokens per workload; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print("| workload | γ | decoded tokens/iteration | replayed | runs with equal iterations |")
-    print("|---|---|---|---|---|")
+    print("| workload | γ | decoded tokens/iteration | replayed | nodes/iteration decoded | replayed | "
+          "runs with equal iterations and nodes |")
+    print("|---|---|---|---|---|---|---|")
     for workload in args.workloads.split(","):
         prompts = load_prompt_set(target.tokenizer, target.path, args.prompts, PromptSource(workloads=(workload,))).ids
         greedy = generate_continuations(target.model, prompts, args.new_tokens, GREEDY, None) if sampling.greedy \
@@ -70,14 +71,17 @@ def main() -> None:
                 samples = TargetSamples([list(p) for p in prompts], [r.tokens for r in runs], sampling)
                 scores = score_positions(target.model, drafter.teacher_forced_scorer(target.model, width, None),
                                          samples, sampling, target.vocab_size, max_gamma=width)
-            equal, decoded_iterations, replayed_iterations = 0, 0.0, 0.0
+            equal, decoded_iterations, replayed_iterations, decoded_nodes, replayed_nodes = 0, 0.0, 0.0, 0.0, 0.0
             for result, s in zip(runs, scores):
-                replayed, _ = replay([s.accept()], [s.block], gamma, width)
-                equal += result.stats.iterations == replayed.iterations
+                replayed, _ = replay([s.accept()], [s.block], gamma, width, [s.nodes])
+                equal += (result.stats.iterations, result.stats.verified) == (replayed.iterations, replayed.verified)
                 decoded_iterations += result.stats.iterations
                 replayed_iterations += replayed.iterations
+                decoded_nodes += result.stats.verified
+                replayed_nodes += replayed.verified
             n = args.new_tokens * len(prompts)
             print(f"| {workload} | {gamma} | {n / decoded_iterations:.3f} | {n / replayed_iterations:.3f} | "
+                  f"{decoded_nodes / decoded_iterations:.2f} | {replayed_nodes / replayed_iterations:.2f} | "
                   f"{equal}/{len(prompts)} |", flush=True)
 
 

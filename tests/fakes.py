@@ -176,7 +176,8 @@ def sampled_tree_runs(target, make_drafter, prompts, n: int, gamma: int, samplin
     samples = TargetSamples([list(p) for p in prompts], outputs, sampling)
     scorer = make_drafter().teacher_forced_scorer(target, width, None)
     scores = score_positions(target, scorer, samples, sampling, vocab, max_gamma=width)
-    return decoded, replay([s.accept() for s in scores], [s.block for s in scores], gamma, width)[0]
+    return decoded, replay([s.accept() for s in scores], [s.block for s in scores], gamma, width,
+                           [s.nodes for s in scores])[0]
 
 
 def random_eagle(model, vocab: list[int] | None = None, seed: int = 0, scale: float = 0.3,

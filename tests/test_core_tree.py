@@ -112,10 +112,12 @@ def test_replay_of_lattice_trees_equals_the_decoder(tiny_models, p, use_ngram) -
     scores = score_positions(target, make().teacher_forced_scorer(target, 4, None), samples, GREEDY, vocab,
                              max_gamma=4)
     for gamma in (1, 2, 3, 4):
-        replayed, _ = replay([s.accept() for s in scores], [s.block for s in scores], gamma, 4)
+        replayed, _ = replay([s.accept() for s in scores], [s.block for s in scores], gamma, 4,
+                             [s.nodes for s in scores])
         decoded = decode_stats(target, make, samples, gamma)
         assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached, gamma
-        assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted), gamma
+        assert (decoded.iterations, decoded.drafted, decoded.verified) == (replayed.iterations, replayed.drafted,
+                                                                            replayed.verified), gamma
     assert sum(decoded.accepted_hist[1:]) > 0  # drafts were accepted: the comparison bites
     est = alpha_from_scores(scores, (1.0,), np.random.default_rng(0), 50, max_gamma=4)
     assert "token tree" in est.estimates and 0 < est.alpha <= 1 and est.proposal_rate == 1
@@ -133,7 +135,8 @@ def test_sampled_lattice_decodes_accept_the_walk_along_their_own_output() -> Non
         decoded, replayed = sampled_tree_runs(target, lambda: LatticeDrafter(heads, 16, k=3, p=3), prompts, 24, gamma,
                                               SamplingConfig(1.0), 3, 16)
         assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
-        assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)
+        assert (decoded.iterations, decoded.drafted, decoded.verified) == (replayed.iterations, replayed.drafted,
+                                                                            replayed.verified)
     assert sum(decoded.accepted_hist[1:]) > 0
 
 

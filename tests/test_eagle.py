@@ -141,10 +141,13 @@ def test_replay_of_feature_draft_trees_equals_the_decoder(tree, fuse) -> None:
     scores = score_positions(target, drafter.teacher_forced_scorer(target, 6, None), samples, GREEDY, 16, max_gamma=6)
     assert all(s.accept().shape[0] == 6 and s.accept().shape[2] == 30 for s in scores)  # a tree per draft length
     for gamma in (1, 2, 4, 6):
-        replayed, _ = replay([s.accept() for s in scores], [s.block for s in scores], gamma, 6)
+        replayed, verified = replay([s.accept() for s in scores], [s.block for s in scores], gamma, 6,
+                                    [s.nodes for s in scores])
         decoded = decode_stats(target, lambda: EagleDrafter(draft, 16, tree), samples, gamma)
         assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
         assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)
+        assert decoded.verified == replayed.verified == (verified * np.arange(verified.size)).sum()  # every node
+        assert gamma == 1 or decoded.verified > decoded.drafted  # trees: the pass is priced by their nodes
     assert max(i for i, n in enumerate(decoded.accepted_hist) if n) > 1  # trees accepted several tokens
     est = alpha_from_scores(scores, (1.0,), np.random.default_rng(0), 50, max_gamma=6)
     assert "token tree" in est.estimates and 0 < est.alpha <= 1  # the first level's acceptance
@@ -164,7 +167,8 @@ def test_sampled_tree_decodes_accept_the_walk_along_their_own_output(sampling) -
         decoded, replayed = sampled_tree_runs(target, lambda: EagleDrafter(draft, 16, (2, 5)), prompts, 30, gamma,
                                               sampling, 4, 16)
         assert decoded.accepted_hist == replayed.accepted_hist and decoded.reached == replayed.reached
-        assert (decoded.iterations, decoded.drafted) == (replayed.iterations, replayed.drafted)
+        assert (decoded.iterations, decoded.drafted, decoded.verified) == (replayed.iterations, replayed.drafted,
+                                                                            replayed.verified)
     assert sum(decoded.accepted_hist[2:]) > 0  # whole paths of two and more were accepted
 
 

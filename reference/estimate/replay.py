@@ -6,11 +6,12 @@ The data per sequence of n new tokens: `block[t]`, how many tokens the drafter p
 the prefix x_<t, and `accept[i, t]`, the probability that draft i + 1 of that block is accepted
 given drafts 1..i were and given the decode emits the sequence itself. A drafter whose draft at
 length g is not the first g tokens of a longer one (a token tree: its node budget spreads over
-its depths) gives both per draft length, `block[g - 1, t]` and `accept[g - 1, i, t]` (node i + 1
-of the walk along the sequence), and an iteration with room for g drafts reads the tree drafted
-at g. At temperature 0 `accept` is 1 for the block's leading tokens that equal the sequence and
-0 after (`accept_from_match`); at T > 0 it is min(1, q(x)/p(x)) at the sequence's token x
-(`teacher_forced.path_accept`).
+its depths) gives both per draft length, `block[g - 1, t]` (its depth) and `accept[g - 1, i, t]`
+(node i + 1 of the walk along the sequence), and `nodes[g - 1, t]`, its node count (the target
+verifies every node: what the iteration's pass costs); an iteration with room for g drafts
+reads the tree drafted at g. At temperature 0 `accept` is 1 for the block's leading tokens that
+equal the sequence and 0 after (`accept_from_match`); at T > 0 it is min(1, q(x)/p(x)) at the
+sequence's token x (`teacher_forced.path_accept`).
 From an iteration starting at t the decode emits A + 1 tokens, A the number of accepted
 drafts, so the chance that an iteration starts at each position follows by dynamic
 programming and every count is a sum over positions weighted by it.
@@ -33,9 +34,10 @@ def accept_from_match(match: np.ndarray, width: int) -> np.ndarray:
 
 
 def replay_sequence(accept: np.ndarray, block: np.ndarray, gamma: int, stats: DecodeStats,
-                    proposal_hist: np.ndarray) -> None:
+                    verified_hist: np.ndarray, nodes: np.ndarray | None = None) -> None:
     """Add the (expected) iterations of one sequence of n = len(block) new tokens to `stats`, and
-    each iteration's proposal length k to proposal_hist [gamma + 1]."""
+    each iteration's draft tokens verified to verified_hist: its proposal length k, or a token
+    tree's node count, `nodes[g - 1, t]` (the target verifies every node)."""
     n = int(block.shape[-1])
     start = np.zeros(n + 1)  # P(an iteration starts at t)
     start[0] = 1.0
@@ -46,13 +48,14 @@ def replay_sequence(accept: np.ndarray, block: np.ndarray, gamma: int, stats: De
         room = min(gamma, n - t - 1)  # the decoder never drafts past max_new_tokens
         rows, lengths = (accept[room - 1], block[room - 1]) if block.ndim == 2 and room > 0 else (accept, block)
         k = min(room, int(lengths[t])) if room > 0 else 0
+        width = int(nodes[room - 1, t]) if nodes is not None and k > 0 else k
         survive = np.concatenate([[1.0], np.cumprod(np.nan_to_num(rows[:k, t]))]) if k else np.ones(1)  # P(A >= i)
         emitted = survive - np.append(survive[1:], 0.0)  # P(A = a), a = 0..k
         stats.iterations += w
         stats.drafted += w * k
-        stats.verified += w * k
+        stats.verified += w * width
         stats.bonus += w * survive[k] if k > 0 else 0.0
-        proposal_hist[k] += w
+        verified_hist[width] += w
         stats.proposed_hist[k] += w
         for a in range(k + 1):
             stats.accepted_hist[a] += w * emitted[a]
@@ -64,23 +67,27 @@ def replay_sequence(accept: np.ndarray, block: np.ndarray, gamma: int, stats: De
     stats.target_passes = stats.iterations
 
 
-def replay(accepts: Sequence[np.ndarray | None], blocks: Sequence[np.ndarray | None], gamma: int, max_gamma: int
-           ) -> tuple[DecodeStats, np.ndarray]:
+def replay(accepts: Sequence[np.ndarray | None], blocks: Sequence[np.ndarray | None], gamma: int, max_gamma: int,
+           nodes: Sequence[np.ndarray | None] | None = None) -> tuple[DecodeStats, np.ndarray]:
     """Speculative decoding over every sequence, replayed (no timings).
 
     Returns the DecodeStats the decoder records (at T > 0 their expectation: float counts) and
-    the histogram of proposal lengths k per iteration, float64 [gamma + 1]. max_gamma: the
-    block length the data was recorded with; gamma may not exceed it.
+    the histogram of draft tokens verified per iteration (what its pass costs: v(k + 1)), float64:
+    the proposal length k = 0..gamma, or for token trees (`nodes`: per sequence [W, n], each
+    tree's node count) the node count. max_gamma: the block length the data was recorded with;
+    gamma may not exceed it.
 
     Raises:
         ValueError: gamma outside 0..max_gamma, or no replay data.
     """
     if not 0 <= gamma <= max_gamma:
         raise ValueError(f"gamma must be in 0..{max_gamma} (the recorded block length), got {gamma}")
+    nodes = list(nodes) if nodes is not None else [None] * len(blocks)
     stats = DecodeStats(gamma)
-    proposal_hist = np.zeros(gamma + 1)
-    for accept, block in zip(accepts, blocks):
+    widest = max((int(m[:gamma].max(initial=0)) for m in nodes if m is not None and gamma > 0), default=gamma)
+    verified_hist = np.zeros(max(gamma, widest) + 1)
+    for accept, block, tree in zip(accepts, blocks, nodes):
         if accept is None or block is None:
             raise ValueError("no replay data: the drafter's deeper drafts along the sequence are not known")
-        replay_sequence(accept, block, gamma, stats, proposal_hist)
-    return stats, proposal_hist
+        replay_sequence(accept, block, gamma, stats, verified_hist, tree)
+    return stats, verified_hist

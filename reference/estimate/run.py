@@ -195,16 +195,19 @@ def _warnings(config: EstimateConfig, n_prompts: int) -> list[str]:
 
 
 def _replay(est, max_gamma: int) -> dict[str, Any]:
-    """Tokens per iteration, acceptance and the law of the proposal length by gamma, replayed
-    along the target's sequences (exact at T = 0, expected at T > 0; docs/estimator.md, "Replay")."""
+    """Tokens per iteration, acceptance and the law of the draft tokens verified per iteration by
+    gamma ("proposed": P(k), k = 0.., what the pass costs: a chain's proposal length, a token
+    tree's node count), replayed along the target's sequences (exact at T = 0, expected at T > 0;
+    docs/estimator.md, "Replay")."""
     from specdec.reference.estimate.replay import replay
 
     out = {}
     for g in range(1, max_gamma + 1):
-        stats, proposed = replay([s.accept() for s in est.scores], [s.block for s in est.scores], g, max_gamma)
+        stats, verified = replay([s.accept() for s in est.scores], [s.block for s in est.scores], g, max_gamma,
+                                 [s.nodes for s in est.scores])
         out[str(g)] = {"tokens_per_iteration": stats.tokens_per_iteration(), "alpha": stats.alpha(),
                        "alpha_per_position": stats.alpha_per_position(),
-                       "proposed": [float(x) / max(stats.iterations, 1e-12) for x in proposed]}  # P(k drafted), k = 0..g
+                       "proposed": [float(x) / max(stats.iterations, 1e-12) for x in verified]}
     return out
 
 

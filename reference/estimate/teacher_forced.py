@@ -42,6 +42,8 @@ class PositionScores:
         of a deeper one: its node budget spreads over its depths).
     block: int64 [n] or None; length of that block (<= max_gamma; shorter near the end of
         the sequence only for drafters whose proposals are shorter); a tree: [W, n], its depth.
+    nodes: int64 [W, n] or None; a token tree's node count, per draft length (the draft tokens
+        its iteration verifies; a chain verifies its block).
     path_accept: float64 [W, n] or None; T > 0, drafters whose deeper drafts along the sequence
         are known (chains and blockwise drafts): min(1, q(x)/p(x)) for draft i + 1 of the block
         at t at the sequence's token x = x_(t+i) (`path_accept`); 0 past the end.
@@ -59,6 +61,7 @@ class PositionScores:
     confidence: np.ndarray | None = None  # [n] top probability of the draft's unadjusted q (`estimate.confidence`)
     # (confidence [R], weight [R]) right after a rejected draft token (`estimate.past_rejection`)
     past_rejection: tuple[np.ndarray, np.ndarray] | None = None
+    nodes: np.ndarray | None = None
 
     def accept(self) -> np.ndarray | None:
         """[W, n] the replay's acceptance along the sequence (`reference.estimate.replay`):
@@ -101,6 +104,7 @@ class DraftRows:
     confidence: torch.Tensor | None = None  # [n] top probability of the unadjusted draft distribution
     tree_match: np.ndarray | None = None  # [W, n] token trees: nodes the walk along the sequence accepts, per length
     tree_depth: np.ndarray | None = None  # [W, n] the depth of each of those trees
+    tree_nodes: np.ndarray | None = None  # [W, n] the node count of each (the target verifies every node)
     tree_roots: list[list[int]] | None = None  # [n] the tokens of the deepest tree's first level
 
 
@@ -312,10 +316,11 @@ def position_scores(p_logits: torch.Tensor, draft: DraftRows, truth: Sequence[in
                                 torch.full_like(raw[:, 0], -1.0))
             top = raw.max(-1).values
             lenient_argmax = torch.stack([(raw_x >= l * top).double() for l in ls]).cpu().numpy()
-    match = block = accept = None
+    match = block = accept = nodes = None
     truth = [int(t) for t in truth]
     if draft.tree_match is not None:  # token trees at T = 0, one per draft length
         match, block = draft.tree_match.astype(np.int64), draft.tree_depth.astype(np.int64)
+        nodes = None if draft.tree_nodes is None else draft.tree_nodes.astype(np.int64)
     elif draft.blocks is not None:  # deterministic blocks (any drafter at T = 0, prompt lookup at any T)
         block = np.array([len(b) for b in draft.blocks], dtype=np.int64)
         match = np.array([leading_matches(b, truth[t:]) for t, b in enumerate(draft.blocks)], dtype=np.int64)
@@ -331,7 +336,8 @@ def position_scores(p_logits: torch.Tensor, draft: DraftRows, truth: Sequence[in
     return PositionScores(beta.cpu().numpy(), lenient.cpu().numpy(), lenient_argmax, proposed, match, block,
                           proposes_tokens=draft.q is None and not draft.chain, offset_beta=offset_beta(p, draft),
                           path_accept=accept,
-                          confidence=None if draft.confidence is None else draft.confidence.double().cpu().numpy())
+                          confidence=None if draft.confidence is None else draft.confidence.double().cpu().numpy(),
+                          nodes=nodes)
 
 
 @torch.inference_mode()

@@ -218,11 +218,8 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
     apart (the target's t(1) minutes before the draft's cycles), the draft model's c moved
     0.17-0.24 between categories of one main job as the machine's speed drifted (2026-11-26).
 
-    What the first pass loses to the cycle is the drafter's too: a draft model's passes evict the
-    target's weights, and the target's next pass after its eight passes ran 1.3-2.3 % slower than
-    after a target pass (the 1-layer draft of the main job, SmolLM2-135M, AVX-512 EPYC,
-    2026-11-28; prompt lookup and the 4-gram: none). Left out of c, that time showed in the
-    decode's verify passes, unpriced (docs/estimator.md, "The draft's cost c").
+    What the first pass loses to the cycle is the drafter's too (a draft model's passes evict the
+    target's weights): `next_pass`, in c (docs/estimator.md, "What the cost estimate times").
     """
     if gamma < 1:
         raise ValueError(f"gamma must be >= 1, got {gamma}")

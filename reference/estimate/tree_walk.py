@@ -17,7 +17,8 @@ length g = 1..width and handed the commit of x_t alone (n_accepted 0), with the 
 states of one pass over the whole sequence (a causal model's states do not depend on later
 tokens). A tree at length g is not the first g levels of a deeper one (its node budget spreads
 over its depths), so each length's tree is walked along x_t, x_t+1, ...: `match[g - 1, t]` its
-accepted nodes, `block[g - 1, t]` its depth, which `estimate.replay` reads per iteration.
+accepted nodes, `block[g - 1, t]` its depth and `nodes[g - 1, t]` its node count (what the
+target verifies), which `estimate.replay` reads per iteration.
 A proposal must leave the drafter's state as it was (every tree drafter's does).
 """
 from __future__ import annotations
@@ -55,7 +56,7 @@ class TreeWalkScorer:
         drafter, n, start = self.drafter, len(cont), len(prompt) - 1  # start: the pending token's position
         hidden, layers = self._pass([int(x) for x in prompt] + [int(x) for x in cont])
         drafter.start(prompt, _rows(hidden, layers, 0, start) if start > 0 else None)
-        match, depth = np.zeros((self.width, n), np.int64), np.zeros((self.width, n), np.int64)
+        match, depth, nodes = (np.zeros((self.width, n), np.int64) for _ in range(3))
         roots: list[list[int]] = []
         for t in range(n):
             for g in range(1, self.width + 1):
@@ -63,11 +64,12 @@ class TreeWalkScorer:
                 tokens, parents = proposal.tokens.tolist(), proposal.parents
                 match[g - 1, t] = accepted_along(tokens, parents, cont[t:t + g])
                 depth[g - 1, t] = proposal.depth()
+                nodes[g - 1, t] = len(tokens)
             # the first level of the deepest tree (the last proposal; a chain's: its first token)
             roots.append([x for i, x in enumerate(tokens) if (i == 0 if parents is None else parents[i] < 0)])
             drafter.commit(Verdict(0, torch.tensor([int(cont[t])]), False, []),
                            _rows(hidden, layers, start + t, start + t + 1))
-        return DraftRows(None, None, tree_match=match, tree_depth=depth, tree_roots=roots)
+        return DraftRows(None, None, tree_match=match, tree_depth=depth, tree_nodes=nodes, tree_roots=roots)
 
     def _pass(self, seq: list[int]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The target's final hidden states [T - 1, d] (and fused layers) over seq[:-1], as the drafter needs."""
