@@ -4,8 +4,8 @@ trees teacher-forced along the decoded text (`estimate.tree_walk`) and replayed.
 the target's greedy continuation (the estimator's samples; each decode checked to emit it); at T > 0
 each decode's own sampled output (prompt j's generator seeded j), along which a deterministic tree's
 acceptance is fixed. Prints tokens per iteration and nodes verified per iteration both ways, and how
-many runs' iteration and node counts are identical (float rounding of the one-pass features against the incremental passes may move a tree's
-top-k where two candidates tie; a fault would part many).
+many runs' iteration and node counts are identical (float rounding of the one-pass features against
+the incremental passes may move a tree's top-k where two candidates tie; a fault would part many).
 
     flock /tmp/specdec-heavy.lock .venv/bin/python benchmarks/check_tree_replay.py \
         --drafter eagle:.cache/eagle/main,tree=6,topk=2 [--workloads code,edit,chat] [--gammas 2,3,4]

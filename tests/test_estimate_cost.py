@@ -115,6 +115,30 @@ def test_what_a_cycle_costs_the_target_next_pass_is_in_c() -> None:
     assert (slow.c - plain.c) * slow.target_seconds * 2 > 0.008, (slow, plain)
 
 
+def test_next_pass_pairs_each_cycle_with_the_passes_after_it(monkeypatch) -> None:
+    """Scripted probe times: before cycle j the clean pass takes 10 ms x (1 + 0.1 j) (the machine's
+    drift) and the pass before it, right after cycle j - 1, (1 + f_(j-1)) times that. next_pass must
+    be the median of f exactly (each loss over the clean pass of its own moment), and c the cycles'
+    own c plus that share over the drafted tokens."""
+    from specdec.reference.estimate import timing
+
+    warmup, repeats = 1, 5
+    f = [0.02, 0.05, 0.01, 0.08, 0.03]  # what timed cycle j costs the next pass
+    script = []
+    for i in range(warmup + repeats + 1):
+        clean = 0.010 * (1 + 0.1 * i)
+        script += [clean * (1 + (f[i - warmup - 1] if i > warmup else 0.5)), clean]
+    calls = iter(script)
+    monkeypatch.setattr(timing.TargetProbe, "__call__", lambda self: next(calls))
+    target, draft = tiny_llama(TINY_VOCAB, seed=0), tiny_llama(TINY_VOCAB, seed=1)
+    got = time_draft_steps(NeuralDrafter(draft, TINY_VOCAB), target, TOKENS, SamplingConfig(0.0), context_tokens=10,
+                           gamma=2, repeats=repeats, warmup=warmup)
+    assert next(calls, None) is None  # two probes before each cycle and after the last
+    assert got.next_pass == pytest.approx(float(np.median(f)))
+    assert got.c == pytest.approx(got.cycle_c + float(np.median(f)) / 2)
+    assert got.target_seconds == pytest.approx(float(np.median([0.010 * (1 + 0.1 * i) for i in range(1, 6)])))
+
+
 @pytest.mark.parametrize("sampling", [SamplingConfig(0.0), SamplingConfig(1.0)], ids=["greedy", "t1"])
 def test_the_step_overhead_is_timed_through_the_real_step(sampling: SamplingConfig) -> None:
     """One real target pass per timed step (and per warm-up step), beside the context's prefill and

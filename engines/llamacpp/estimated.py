@@ -1,6 +1,7 @@
 """Prediction (b): a configuration's speedup in llama-server from specdec's estimator alone — the
 reference decoder's teacher-forced passes on the same prompts (`specdec estimate --json`, its
-"replay": tokens per iteration and the law of the proposal length at each gamma, exact at T = 0)
+"replay": tokens per iteration and the law of the draft tokens verified per iteration at each
+gamma, a chain's proposal length, exact at T = 0)
 — priced at the engine's own costs (`costs.py`). Nothing from the engine's speculative runs.
 
 Per request of the configuration (its category's estimate, its context L), with E tokens per
@@ -91,13 +92,15 @@ def category_estimates(estimate: dict, config: Config, path: Path) -> dict[str, 
         if replay is None or "proposed" not in replay:
             raise SpecdecError(f"{path}: no replay at gamma {gamma} with the proposal law for {category!r} "
                                "(`specdec estimate --max-k` above gamma, this version)")
+        if len(replay["proposed"]) > gamma + 1:  # a token tree's nodes: llama.cpp verifies chains
+            raise SpecdecError(f"{path}: the estimate of a token-tree drafter; llama.cpp drafts chains")
         proposed, tokens = iteration(replay, rates)
         out[category] = Estimated(proposed, tokens)
     return out
 
 
 def iteration(replay: dict, rates: list[float] | None) -> tuple[np.ndarray, float]:
-    """(P(k) for k = 0..gamma, E tokens per iteration)."""
+    """(P(k) for k = 0..gamma drafts verified, E tokens per iteration)."""
     proposed = np.asarray(replay["proposed"], dtype=float)
     proposed = proposed / proposed.sum()
     if rates is None:

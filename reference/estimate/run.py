@@ -197,8 +197,8 @@ def _warnings(config: EstimateConfig, n_prompts: int) -> list[str]:
 def _replay(est, max_gamma: int) -> dict[str, Any]:
     """Tokens per iteration, acceptance and the law of the draft tokens verified per iteration by
     gamma ("proposed": P(k), k = 0.., what the pass costs: a chain's proposal length, a token
-    tree's node count), replayed along the target's sequences (exact at T = 0, expected at T > 0;
-    docs/estimator.md, "Replay")."""
+    tree's node count, which can pass max_k, the longest pass timed), replayed along the target's
+    sequences (exact at T = 0, expected at T > 0; docs/estimator.md, "Replay")."""
     from specdec.reference.estimate.replay import replay
 
     out = {}

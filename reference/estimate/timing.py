@@ -182,10 +182,11 @@ def pool_timings(timings: Sequence[TargetTiming]) -> TargetTiming:
 class DraftTiming:
     """Median draft cost per drafted token (propose + commit, divided by the tokens drafted);
     target_seconds: the median one-token target pass timed before each cycle (after another one:
-    the clean pass); next_pass: the median of what the target's next pass lost to the cycle
-    before it, over the clean pass (the weights the cycle evicted); c: the median of each cycle's
-    draft seconds per drafted token over its clean pass, so the machine's speed drift cancels in c
-    as it does in v(k), plus next_pass per drafted token: c prices all the time the drafter adds."""
+    the clean pass); cycle_c: the median of each cycle's draft seconds per drafted token over its
+    clean pass, so the machine's speed drift cancels in it as it does in v(k); next_pass: the
+    median of what the target's next pass lost to the cycle before it, over the clean pass timed
+    beside it (the weights the cycle evicted), a share of one pass per cycle; c = cycle_c +
+    next_pass (when above 0) per drafted token: all the time the drafter adds."""
 
     token_seconds: float
     iteration_seconds: float
@@ -195,6 +196,7 @@ class DraftTiming:
     target_seconds: float
     c: float
     next_pass: float = 0.0
+    cycle_c: float | None = None  # None: c is the cycle's own
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -235,7 +237,7 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
         first = probe()  # right after the previous cycle
         step = probe()  # after a target pass: clean
         if i > warmup:
-            lost.append(first - step)  # what cycle i - 1 cost the target's next pass
+            lost.append((first - step) / step)  # what cycle i - 1 cost the target's next pass, at this moment
         if i == warmup + repeats:
             break
         sync(device)
@@ -249,10 +251,11 @@ def time_draft_steps(drafter, target: torch.nn.Module, tokens: Sequence[int], sa
             proposed.append(len(proposal))
             clean.append(step)
     seconds, kept, clean = np.array(per_iter), np.maximum(proposed, 1), np.array(clean)
-    next_pass = float(np.median(np.divide(lost, clean)))  # below 0 only by noise: no cycle speeds the target up
+    cycle = float(np.median(seconds / kept / clean))
+    next_pass = float(np.median(lost))  # below 0 only by noise: no cycle speeds the target up
     return DraftTiming(float(np.median(seconds / kept)), float(np.median(seconds)), float(np.mean(proposed)),
-                       gamma, repeats, float(np.median(clean)),
-                       float(np.median(seconds / kept / clean)) + max(next_pass, 0.0) / float(np.mean(kept)), next_pass)
+                       gamma, repeats, float(np.median(clean)), cycle + max(next_pass, 0.0) / float(np.mean(kept)),
+                       next_pass, cycle)
 
 
 def last_level_cache_bytes() -> int:

@@ -97,6 +97,9 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
     step = cost.target.step_seconds
     base_steps = 1.0 + cost.overhead[0]  # predicted baseline time per token, in target steps
     iteration_predicted = mean_iteration_time(k_hist, c_eff, v_eff) * base_steps
+    drafts = float((k_hist * np.arange(gamma + 1)).sum() / k_hist.sum())
+    # c carries what a cycle costs the target's next pass (`DraftTiming.next_pass`): decoding books it as verify time
+    cycle_c = cost.c if cost.draft is None or cost.draft.cycle_c is None else cost.draft.cycle_c
     return ValidationRow(
         drafter=name, temperature=temperature, gamma=gamma, alpha_estimate=alpha.alpha, alpha_ci=alpha.alpha_ci,
         alpha_compared=compared, alpha_compared_value=compared_value, alpha_compared_ci=tuple(compared_ci),
@@ -113,9 +116,10 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
         iteration_seconds_measured=seconds / stats.iterations,
         iteration_seconds_predicted=iteration_predicted * step,
         verify_seconds_measured=stats.time_verify / stats.iterations,
-        verify_seconds_predicted=step * mean_iteration_time(k_hist, 0.0, v_eff) * base_steps,
+        verify_seconds_predicted=step * (mean_iteration_time(k_hist, 0.0, v_eff) * base_steps
+                                         + (cost.c - cycle_c) * drafts),
         draft_seconds_measured=stats.time_draft / stats.iterations,
-        draft_seconds_predicted=step * cost.c * float((k_hist * np.arange(gamma + 1)).sum() / k_hist.sum()),
+        draft_seconds_predicted=step * cycle_c * drafts,
         baseline_token_seconds_measured=measured.seconds[0] / measured.tokens[0],
         baseline_token_seconds_predicted=step * base_steps,
         iteration_steps_measured=None if measured.steps is None else measured.steps[1] / stats.iterations,
