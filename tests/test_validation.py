@@ -75,6 +75,31 @@ def test_every_configuration_is_reported(tiny_result) -> None:
     assert d["interference"]["decode_runs"] == 2 * (1 + 2 * 2) * 2  # temperatures x configs x prompts
 
 
+def test_the_report_says_how_far_the_probed_step_moved(tiny_result) -> None:
+    """Each configuration keeps the least, median and most of the probes around its runs (the
+    drift-corrected speedup's clock), and the report names the spread: a host that moved the
+    step from 81 to 126 ms (measured on this machine's 1.42B target, 2026-11-29) is called out."""
+    from dataclasses import replace
+
+    from specdec.reference.validation.report import interference_line
+
+    for entry in tiny_result.interference.values():
+        low, median, high = entry["probe_seconds"]
+        assert 0 < low <= median <= high
+    summary = tiny_result.interference_summary()["probe_seconds"]
+    assert summary[0] == min(e["probe_seconds"][0] for e in tiny_result.interference.values())
+    assert summary[2] == max(e["probe_seconds"][2] for e in tiny_result.interference.values())
+    entry = {"runs": 4, "attempts": 4, "max_load": 0.02, "still_disturbed": 0}
+    steady = replace(tiny_result, interference={"a": {**entry, "probe_seconds": [0.0810, 0.0820, 0.0850]}})
+    moved = replace(tiny_result, interference={"a": {**entry, "probe_seconds": [0.0810, 0.0820, 0.0850]},
+                                               "b": {**entry, "probe_seconds": [0.0840, 0.1200, 0.1263]}})
+    assert "81.0-85.0 ms (median 82.0)" in interference_line(steady)
+    assert "moved" not in interference_line(steady)
+    assert "81.0-126.3 ms (median 101.0): the machine's own speed moved 56 %" in interference_line(moved)
+    unprobed = replace(tiny_result, interference={"a": {**entry, "probe_seconds": None}})
+    assert "probed" not in interference_line(unprobed)
+
+
 def test_the_cost_check_in_target_steps_reads_the_drift_corrected_speedups_clock(tiny_result) -> None:
     """The cost check's steps column and the drift-corrected speedup divide the same runs by the
     same probes: baseline steps per token / (iteration steps / tokens per iteration) is the

@@ -208,7 +208,25 @@ def interference_line(result: ValidationResult) -> str:
     i = result.interference_summary()
     return (f"machine noise: {i['decode_attempts'] - i['decode_runs']} of {i['decode_runs']} decode runs were redone "
             f"because other processes used > {i['threshold_cores']:g} CPU cores meanwhile; "
-            f"{i['still_disturbed']} kept runs still disturbed (max foreign load {i['max_load']:.2f} cores)")
+            f"{i['still_disturbed']} kept runs still disturbed (max foreign load {i['max_load']:.2f} cores)"
+            + probe_clause(i["probe_seconds"]))
+
+
+STEADY = 0.10  # the probes' most / least - 1 above which the report says the machine's speed moved
+
+
+def probe_clause(probe: list[float] | None) -> str:
+    """What the one-token probes around the decode runs say of the machine's own speed: a host can
+    move a memory-bound target's step by a third with no foreign load in the VM (docs/validation.md)."""
+    if not probe:
+        return ""
+    low, median, high = (1e3 * p for p in probe)
+    moved = high / low - 1
+    text = f"; the one-token target step probed around the runs: {low:.1f}-{high:.1f} ms (median {median:.1f})"
+    if moved <= STEADY:
+        return text
+    return (text + f": the machine's own speed moved {100 * moved:.0f} % during the decodes, so runs of different "
+            "speeds meet in the cost check (docs/validation.md, \"How precise the cost-model check is\")")
 
 
 def full_report(result: ValidationResult) -> str:

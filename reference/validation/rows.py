@@ -4,7 +4,9 @@ longer notes in NOTES (written into validation.json)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 from specdec.reference.estimate.alpha import AlphaEstimate
 from specdec.reference.estimate.cost import CostEstimate
@@ -56,6 +58,13 @@ class PlanEntry:
                 "c_hat": self.c_hat,
                 "paper": {"optimal_gamma": self.paper_gamma, "speedup": self.paper_speedup},
                 "extended": {"optimal_gamma": self.extended_gamma, "speedup": self.extended_speedup}}
+
+
+def probe_range(seconds: Sequence[float | None]) -> list[float] | None:
+    """[least, median, most] of the one-token probes around a configuration's runs (None without
+    probes): how far the machine's own speed moved while they ran."""
+    kept = [s for s in seconds if s is not None]
+    return [min(kept), float(np.median(kept)), max(kept)] if kept else None
 
 
 @dataclass
@@ -182,12 +191,17 @@ class ValidationResult:
     policy_rows: list = field(default_factory=list)  # `specdec.reference.validation.dynamic.PolicyRow`s
 
     def interference_summary(self) -> dict[str, Any]:
-        """Decode runs redone for foreign load, summed over configurations."""
+        """Decode runs redone for foreign load, summed over configurations; probe_seconds: the
+        one-token probe around the runs, [least, median of the configurations' medians, most]."""
         v = self.interference.values()
+        probes = [x["probe_seconds"] for x in v if x.get("probe_seconds")]
         return {"threshold_cores": self.config.interference_threshold, "decode_runs": sum(x["runs"] for x in v),
                 "decode_attempts": sum(x["attempts"] for x in v),
                 "still_disturbed": sum(x["still_disturbed"] for x in v),
-                "max_load": max((x["max_load"] for x in v), default=0.0), "by_configuration": self.interference}
+                "max_load": max((x["max_load"] for x in v), default=0.0),
+                "probe_seconds": [min(p[0] for p in probes), float(np.median([p[1] for p in probes])),
+                                  max(p[2] for p in probes)] if probes else None,
+                "by_configuration": self.interference}
 
     def to_dict(self) -> dict[str, Any]:
         return {

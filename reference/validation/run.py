@@ -26,7 +26,7 @@ from specdec.reference.validation.alphas import score_alpha_share, summarize_alp
 from specdec.reference.validation.config import ValidationConfig, ValidationJob
 from specdec.reference.validation.dynamic import PolicyRow, policy_of, policy_row
 from specdec.reference.validation.predict import plan_entry, predict_row, window_alpha
-from specdec.reference.validation.rows import NOTES, ValidationResult, ValidationRow
+from specdec.reference.validation.rows import NOTES, ValidationResult, ValidationRow, probe_range
 from specdec.reference.validation.suite import ValidationSuite
 from specdec.reference.validation.runs import drafter_gammas, measure_decodes
 
@@ -186,7 +186,8 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
             interference[f"t={temperature:g} {key}"] = {
                 "runs": len(entry), "attempts": sum(r.attempts for r in entry),
                 "max_load": max((r.load for r in entry), default=0.0),
-                "still_disturbed": sum(r.load > config.interference_threshold for r in entry)}
+                "still_disturbed": sum(r.load > config.interference_threshold for r in entry),
+                "probe_seconds": probe_range([r.step_seconds for r in entry])}
         seconds["decode"] += time.perf_counter() - start
         pooled = pool_timings([timing, *sweeps])  # this temperature's v(k): up-front and in-between runs
         all_sweeps.extend(sweeps)
