@@ -11,6 +11,8 @@ from pathlib import Path
 from specdec.reference.validation.config import COST_TOLERANCE, TOLERANCE
 from specdec.reference.validation.rows import ValidationResult, ValidationRow
 
+STEADY = 0.10  # the probes' most / least - 1 above which the report says the machine's speed moved
+
 
 def _t(temperature: float) -> str:
     return f"t={temperature:g}"
@@ -178,7 +180,21 @@ def cost_check_line(result: ValidationResult) -> str:
     text = f"cost model: iteration time within {goal} of its prediction in " + count(
         [(r.cost_error, r) for r in rows], "in seconds")
     probed = [(r.cost_error_steps, r) for r in rows if r.cost_error_steps is not None]
-    return text + ("; " + count(probed, "in target steps of each run's moment") if probed else "")
+    if not probed:
+        return text
+    text += "; " + count(probed, "in target steps of each run's moment")
+    steady = [(e, r) for e, r in probed if held_steady(result, r)]
+    if len(steady) == len(probed):
+        return text
+    return text + (f"; of the {len(steady)} whose probed step held within {100 * STEADY:.0f} % over their runs "
+                   f"(one machine): " + (count(steady, "in steps") if steady else "none"))
+
+
+def held_steady(result: ValidationResult, row: ValidationRow) -> bool:
+    """Whether the one-token step probed around a configuration's runs stayed within STEADY (most /
+    least - 1): the machine's speed held while they ran (`probe_clause`)."""
+    probe = result.interference.get(f"t={row.temperature:g} {row.drafter}/gamma={row.gamma}", {}).get("probe_seconds")
+    return probe is not None and probe[2] / probe[0] - 1 <= STEADY
 
 
 def summary_line(result: ValidationResult) -> str:
@@ -210,9 +226,6 @@ def interference_line(result: ValidationResult) -> str:
             f"because other processes used > {i['threshold_cores']:g} CPU cores meanwhile; "
             f"{i['still_disturbed']} kept runs still disturbed (max foreign load {i['max_load']:.2f} cores)"
             + probe_clause(i["probe_seconds"]))
-
-
-STEADY = 0.10  # the probes' most / least - 1 above which the report says the machine's speed moved
 
 
 def probe_clause(probe: list[float] | None) -> str:
