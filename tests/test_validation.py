@@ -101,25 +101,30 @@ def test_the_report_says_how_far_the_probed_step_moved(tiny_result) -> None:
 
 
 def test_the_cost_check_counts_apart_the_configurations_whose_machine_held_steady(tiny_result) -> None:
-    """A configuration whose probes spread over more than STEADY ran on two machines: the cost
-    line counts the others apart (the split reads the probes only, never the errors)."""
+    """A configuration whose probes spread over more than STEADY, or lie that far from the t(1) its
+    prediction is priced at, ran on two machines: the cost line counts the others apart (the split
+    reads the probes and the timings only, never the errors)."""
     from dataclasses import replace
 
     from specdec.reference.validation.report import STEADY, cost_check_line, held_steady
 
     entry = {"runs": 4, "attempts": 4, "max_load": 0.02, "still_disturbed": 0}
-    keys = [f"t={r.temperature:g} {r.drafter}/gamma={r.gamma}" for r in tiny_result.rows]
-    steady = {k: {**entry, "probe_seconds": [0.080, 0.081, 0.0799 * (1 + STEADY)]} for k in keys}
+    key = lambda r: f"t={r.temperature:g} {r.drafter}/gamma={r.gamma}"  # noqa: E731
+    priced = {key(r): r.iteration_seconds_predicted / r.iteration_steps_predicted for r in tiny_result.rows}
+    steady = {k: {**entry, "probe_seconds": [t, t, 0.999 * t * (1 + STEADY)]} for k, t in priced.items()}
     result = replace(tiny_result, interference=steady)
     assert all(held_steady(result, r) for r in result.rows)
     assert "held within" not in cost_check_line(result)
-    moved = dict(steady, **{keys[0]: {**entry, "probe_seconds": [0.080, 0.081, 0.0885]}})
+    first, second = key(result.rows[0]), key(result.rows[1])
+    moved = dict(steady, **{first: {**entry, "probe_seconds": [priced[first]] * 2 + [1.11 * priced[first]]},
+                            second: {**entry, "probe_seconds": [1.11 * priced[second]] * 3}})
     result = replace(tiny_result, interference=moved)
-    assert not held_steady(result, result.rows[0]) and held_steady(result, result.rows[1])
-    rest = [r for r in result.rows[1:] if r.cost_error_steps is not None]
+    assert not held_steady(result, result.rows[0]) and not held_steady(result, result.rows[1])
+    assert held_steady(result, result.rows[2])
+    rest = [r for r in result.rows[2:] if r.cost_error_steps is not None]
     held = sum(abs(r.cost_error_steps) <= 0.05 for r in rest)
-    assert (f"of the {len(rest)} whose probed step held within 10 % over their runs (one machine): "
-            f"{held}/{len(rest)} configurations in steps") in cost_check_line(result)
+    assert (f"of the {len(rest)} whose probed step held within 10 % over their runs and of the t(1) they are priced "
+            f"at (one machine): {held}/{len(rest)} configurations in steps") in cost_check_line(result)
 
 
 def test_the_cost_check_in_target_steps_reads_the_drift_corrected_speedups_clock(tiny_result) -> None:

@@ -186,15 +186,19 @@ def cost_check_line(result: ValidationResult) -> str:
     steady = [(e, r) for e, r in probed if held_steady(result, r)]
     if len(steady) == len(probed):
         return text
-    return text + (f"; of the {len(steady)} whose probed step held within {100 * STEADY:.0f} % over their runs "
-                   f"(one machine): " + (count(steady, "in steps") if steady else "none"))
+    return text + (f"; of the {len(steady)} whose probed step held within {100 * STEADY:.0f} % over their runs and "
+                   "of the t(1) they are priced at (one machine): " + (count(steady, "in steps") if steady else "none"))
 
 
 def held_steady(result: ValidationResult, row: ValidationRow) -> bool:
-    """Whether the one-token step probed around a configuration's runs stayed within STEADY (most /
-    least - 1): the machine's speed held while they ran (`probe_clause`)."""
+    """Whether the one-token step probed around a configuration's runs and the t(1) its prediction
+    is priced at stay within STEADY of each other (most / least - 1): the decodes and the costs
+    they are checked against ran on one machine (`probe_clause`)."""
     probe = result.interference.get(f"t={row.temperature:g} {row.drafter}/gamma={row.gamma}", {}).get("probe_seconds")
-    return probe is not None and probe[2] / probe[0] - 1 <= STEADY
+    if probe is None or not row.iteration_steps_predicted:
+        return False
+    priced = row.iteration_seconds_predicted / row.iteration_steps_predicted
+    return max(probe[2], priced) / min(probe[0], priced) - 1 <= STEADY
 
 
 def summary_line(result: ValidationResult) -> str:
