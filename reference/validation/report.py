@@ -195,9 +195,16 @@ def held_steady(result: ValidationResult, row: ValidationRow) -> bool:
     is priced at stay within STEADY of each other (most / least - 1): the decodes and the costs
     they are checked against ran on one machine (`probe_clause`)."""
     probe = result.interference.get(f"t={row.temperature:g} {row.drafter}/gamma={row.gamma}", {}).get("probe_seconds")
-    if probe is None or not row.iteration_steps_predicted:
+    priced = (row.iteration_seconds_predicted / row.iteration_steps_predicted if row.iteration_steps_predicted
+              else None)
+    return one_machine(probe, priced)
+
+
+def one_machine(probe: list[float] | None, priced: float | None) -> bool:
+    """probe: [least, median, most] one-token step probed around the runs; priced: the t(1) the
+    prediction uses; True when all lie within STEADY of each other."""
+    if probe is None or priced is None:
         return False
-    priced = row.iteration_seconds_predicted / row.iteration_steps_predicted
     return max(probe[2], priced) / min(probe[0], priced) - 1 <= STEADY
 
 
