@@ -37,6 +37,8 @@ def configurations(paths: list[str]) -> list[tuple[str, dict, list[float] | None
 def summary(label: str, rows: list[tuple[str, dict, list[float] | None, bool]]) -> str:
     steps = [r["cost_error_steps"] for _, r, _, _ in rows if r.get("cost_error_steps") is not None]
     seconds = [r["cost_error"] for _, r, _, _ in rows]
+    if not rows:
+        return f"{label}: none"
     if not steps:
         return f"{label}: no probed configuration"
     within = lambda errors: sum(abs(e) <= COST_TOLERANCE for e in errors)  # noqa: E731

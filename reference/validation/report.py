@@ -6,6 +6,7 @@ verify-cost curve. Every function returns a string; no I/O. Columns: `rows.py` a
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from specdec.reference.validation.config import COST_TOLERANCE, TOLERANCE
@@ -203,7 +204,7 @@ def held_steady(result: ValidationResult, row: ValidationRow) -> bool:
 def one_machine(probe: list[float] | None, priced: float | None) -> bool:
     """probe: [least, median, most] one-token step probed around the runs; priced: the t(1) the
     prediction uses; True when all lie within STEADY of each other."""
-    if probe is None or priced is None:
+    if probe is None or priced is None or not math.isfinite(priced):
         return False
     return max(probe[2], priced) / min(probe[0], priced) - 1 <= STEADY
 
@@ -250,7 +251,7 @@ def probe_clause(probe: list[float] | None) -> str:
     if moved <= STEADY:
         return text
     return (text + f": the machine's own speed moved {100 * moved:.0f} % during the decodes, so runs of different "
-            "speeds meet in the cost check (docs/validation.md, \"How precise the cost-model check is\")")
+            "speeds meet in the cost check (docs/validation.md, \"When the host moves the machine's speed\")")
 
 
 def full_report(result: ValidationResult) -> str:
