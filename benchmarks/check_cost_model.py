@@ -3,7 +3,8 @@ within 5 % of the cost model (measured / predicted iteration time) in target ste
 moment and in seconds, over every configuration and over those that ran on one machine (their
 runs' probed step and the t(1) they are priced at within 10 % of each other:
 `specdec.reference.validation.report.one_machine`; docs/validation.md, "When the host moves the
-machine's speed"), the mean and spread of the errors, and each miss with its probes. Usage:
+machine's speed"; unknown for runs saved before ca23945, which kept no probe range), the mean and
+spread of the errors, and each miss with its probes. Usage:
     .venv/bin/python benchmarks/check_cost_model.py DIR/validation.json [MORE.json ...]
 """
 from __future__ import annotations
@@ -15,10 +16,13 @@ import numpy as np
 
 from specdec.reference.validation.config import COST_TOLERANCE
 from specdec.reference.validation.report import one_machine
+from specdec.reference.validation.rows import configuration_key, priced_step
+
+Configuration = tuple[str, dict, "list[float] | None", "bool | None"]
 
 
-def configurations(paths: list[str]) -> list[tuple[str, dict, list[float] | None, bool]]:
-    """(category, row, probe range, one machine) for every configuration of the files."""
+def configurations(paths: list[str]) -> list[Configuration]:
+    """(category, row, probe range, one machine: None when unknown) for every configuration of the files."""
     out = []
     for path in paths:
         with open(path, encoding="utf-8") as f:
@@ -26,40 +30,50 @@ def configurations(paths: list[str]) -> list[tuple[str, dict, list[float] | None
         for category, result in (saved.get("categories") or {saved.get("category") or path: saved}).items():
             probes = result["interference"]["by_configuration"]
             for row in result["rows"]:
-                probe = probes.get(f"t={row['temperature']:g} {row['drafter']}/gamma={row['gamma']}", {}).get(
+                probe = probes.get(configuration_key(row["temperature"], row["drafter"], row["gamma"]), {}).get(
                     "probe_seconds")
-                steps = row.get("iteration_steps_predicted")
-                priced = row["iteration_seconds_predicted"] / steps if steps else None
+                priced = priced_step(row["iteration_seconds_predicted"], row.get("iteration_steps_predicted"))
                 out.append((category, row, probe, one_machine(probe, priced)))
     return out
 
 
-def summary(label: str, rows: list[tuple[str, dict, list[float] | None, bool]]) -> str:
-    steps = [r["cost_error_steps"] for _, r, _, _ in rows if r.get("cost_error_steps") is not None]
-    seconds = [r["cost_error"] for _, r, _, _ in rows]
+def within(errors: list[float]) -> int:
+    return sum(abs(e) <= COST_TOLERANCE for e in errors)
+
+
+def summary(label: str, rows: list[Configuration]) -> str:
+    """How many of rows the cost model prices within COST_TOLERANCE, in steps (mean, sd) and in seconds."""
     if not rows:
         return f"{label}: none"
-    if not steps:
-        return f"{label}: no probed configuration"
-    within = lambda errors: sum(abs(e) <= COST_TOLERANCE for e in errors)  # noqa: E731
-    return (f"{label}: in steps {within(steps)}/{len(steps)} (mean {100 * np.mean(steps):+.1f} %, sd "
-            f"{100 * np.std(steps):.1f} %); in seconds {within(seconds)}/{len(seconds)}")
+    seconds = [r["cost_error"] for _, r, _, _ in rows if r.get("cost_error") is not None]
+    text = f"in seconds {within(seconds)}/{len(seconds)}"
+    steps = [r["cost_error_steps"] for _, r, _, _ in rows if r.get("cost_error_steps") is not None]
+    if steps:
+        text = (f"in steps {within(steps)}/{len(steps)} (mean {100 * np.mean(steps):+.1f} %, sd "
+                f"{100 * np.std(steps):.1f} %); " + text)
+    return f"{label}: {text}"
+
+
+def split(label: str, rows: list[Configuration]) -> str:
+    """The summary of rows that ran on one machine, or that it is unknown (no probe range saved)."""
+    if all(one is None for _, _, _, one in rows):
+        return f"{label}: unknown (no probe range saved: runs before ca23945)"
+    return summary(label, [x for x in rows if x[3]])
 
 
 def main(paths: list[str]) -> None:
     rows = configurations(paths)
-    steady = [x for x in rows if x[3]]
     print(summary("every configuration", rows))
-    print(summary("on one machine", steady))
+    print(split("on one machine", rows))
     for category in dict.fromkeys(c for c, _, _, _ in rows):
-        print(summary(f"  {category}", [x for x in rows if x[0] == category]) + "; "
-              + summary("on one machine", [x for x in steady if x[0] == category]))
+        mine = [x for x in rows if x[0] == category]
+        print(summary(f"  {category}", mine) + "; " + split("on one machine", mine))
+    names = {True: "one machine", False: "two machines", None: "machine unknown"}
     for category, r, probe, one in rows:
         if r.get("cost_error_steps") is not None and abs(r["cost_error_steps"]) > COST_TOLERANCE:
-            probed = "-" if probe is None else "-".join(f"{1e3 * p:.1f}" for p in (probe[0], probe[2]))
+            probed = "-" if probe is None else f"{1e3 * probe[0]:.1f}-{1e3 * probe[2]:.1f} ms"
             print(f"miss: {category} {r['drafter']} t={r['temperature']:g} gamma {r['gamma']}: "
-                  f"{100 * r['cost_error_steps']:+.1f} % in steps, probed {probed} ms, "
-                  f"{'one machine' if one else 'two machines'}")
+                  f"{100 * r['cost_error_steps']:+.1f} % in steps, probed {probed}, {names[one]}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from specdec.reference.measure.interference import DEFAULT_THRESHOLD
 
 TOLERANCE = 0.10  # the goal: extended model within 10% of the measured speedup
 COST_TOLERANCE = 0.05  # the cost model's goal (issue 48): iteration time within 5% of its prediction
+STEADY_TOLERANCE = 0.10  # probes and priced t(1) further apart (most / least - 1): two machines met in one check
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from specdec.reference.validation.config import COST_TOLERANCE, TOLERANCE
-from specdec.reference.validation.rows import ValidationResult, ValidationRow
-
-STEADY = 0.10  # the probes' most / least - 1 above which the report says the machine's speed moved
+from specdec.reference.validation.config import COST_TOLERANCE, STEADY_TOLERANCE, TOLERANCE
+from specdec.reference.validation.rows import ValidationResult, ValidationRow, configuration_key
 
 
 def _t(temperature: float) -> str:
@@ -167,7 +165,8 @@ def timing_check_table(result: ValidationResult) -> str:
 
 def cost_check_line(result: ValidationResult) -> str:
     """How many iterations the cost model prices within COST_TOLERANCE, in seconds and in target
-    steps of each run's moment."""
+    steps of each run's moment, and, when some configurations ran on two machines (`held_steady`),
+    the same over those that ran on one."""
     rows, goal = result.rows, f"{100 * COST_TOLERANCE:.0f}%"
     if not rows:
         return "cost model: no configuration decoded"
@@ -187,26 +186,26 @@ def cost_check_line(result: ValidationResult) -> str:
     steady = [(e, r) for e, r in probed if held_steady(result, r)]
     if len(steady) == len(probed):
         return text
-    return text + (f"; of the {len(steady)} whose probed step held within {100 * STEADY:.0f} % over their runs and "
-                   "of the t(1) they are priced at (one machine): " + (count(steady, "in steps") if steady else "none"))
+    return text + (f"; of the {len(steady)} whose probed step held within {100 * STEADY_TOLERANCE:.0f}% over their "
+                   "runs and of the t(1) they are priced at (one machine): "
+                   + (count(steady, "in steps") if steady else "none"))
 
 
 def held_steady(result: ValidationResult, row: ValidationRow) -> bool:
     """Whether the one-token step probed around a configuration's runs and the t(1) its prediction
-    is priced at stay within STEADY of each other (most / least - 1): the decodes and the costs
-    they are checked against ran on one machine (`probe_clause`)."""
-    probe = result.interference.get(f"t={row.temperature:g} {row.drafter}/gamma={row.gamma}", {}).get("probe_seconds")
-    priced = (row.iteration_seconds_predicted / row.iteration_steps_predicted if row.iteration_steps_predicted
-              else None)
-    return one_machine(probe, priced)
+    is priced at stay within STEADY_TOLERANCE of each other: the decodes and the costs they are
+    checked against ran on one machine (`probe_clause`)."""
+    probe = result.interference.get(configuration_key(row.temperature, row.drafter, row.gamma), {})
+    return bool(one_machine(probe.get("probe_seconds"), row.priced_step_seconds))
 
 
-def one_machine(probe: list[float] | None, priced: float | None) -> bool:
+def one_machine(probe: list[float] | None, priced: float | None) -> bool | None:
     """probe: [least, median, most] one-token step probed around the runs; priced: the t(1) the
-    prediction uses; True when all lie within STEADY of each other."""
+    prediction uses. True when all lie within STEADY_TOLERANCE of each other (most / least - 1),
+    False when not, None when either is unknown (a run saved before the probes were kept)."""
     if probe is None or priced is None or not math.isfinite(priced):
-        return False
-    return max(probe[2], priced) / min(probe[0], priced) - 1 <= STEADY
+        return None
+    return max(probe[2], priced) / min(probe[0], priced) - 1 <= STEADY_TOLERANCE
 
 
 def summary_line(result: ValidationResult) -> str:
@@ -242,16 +241,18 @@ def interference_line(result: ValidationResult) -> str:
 
 def probe_clause(probe: list[float] | None) -> str:
     """What the one-token probes around the decode runs say of the machine's own speed: a host can
-    move a memory-bound target's step by a third with no foreign load in the VM (docs/validation.md)."""
+    move a memory-bound target's step by a third with no foreign load in the VM; on a short step
+    the probe's own jitter adds to the spread (docs/validation.md)."""
     if not probe:
         return ""
     low, median, high = (1e3 * p for p in probe)
     moved = high / low - 1
-    text = f"; the one-token target step probed around the runs: {low:.1f}-{high:.1f} ms (median {median:.1f})"
-    if moved <= STEADY:
+    text = (f"; the one-token target step probed around the runs: {low:.1f}-{high:.1f} ms (the configurations' "
+            f"median {median:.1f})")
+    if moved <= STEADY_TOLERANCE:
         return text
-    return (text + f": the machine's own speed moved {100 * moved:.0f} % during the decodes, so runs of different "
-            "speeds meet in the cost check (docs/validation.md, \"When the host moves the machine's speed\")")
+    return (text + f": {100 * moved:.0f}% apart, more than {100 * STEADY_TOLERANCE:.0f}%, so runs of different "
+            "speeds may meet in the cost check (docs/validation.md, \"When the host moves the machine's speed\")")
 
 
 def full_report(result: ValidationResult) -> str:

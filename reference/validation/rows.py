@@ -60,6 +60,16 @@ class PlanEntry:
                 "extended": {"optimal_gamma": self.extended_gamma, "speedup": self.extended_speedup}}
 
 
+def configuration_key(temperature: float, name: str, gamma: int | str) -> str:
+    """A configuration's key in `ValidationResult.interference` ("baseline" for the baseline)."""
+    return f"t={temperature:g} " + ("baseline" if name == "baseline" else f"{name}/gamma={gamma}")
+
+
+def priced_step(iteration_seconds: float, iteration_steps: float | None) -> float | None:
+    """The t(1) a prediction is priced at: its iteration in seconds over the same in t(1)."""
+    return iteration_seconds / iteration_steps if iteration_steps else None
+
+
 def probe_range(seconds: Sequence[float | None]) -> list[float] | None:
     """[least, median, most] of the one-token probes around a configuration's runs (None without
     probes): how far the machine's own speed moved while they ran."""
@@ -122,6 +132,11 @@ class ValidationRow:
         if self.iteration_steps_measured is None or not self.iteration_steps_predicted:
             return None
         return self.iteration_steps_measured / self.iteration_steps_predicted - 1.0
+
+    @property
+    def priced_step_seconds(self) -> float | None:
+        """The t(1) this configuration's prediction is priced at."""
+        return priced_step(self.iteration_seconds_predicted, self.iteration_steps_predicted)
 
     @property
     def error_paper(self) -> float:
@@ -192,7 +207,7 @@ class ValidationResult:
 
     def interference_summary(self) -> dict[str, Any]:
         """Decode runs redone for foreign load, summed over configurations; probe_seconds: the
-        one-token probe around the runs, [least, median of the configurations' medians, most]."""
+        one-token probe around the runs, [least, the configurations' medians' median, most]."""
         v = self.interference.values()
         probes = [x["probe_seconds"] for x in v if x.get("probe_seconds")]
         return {"threshold_cores": self.config.interference_threshold, "decode_runs": sum(x["runs"] for x in v),

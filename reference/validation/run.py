@@ -26,7 +26,8 @@ from specdec.reference.validation.alphas import score_alpha_share, summarize_alp
 from specdec.reference.validation.config import ValidationConfig, ValidationJob
 from specdec.reference.validation.dynamic import PolicyRow, policy_of, policy_row
 from specdec.reference.validation.predict import plan_entry, predict_row, window_alpha
-from specdec.reference.validation.rows import NOTES, ValidationResult, ValidationRow, probe_range
+from specdec.reference.validation.rows import (NOTES, ValidationResult, ValidationRow, configuration_key,
+                                               probe_range)
 from specdec.reference.validation.suite import ValidationSuite
 from specdec.reference.validation.runs import drafter_gammas, measure_decodes
 
@@ -182,8 +183,7 @@ def validate(target, drafters: dict[str, Any], prompts: Sequence[Sequence[int]],
                                        sweep if config.sweep_repeats else None, probe=probe,
                                        policies=config.policies, **retry)
         for (name, g), entry in runs.items():
-            key = "baseline" if name == "baseline" else f"{name}/gamma={g}"
-            interference[f"t={temperature:g} {key}"] = {
+            interference[configuration_key(temperature, name, g)] = {
                 "runs": len(entry), "attempts": sum(r.attempts for r in entry),
                 "max_load": max((r.load for r in entry), default=0.0),
                 "still_disturbed": sum(r.load > config.interference_threshold for r in entry),
