@@ -224,6 +224,9 @@ def test_prediction_b_prices_the_estimators_replay() -> None:
     tokens = 1 + 0.75 * 0.875  # the rates, not the replay's tokens, on the replay's proposals
     assert predicted_b(synth, [rec], category_estimates(estimate, synth, Path("e")), costs) == pytest.approx(
         0.010 / ((0.25 * 0.010 + 0.75 * 0.024) / tokens))
+    tree = {"category": "code", "replay": {"3": {"tokens_per_iteration": 2.0, "proposed": [1, 0, 0, 1, 0, 2]}}}
+    with pytest.raises(SpecdecError, match="token-tree drafter; llama.cpp drafts chains"):
+        category_estimates(tree, lookup, Path("e"))  # 5 nodes verified at gamma 3: a tree's law, not a chain's
     model = draft(Path("/m/d.gguf"), 3)
     # every step pays the draft's pass over its batch; a draft of 3 its 3 looks
     assert predicted_b(model, [rec], category_estimates(estimate, model, Path("e")), costs) == pytest.approx(
