@@ -17,9 +17,10 @@ replays the answer into its step sequence (K_t, N_t) — N_t the drafts that equ
 with synthetic acceptance, the server's own draws from the request's seed
 (`specdec.engines.llamacpp.synthetic`, draw for draw: same test file) — and the check's waves
 (`batches.waves`) are rebuilt from those sequences, all starting together, each
-step's feeds K + 1 (0 once a slot has finished) priced by llama.cpp's equal split (`specdec.simulator.equal_split.split_decodes`, u(r, m) from the
-cost file) plus c_acc per accepted token; a slot's decode time is the sum of the steps until its
-own last. Throughput as the check measures it, B sum(n - 1) / sum(decode), against B / t(B, 1).
+step's feeds K + 1 (0 once a slot has finished) priced by llama.cpp's equal split
+(`specdec.simulator.equal_split.split_decodes`, u(r, m) from the cost file, from its mixed steps
+where it timed them at the row's draft length: `mixed_ubatches`) plus c_acc per accepted token; a
+slot's decode time is the sum of the steps until its own last. Throughput as the check measures it, B sum(n - 1) / sum(decode), against B / t(B, 1).
 The replay's counts are compared with the server's counters for the same request, and with the
 check's own B = 1 rows. A synthetic row needs a check that sent each request the same seed at
 every B (the file's "seed"; before 2026-11-27 a request's seed depended on its wave and slot).
@@ -40,14 +41,14 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.engines.llamacpp.batches import batch_seconds, request_seed, waves
+from specdec.engines.llamacpp.batches import batch_seconds, mixed_seconds, request_seed, waves
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.server import LlamaServer, find_binary
 from specdec.engines.llamacpp.synthetic import SyntheticAcceptance, eog_ids, synthetic_rates
 from specdec.engines.llamacpp.validation import counters, from_flags
 from specdec.reference.data.workloads import workload_prompts
 from specdec.reference.drafters.llamacpp_ngram import NgramSimpleDrafter, server_steps
-from specdec.simulator.equal_split import split_decodes, ubatch_seconds
+from specdec.simulator.equal_split import mixed_ubatches, split_decodes, ubatch_seconds
 
 
 def wave_seconds(sequences: list[list[tuple[int, int]]], u: np.ndarray, accept_s: float) -> list[float]:
@@ -185,12 +186,14 @@ def main(argv: list[str] | None = None) -> int:
 
     context = float(np.mean([r["prompt_tokens"] + r["tokens"] / 2 for r in records]))
     seconds = batch_seconds(cost_data, context)
+    mixed_k, mixed = mixed_seconds(cost_data, context)
     accept_s = max(0.0, float(cost_data.get("accept_seconds") or 0.0))
     points = {p["batch"]: p for c in at["configs"] if c["config"] == a.config for p in c["points"]}
     out = []
     print(f"{a.config}: measured, replayed side by side (error), independent slots, one packed pass")
     for B in check["batch_sizes"]:
-        u = ubatch_seconds(seconds, B, gamma + 1)
+        u = ubatch_seconds(seconds, B, gamma + 1)  # the plain server's; the speculating one's from its mixed steps
+        u_spec = mixed_ubatches(u, mixed[B], mixed_k) if B in mixed and mixed_k == gamma + 1 else u
         tokens = decode = 0.0
         by_gap = {}
         if check.get("arrivals") == "streams":  # against no speculation's own streams, gaps and all
@@ -200,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                     else dict.fromkeys(("none", a.config), float(gap))
                 plain = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: [(0, 0)] * (count - 1), u,
                                          0.0, g["none"]) for r in range(repeats)]
-                spec = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: steps_of(r, j, count), u,
+                spec = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: steps_of(r, j, count), u_spec,
                                         accept_s, g[a.config]) for r in range(repeats)]
                 by_gap[gap] = (sum(t for _, t in spec) / sum(d for d, _ in spec)) \
                     / (sum(t for _, t in plain) / sum(d for d, _ in plain))
@@ -209,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(repeats):
                 for wave in waves(len(names), B, r):
                     picks = [sequences[r, names[j]] for j in wave]
-                    times = wave_seconds(picks, u, accept_s)
+                    times = wave_seconds(picks, u_spec, accept_s)
                     tokens += sum(len(seq) + sum(acc for _, acc in seq) for seq in picks)  # n - 1 each
                     decode += sum(times)
             predicted = (B * tokens / decode) / (B / u[B - 1, 0])

@@ -131,10 +131,34 @@ def ubatch_seconds(seconds: Mapping[int, npt.ArrayLike], rows: int, width: int) 
     return u
 
 
+def mixed_ubatches(u: npt.ArrayLike, mixed: Sequence[float], k: int) -> np.ndarray:
+    """u(r, m) [B, width] of a speculating server whose mixed steps were timed (`mixed`: t_mix(B, r)
+    for r = 0..B, the first r of B slots verifying k tokens, the rest feeding one, on the server
+    that drafts k - 1: `engines/llamacpp/costs.py`): its plain step u(B, 1) = t_mix(B, 0), the
+    second micro-batch u(r, k - 1) = t_mix(B, r) - t_mix(B, 0) for r < B and u(B, k) = t_mix(B, B);
+    the other entries as in `u`. On the AVX-512 EPYC at f32 the split priced from steps timed on
+    other servers missed a B = 2 check by -14 % in throughput speedup, from these by +0.1 %
+    (benchmarks/RESULTS.md)."""
+    out = np.array(u, dtype=np.float64)
+    B, t = out.shape[0], np.asarray(mixed, dtype=np.float64)
+    if t.shape != (B + 1,) or not np.all(np.isfinite(t)) or t.min() <= 0 or not 2 <= k <= out.shape[1]:
+        raise SpecdecError(f"mixed steps: need t_mix(B, r) > 0 for r = 0..{B} and 2 <= k <= {out.shape[1]}")
+    second = t[1:B] - t[0]
+    if second.size and second.min() <= 0:
+        raise SpecdecError("mixed steps: a step with drafting slots timed no slower than the plain step "
+                           f"({[round(1e3 * x, 2) for x in t]} ms): too noisy to price micro-batches by")
+    out[B - 1, 0], out[B - 1, k - 1] = t[0], t[B]
+    out[:B - 1, k - 2] = second
+    return out
+
+
 def predict_equal_split(joint: npt.ArrayLike, batch: int, u: npt.ArrayLike, overhead: float,
-                        rng: np.random.Generator, base_overhead: float = 0.0, samples: int = 40_000) -> SplitPrediction:
+                        rng: np.random.Generator, base_overhead: float = 0.0, samples: int = 40_000,
+                        base_step: float | None = None) -> SplitPrediction:
     """The module doc's prediction at batch size `batch` from pi(k, n) (`joint`), u(r, m)
-    (`u`, r = 1..batch, m = 1..K + 1: `ubatch_seconds`) and the per-row overheads o, o_0 (seconds)."""
+    (`u`, r = 1..batch, m = 1..K + 1: `ubatch_seconds`, `mixed_ubatches`) and the per-row overheads
+    o, o_0 (seconds); the plain server's step u(batch, 1) is `base_step` where given (a speculating
+    server's own plain step can differ: `mixed_ubatches`)."""
     p = check_joint(joint)
     if batch < 1:
         raise SpecdecError(f"batch size must be >= 1, got {batch}")
@@ -149,7 +173,8 @@ def predict_equal_split(joint: npt.ArrayLike, batch: int, u: npt.ArrayLike, over
     iteration = float(step.mean())
     tokens = float(p.sum(axis=0) @ (np.arange(p.shape[0]) + 1))  # E[N + 1], exact
     throughput = batch * tokens / iteration
-    base = batch / (float(np.asarray(u)[batch - 1, 0]) + batch * base_overhead)
+    plain = float(np.asarray(u)[batch - 1, 0]) if base_step is None else float(base_step)
+    base = batch / (plain + batch * base_overhead)
     values = (step[:, None] / (n + 1)).reshape(-1)
     weights = (n + 1).reshape(-1).astype(np.float64)
     prediction = RaggedPrediction(batch, iteration, throughput, throughput / base, values, weights / weights.sum())

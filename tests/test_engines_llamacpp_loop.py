@@ -407,6 +407,27 @@ def test_costs_and_validation_on_a_real_server(capsys, tmp_path) -> None:
     assert rec["drafts"] > 0 and rec["accepted"] <= rec["draft_tokens"] <= 2 * rec["drafts"]
 
 
+def test_the_mixed_steps_are_timed_on_the_speculating_server(capsys, tmp_path) -> None:
+    """--mixed-k: on -np 2's server verifying 5 tokens, the steps of 0, 1 and 2 drafting slots; the
+    plain slots' numbers draft nothing, so a step with one drafting slot drafts at half the slots' steps."""
+    _binary()
+    out = tmp_path / "costs.json"
+    code, _, err = run_main(capsys, ["llamacpp", "costs", "--k", "1,5", "--batch-sizes", "2", "--contexts", "128",
+                                     "--repeats", "1", "--new-tokens", "16", "--mixed-k", "5", "--out", str(out)])
+    assert code == 0, err
+    data = strict_json(out.read_text())
+    (table,), (raw,) = data["batch_timing"], data["raw"]
+    assert table["mixed"]["k"] == 5 and len(table["mixed"]["seconds"][0]) == 3
+    plain, one, both = table["mixed"]["seconds"][0]
+    assert plain < one and both == raw["seconds"][1]
+    assert raw["mixed_share"][0] < 0.1 and 0.35 < raw["mixed_share"][1] < 0.55
+    for ks, mixed in (("1,5", "4"), ("1,4", "4")):  # not timed, or too short to keep the plain slots plain
+        code, _, err = run_main(capsys, ["llamacpp", "costs", "--k", ks, "--mixed-k", mixed, "--out",
+                                         str(tmp_path / "x.json")])
+        assert code == 2 and "--mixed-k" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_batches_and_a_draft_model_row_on_a_real_server(capsys, tmp_path) -> None:
     """B concurrent clients against -np B, predicted from t(B, k); a draft-model row (the target's
     own GGUF as its draft: the engine accepts nearly every draft at T = 0) priced at its own step;

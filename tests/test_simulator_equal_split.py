@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from specdec.errors import SpecdecError
-from specdec.simulator.equal_split import (drafting_share_seconds, predict_equal_split, split_decodes, split_seconds,
-                                          ubatch_seconds)
+from specdec.simulator.equal_split import (drafting_share_seconds, mixed_ubatches, predict_equal_split,
+                                          split_decodes, split_seconds, ubatch_seconds)
 from specdec.simulator.ragged import joint_from_alphas, predict_ragged
 
 
@@ -99,6 +99,39 @@ def test_micro_batches_are_priced_as_timed_else_by_their_tokens() -> None:
     assert u[2, 1] == pytest.approx(35.0)  # 6 tokens, as t(2, 3)
     assert u[2, 2] == pytest.approx(35.0 + 5.0 * 3)  # 9 tokens: the last slope, (35 - 25) / (6 - 4), on
     assert u[3, 4] == pytest.approx(35.0 + 5.0 * (20 - 6))
+
+
+@pytest.mark.parametrize("batch", [2, 3, 5])
+def test_mixed_steps_price_every_step_of_a_server_whose_later_micro_batches_cost_less(batch: int) -> None:
+    # An engine (the EPYC's llama-server at f32, in kind) whose step of feeds in {1, k} costs its plain
+    # micro-batch p plus, per maximal run of r drafting slots, w(r) -- not the u(r, k - 1) its standalone
+    # k - 1 token steps were timed at (1.4x w here); every slot drafting is one pass f.
+    k, p, f = 5, 0.021, 0.050 + 0.001 * batch
+    w = {r: 0.020 + 0.004 * r for r in range(1, batch)}
+
+    def engine(feeds: list[int]) -> float:
+        if all(x == k for x in feeds):
+            return f
+        runs = [len(list(g)) for x, g in itertools.groupby(feeds) if x == k]
+        return p + sum(w[r] for r in runs)
+
+    u = _table(batch, k)
+    u[:batch - 1, k - 2] = [1.4 * w[r] for r in range(1, batch)]  # the standalone timings: dearer
+    mixed = [engine([k] * r + [1] * (batch - r)) for r in range(batch + 1)]  # what --mixed-k times
+    priced = mixed_ubatches(u, mixed, k)
+    for feeds in itertools.product([1, k], repeat=batch):
+        assert split_seconds([list(feeds)], priced)[0][0] == pytest.approx(engine(list(feeds)))
+    # and the prediction: the speculating server's steps from the mixed timings, the baseline at the plain server's
+    joint = np.zeros((k, k))
+    joint[0, 0], joint[k - 1, 2] = 0.5, 0.5  # half the steps draft k - 1 and keep 2 of them
+    got = predict_equal_split(joint, batch, priced, 0.0, np.random.default_rng(3), samples=20_000, base_step=0.030)
+    exact = sum(0.5 ** batch * engine([k if d else 1 for d in ds]) for ds in itertools.product([0, 1], repeat=batch))
+    assert abs(got.prediction.iteration_seconds - exact) < 4 * got.iteration_standard_error + 1e-12
+    assert got.prediction.speedup == pytest.approx(got.prediction.throughput / (batch / 0.030))
+    with pytest.raises(SpecdecError, match="r = 0..%d" % batch):
+        mixed_ubatches(u, mixed[:-1], k)
+    with pytest.raises(SpecdecError, match="no slower than the plain step"):
+        mixed_ubatches(u, [mixed[0]] * (batch + 1), k)
 
 
 def test_refusals() -> None:

@@ -14,12 +14,14 @@ requests and the slots of a wave decode different ones, independent as the model
 copies of one prompt draft in lockstep). Predicted: `predict_equal_split(joint, B, u, o)` —
 llama.cpp puts every slot's pending token and drafts into one batch, and with one KV stream per
 slot splits it into equal-length micro-batches (`specdec.simulator.equal_split`); u(r, m) is the
-cost file's t(r, m) where timed, else priced by the micro-batch's tokens r m (`ubatch_seconds`)
-— with joint pi(k, n) at the first B from the server's trace (every speculative server runs
-with LLAMA_TRACE=1: each verify step's drafted and accepted tokens, per slot; `joint_from_steps`),
-else from its counters (`joint_from_counts`: the plain steps at k = 0, the drafts' accepted law
-from the per-position counters, their lengths around the mean draft G / D); o = c_acc E[N], the
-cost file's accepted-token cost. Beside it, the one-pass
+cost file's t(r, m) where timed, else priced by the micro-batch's tokens r m (`ubatch_seconds`),
+and where the cost file timed the mixed steps of the configuration's draft length on B slots, the
+speculating server's plain step and second micro-batches from them (`mixed_ubatches`; the plain
+server's own step stays the baseline's) — with joint pi(k, n) at the first B from the server's
+trace (every speculative server runs with LLAMA_TRACE=1: each verify step's drafted and accepted
+tokens, per slot; `joint_from_steps`), else from its counters (`joint_from_counts`: the plain steps
+at k = 0, the drafts' accepted law from the per-position counters, their lengths around the mean
+draft G / D); o = c_acc E[N], the cost file's accepted-token cost. Beside it, the one-pass
 prediction (`predict_ragged(..., packed=True)`: the batch decoded at once, as with
 `--kv-unified`). Request i goes to slot i with its prompt cached there first, so that the B
 slots start decoding together. The crossover: the smallest B from which on speculation stops
@@ -39,7 +41,7 @@ from specdec.engines.llamacpp.trace import traced_steps
 from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, counter_deltas, counters, send
 from specdec.engines.llamacpp.server import LlamaServer
 from specdec.errors import SpecdecError
-from specdec.simulator.equal_split import predict_equal_split, ubatch_seconds
+from specdec.simulator.equal_split import mixed_ubatches, predict_equal_split, ubatch_seconds
 from specdec.simulator.ragged import crossover, crossover_range, predict_ragged
 
 SLOT_CTX = 2048  # context per slot (-c B * SLOT_CTX): a workload prompt, its answer and a draft
@@ -219,6 +221,21 @@ def batch_seconds(cost_data: dict, context: float) -> dict[int, np.ndarray]:
     return out
 
 
+def mixed_seconds(cost_data: dict, context: float) -> tuple[int, dict[int, np.ndarray]]:
+    """(k, {B: t_mix(B, 0..B)}) from the cost file at `context` tokens (linear between its contexts,
+    clamped): the mixed steps `specdec llamacpp costs --mixed-k` timed; (0, {}) where it timed none."""
+    tables = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
+    tables = sorted((t for t in tables if t.get("mixed")), key=lambda t: t.get("context_tokens") or 0)
+    if not tables:
+        return 0, {}
+    lengths = [t.get("context_tokens") or 0 for t in tables]
+    out = {}
+    for i, B in enumerate(tables[0]["batch_sizes"]):
+        rows = np.array([t["mixed"]["seconds"][i] for t in tables])
+        out[int(B)] = np.array([np.interp(context, lengths, rows[:, r]) for r in range(rows.shape[1])])
+    return int(tables[0]["mixed"]["k"]), out
+
+
 @dataclass
 class BatchPoint:
     """One (configuration, B): measured against no speculation at the same B, and predicted."""
@@ -248,6 +265,7 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
     sizes = sorted({r.batch for r in records})
     context = float(np.mean([r.prompt_tokens + r.tokens / 2 for r in records]))
     seconds = batch_seconds(cost_data, context)
+    mixed_k, mixed = mixed_seconds(cost_data, context)
     missing = [B for B in sizes if B not in seconds]
     if missing:
         raise SpecdecError(f"the cost file has no t(B, k) for B = {missing}: measure them "
@@ -271,7 +289,9 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
             pairs = [(base[key(r)], r) for r in records if r.config == label and r.batch == B and key(r) in base]
             u = ubatch_seconds(seconds, B, joint.shape[0])
             o = accept_seconds * e_accepted
-            split = predict_equal_split(joint, B, u, o, rng)
+            by_mixed = B in mixed and mixed_k == joint.shape[0]  # its longest draft is the one timed mixed
+            split = predict_equal_split(joint, B, mixed_ubatches(u, mixed[B], mixed_k) if by_mixed else u, o, rng,
+                                        base_step=float(u[B - 1, 0]))
             one_pass = predict_ragged(joint, B, u[B - 1], o, packed=True)
 
             def ratio(idx: np.ndarray) -> float:
@@ -287,6 +307,7 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
             rows.append(point.__dict__ | {"error": point.error, "predicted_one_pass": float(one_pass.speedup),
                                           "error_one_pass": float(one_pass.speedup) / point.measured - 1,
                                           "decodes_per_step": split.decodes,
+                                          "priced_by": "mixed steps" if by_mixed else "t(B, k)",
                                           "prompt_passes": sum(r.prompt_evaluated > 1 for pair in pairs for r in pair),
                                           "idle_share": idle_share([r for _, r in pairs]),
                                           "base_idle_share": idle_share([b for b, _ in pairs]),

@@ -20,6 +20,18 @@ The server's own counters show it (drafts per step and tokens per draft are reco
 time); steps that drafted nothing or drafted fewer tokens are corrected for, not assumed away.
 With rates 1,...,1 instead every draft is accepted: the extra time per accepted token is
 `accept_seconds` (sampling each accepted position and the per-token bookkeeping).
+
+Steps that mix drafting and plain slots (`mixed_k` K): on the server of B slots that verifies K
+tokens, the first r slots on the cost prompt and the other B - r on numbers that never repeat
+(`noise_prompt`: they draft nothing), r = 0..B - 1, every token decoded: t_mix(B, r), the step of
+feeds (K, ..., K, 1, ..., 1) as that very server runs it. The equal split cuts it into u(B, 1) and
+u(r, K - 1), so t_mix(B, r) - t_mix(B, 0) is what the second micro-batch costs there; a B-slot
+check whose drafts are K - 1 long prices its steps by them (`simulator.equal_split.mixed_ubatches`).
+Why not from t(r, K - 1) timed on its own server: on the AVX-512 EPYC at f32 a (5, 1) step on
+`-np 2` cost 50.6 ms where u(2, 1) + u(1, 4) priced it at 61.2 (and (5, 5) 52.4): the same
+verify costs up to 26 % more or less on servers whose -np, draft length or -ub differ, the same
+kernel slower (perf), the same for every process of one configuration (docs/engines.md, "What a
+micro-batch costs depends on the server").
 """
 from __future__ import annotations
 
@@ -43,6 +55,8 @@ from specdec.errors import SpecdecError
 PERIOD = 40  # numbers per period of the cost prompt at most (~110 tokens: longer than any draft timed)
 TOKENS_PER_NUMBER = 2.85  # SmolLM2's tokenizer: " 17" is three tokens, " 5" two (measured: 341 tokens for 120)
 MAX_K = PERIOD * 2  # a draft cannot be longer than the period it copies from
+MIXED_MIN_K = 5  # the mixed steps' server looks up min(k - 1, 8) tokens; from 4 on the numbers never match
+NOISE_TOKENS_PER_NUMBER = 3.7  # numbers below 1000 in SmolLM2's tokenizer (measured: 156 tokens for 42)
 
 
 def cost_prompt(tokens: int, max_k: int = MAX_K) -> str:
@@ -54,6 +68,14 @@ def cost_prompt(tokens: int, max_k: int = MAX_K) -> str:
     period = min(PERIOD, max(-(-(max_k + 8) // 2), round(tokens / (2 * TOKENS_PER_NUMBER))))
     count = max(2 * period, round(tokens / TOKENS_PER_NUMBER))
     return " ".join(numbers[i % period] for i in range(count))
+
+
+def noise_prompt(tokens: int) -> str:
+    """About `tokens` tokens of random numbers below 1000 (a fixed seed) in which no 4 tokens repeat
+    in the same order, nor did the target's continuation in a 64-token decode (T = 0, the default
+    target, f32: 2 % of steps drafted): a slot on it feeds its one token at every step."""
+    rng = random.Random(7)
+    return " ".join(str(rng.randrange(0, 1000)) for _ in range(max(8, round(tokens / NOISE_TOKENS_PER_NUMBER))))
 
 
 def synth_config(model: Path, k: int, rate: float, parallel: int, ctx: int, threads: int | None) -> ServerConfig:
@@ -118,14 +140,19 @@ def step_seconds(sample: Sample, k: int, t_plain: float | None) -> tuple[float, 
 
 def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[int, ...],
             contexts: tuple[int, ...], repeats: int, new_tokens: int, threads: int | None,
-            log=lambda line: None, drafts: tuple[Path, ...] = ()) -> dict:
+            log=lambda line: None, drafts: tuple[Path, ...] = (), mixed_k: int | None = None) -> dict:
     """t(B, k) at each context and the accepted-token cost: every k's server alive at once per
     batch size, k in a rotating order each repeat (interleaved), the median kept. Each GGUF of
     `drafts` is timed too (B = 1, with the first batch size's servers): its own plain step t_d(1)
     at each context (c = t_d(1) / t(1)), and what it costs inside the speculative loop, its batch pass
-    and looks (`draft_loop.py`), beside the target at the k timed: `draft_seconds` in the file."""
+    and looks (`draft_loop.py`), beside the target at the k timed: `draft_seconds` in the file.
+    With `mixed_k` K (one of `ks`, K > 1), each batch size's K server times the mixed steps
+    t_mix(B, r) too (module doc), in the same rotation: each raw row's `mixed_seconds`."""
     if ks[0] != 1 or max(ks) > MAX_K:
         raise SpecdecError(f"draft lengths: k must start at 1 and stay at most {MAX_K}")
+    if mixed_k is not None and (mixed_k not in ks or mixed_k < MIXED_MIN_K):
+        raise SpecdecError(f"the mixed steps' verify length must be one of the timed k, at least {MIXED_MIN_K}, "
+                           f"got {mixed_k}")
     tables, raw = [], []
     accept: list[float] = []
     draft_samples: dict[str, dict[int, list[Sample]]] = {}
@@ -150,12 +177,17 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
             for c in [*clients.values(), *accept_clients.values(), *draft_clients.values(), *loop_clients.values()]:
                 c.complete("Hello", 4)  # warm-up, untimed
             per: dict[int, dict[int, list]] = {L: {k: [] for k in ks} for L in contexts}
+            mixed: dict[int, dict[int, list[Sample]]] = {L: {m: [] for m in range(B)} for L in contexts}
             for r in range(repeats):
                 for L_index, L in enumerate(contexts):
                     prompt = cost_prompt(L, max(ks))
                     order = list(ks[r % len(ks):] + ks[:r % len(ks)])
                     for k in order:
                         per[L][k].append(timed_batch(clients[k], [prompt] * B, new_tokens))
+                        if k == mixed_k:  # every token decoded: a slot that stopped early would leave the mix
+                            for m in range(B):
+                                mixed[L][m].append(timed_batch(clients[k], [prompt] * m + [noise_prompt(
+                                    per[L][k][-1].prompt_tokens)] * (B - m), new_tokens, ignore_eos=True))
                     for d, c in draft_clients.items():
                         draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, [prompt],
                                                                                                  new_tokens))
@@ -187,7 +219,8 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                 raw.append({"B": B, "context_tokens": context, "prompt_tokens": prompt_tokens, "k": list(ks),
                             "k_timed": k_eff, "seconds": row,
                             "draft_share": shares, "mean_draft": means,
-                            "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}})
+                            "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}}
+                           | (_mixed_row(mixed[L], row[ks.index(mixed_k)], mixed_k, B) if mixed_k else {}))
                 log(f"B={B} L={context}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
     data = _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
     if draft_samples:
@@ -242,6 +275,17 @@ def _accept_costs(clients: dict[int, Client], curve: list[float], prompt: str, n
     return out
 
 
+def _mixed_row(samples: dict[int, list[Sample]], full: float, k: int, B: int) -> dict:
+    """A raw row's mixed steps: t_mix(B, r) for r = 0..B (r = B: the row's own t(B, k)), the share
+    of the slots' steps that drafted in each (r / B where the plain slots drafted nothing)."""
+    seconds = [float(np.median([s.ms / 1000 / s.steps for s in samples[r]])) for r in range(B)] + [full]
+    shares = [float(np.mean([s.drafts / s.steps for s in samples[r]])) for r in range(B)]
+    if shares[0] > 0.1:
+        raise SpecdecError(f"the plain slots' numbers drafted at {100 * shares[0]:.0f} % of their steps: "
+                           "no mixed steps timed (another model?)")
+    return {"mixed_k": k, "mixed_seconds": seconds, "mixed_share": shares}
+
+
 def _repeat_row(latest: dict[int, Sample], top: int) -> list[float]:
     """t(1..top) from one repeat's rates-0 samples, each k at the drafts' own mean length."""
     t1 = latest[1].ms / 1000 / latest[1].steps
@@ -268,9 +312,12 @@ def _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, n
     for L_index in range(len(contexts)):
         rows = [r for r in raw if r["B"] in batch_sizes]
         rows = [rows[i * len(contexts) + L_index] for i in range(len(batch_sizes))]
-        tables.append({"batch_sizes": list(batch_sizes), "seconds": [_dense(r["k_timed"], r["seconds"], max(ks)) for r in rows],
+        tables.append({"batch_sizes": list(batch_sizes),
+                       "seconds": [_dense(r["k_timed"], r["seconds"], max(ks)) for r in rows],
                        "context_tokens": int(np.median([r["context_tokens"] for r in rows])),
-                       "device": "llama-server (CPU)", "timed_k": list(ks)})
+                       "device": "llama-server (CPU)", "timed_k": list(ks)}
+                      | ({"mixed": {"k": rows[0]["mixed_k"], "seconds": [r["mixed_seconds"] for r in rows]}}
+                         if "mixed_k" in rows[0] else {}))
     first = tables[0]["seconds"][0]
     info = build_info(binary)
     return {"kind": "specdec.estimate", "source": "llama-server",
