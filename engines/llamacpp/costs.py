@@ -200,7 +200,7 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                             loop_samples.setdefault(d, {}).setdefault(L_index, []).append(
                                 (m, *sample_counts(m, s.steps, s.draft_tokens),
                                  s.ms / 1000 - target_part(s.steps, s.drafts, s.draft_tokens, row)))
-                    if accept_clients and L == contexts[0]:
+                    if accept_clients:  # every context: a sample is a difference of two servers' times
                         accept += _accept_costs(accept_clients, row, prompt, new_tokens)
                 log(f"B={B} repeat {r + 1}/{repeats} done")
             for L in contexts:
