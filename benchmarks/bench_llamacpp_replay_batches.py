@@ -20,7 +20,9 @@ with synthetic acceptance, the server's own draws from the request's seed
 step's feeds K + 1 (0 once a slot has finished) priced by llama.cpp's equal split
 (`specdec.simulator.equal_split.split_decodes`, u(r, m) from the cost file, from its mixed steps
 where it timed them at the row's draft length: `mixed_ubatches`) plus c_acc per accepted token; a
-slot's decode time is the sum of the steps until its own last. Throughput as the check measures it, B sum(n - 1) / sum(decode), against B / t(B, 1).
+slot's decode time is the sum of the steps until its own last (an idle slot breaks a run, and the
+mixed steps' second micro-batch then prices a first one). Throughput as the check measures it,
+B sum(n - 1) / sum(decode), against B / t(B, 1).
 The replay's counts are compared with the server's counters for the same request, and with the
 check's own B = 1 rows. A synthetic row needs a check that sent each request the same seed at
 every B (the file's "seed"; before 2026-11-27 a request's seed depended on its wave and slot).

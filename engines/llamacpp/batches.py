@@ -230,8 +230,8 @@ def mixed_seconds(cost_data: dict, context: float) -> tuple[int, dict[int, np.nd
         return 0, {}
     lengths = [t.get("context_tokens") or 0 for t in tables]
     out = {}
-    for i, B in enumerate(tables[0]["batch_sizes"]):
-        rows = np.array([t["mixed"]["seconds"][i] for t in tables])
+    for B in tables[0]["batch_sizes"]:
+        rows = np.array([t["mixed"]["seconds"][t["batch_sizes"].index(B)] for t in tables])
         out[int(B)] = np.array([np.interp(context, lengths, rows[:, r]) for r in range(rows.shape[1])])
     return int(tables[0]["mixed"]["k"]), out
 
@@ -289,7 +289,8 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
             pairs = [(base[key(r)], r) for r in records if r.config == label and r.batch == B and key(r) in base]
             u = ubatch_seconds(seconds, B, joint.shape[0])
             o = accept_seconds * e_accepted
-            by_mixed = B in mixed and mixed_k == joint.shape[0]  # its longest draft is the one timed mixed
+            drafted = [k for k in range(joint.shape[0]) if joint[k].sum() > 0]  # its longest draft: the one timed?
+            by_mixed = B in mixed and mixed_k == 1 + max(drafted)
             split = predict_equal_split(joint, B, mixed_ubatches(u, mixed[B], mixed_k) if by_mixed else u, o, rng,
                                         base_step=float(u[B - 1, 0]))
             one_pass = predict_ragged(joint, B, u[B - 1], o, packed=True)

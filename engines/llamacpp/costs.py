@@ -72,10 +72,22 @@ def cost_prompt(tokens: int, max_k: int = MAX_K) -> str:
 
 def noise_prompt(tokens: int) -> str:
     """About `tokens` tokens of random numbers below 1000 (a fixed seed) in which no 4 tokens repeat
-    in the same order, nor did the target's continuation in a 64-token decode (T = 0, the default
-    target, f32: 2 % of steps drafted): a slot on it feeds its one token at every step."""
-    rng = random.Random(7)
-    return " ".join(str(rng.randrange(0, 1000)) for _ in range(max(8, round(tokens / NOISE_TOKENS_PER_NUMBER))))
+    in the same order where SmolLM2 splits a number into its space and its digits (a candidate that
+    would repeat four is drawn again; in its real tokens none repeats at 167 and 338 tokens, 8 at
+    1038): a slot on it drafts from the prompt at most rarely, and from the target's continuation
+    rarely (1.6 % of the steps at 197 tokens, T = 0, f32; `_mixed_row` checks)."""
+    rng, seen, out, last = random.Random(7), set(), [], ()
+    for _ in range(max(8, round(tokens / NOISE_TOKENS_PER_NUMBER))):
+        for _attempt in range(1000):
+            number = str(rng.randrange(0, 1000))
+            stream = last + (" ",) + tuple(number)
+            grams = {stream[i:i + 4] for i in range(len(stream) - 3)}
+            if not grams & seen:
+                break
+        seen |= grams
+        out.append(number)
+        last = stream[-3:]
+    return " ".join(out)
 
 
 def synth_config(model: Path, k: int, rate: float, parallel: int, ctx: int, threads: int | None) -> ServerConfig:
@@ -146,7 +158,7 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
     `drafts` is timed too (B = 1, with the first batch size's servers): its own plain step t_d(1)
     at each context (c = t_d(1) / t(1)), and what it costs inside the speculative loop, its batch pass
     and looks (`draft_loop.py`), beside the target at the k timed: `draft_seconds` in the file.
-    With `mixed_k` K (one of `ks`, K > 1), each batch size's K server times the mixed steps
+    With `mixed_k` K (one of `ks`, K >= MIXED_MIN_K), each batch size's K server times the mixed steps
     t_mix(B, r) too (module doc), in the same rotation: each raw row's `mixed_seconds`."""
     if ks[0] != 1 or max(ks) > MAX_K:
         raise SpecdecError(f"draft lengths: k must start at 1 and stay at most {MAX_K}")
@@ -220,7 +232,8 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                             "k_timed": k_eff, "seconds": row,
                             "draft_share": shares, "mean_draft": means,
                             "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}}
-                           | (_mixed_row(mixed[L], row[ks.index(mixed_k)], mixed_k, B) if mixed_k else {}))
+                           | (_mixed_row(mixed[L], _dense(k_eff, row, max(ks))[mixed_k - 1], mixed_k, B)
+                              if mixed_k else {}))
                 log(f"B={B} L={context}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
     data = _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
     if draft_samples:
@@ -276,14 +289,25 @@ def _accept_costs(clients: dict[int, Client], curve: list[float], prompt: str, n
 
 
 def _mixed_row(samples: dict[int, list[Sample]], full: float, k: int, B: int) -> dict:
-    """A raw row's mixed steps: t_mix(B, r) for r = 0..B (r = B: the row's own t(B, k)), the share
-    of the slots' steps that drafted in each (r / B where the plain slots drafted nothing)."""
-    seconds = [float(np.median([s.ms / 1000 / s.steps for s in samples[r]])) for r in range(B)] + [full]
+    """A raw row's mixed steps: t_mix(B, r) for r = 0..B (r = B: the row's t(B, k), read at k from
+    its dense row), each corrected as `step_seconds` corrects t(B, k): the drafting slots (one prompt
+    at T = 0: in phase) drafted at a share q_r of the steps, the rest were plain steps t_mix(B, 0),
+    so t_mix(B, r) = t0 + (mean step - t0) / q_r, q_r = (B share_r - (B - r) share_0) / r; and the
+    share of the slots' steps that drafted in each (`mixed_share`, r / B where the plain slots drafted
+    nothing)."""
+    raw = [[s.ms / 1000 / s.steps for s in samples[r]] for r in range(B)]
     shares = [float(np.mean([s.drafts / s.steps for s in samples[r]])) for r in range(B)]
     if shares[0] > 0.1:
         raise SpecdecError(f"the plain slots' numbers drafted at {100 * shares[0]:.0f} % of their steps: "
                            "no mixed steps timed (another model?)")
-    return {"mixed_k": k, "mixed_seconds": seconds, "mixed_share": shares}
+    t0 = float(np.median(raw[0]))
+    seconds = [t0]
+    for r in range(1, B):
+        q = (B * shares[r] - (B - r) * shares[0]) / r
+        if q < 0.5:
+            raise SpecdecError(f"the drafting slots of a mixed step drafted at {100 * q:.0f} % of their steps")
+        seconds.append(t0 + (float(np.median(raw[r])) - t0) / q)
+    return {"mixed_k": k, "mixed_seconds": seconds + [full], "mixed_share": shares}
 
 
 def _repeat_row(latest: dict[int, Sample], top: int) -> list[float]:
