@@ -138,7 +138,7 @@ def mixed_ubatches(u: npt.ArrayLike, mixed: Sequence[float], k: int) -> np.ndarr
     second micro-batch u(r, k - 1) = t_mix(B, r) - t_mix(B, 0) for r < B and u(B, k) = t_mix(B, B);
     the other entries as in `u`. On the AVX-512 EPYC at f32 the split priced from steps timed on
     other servers missed the B = 2 point of the check out of phase by -14 % twice; priced from these,
-    every point of a third run came within 3.8 %, from t(B, k) alone 7 of 8 within 10 %
+    every point of two later runs came within 3.8 % and 5.9 %, from t(B, k) alone 7 of 8 within 10 %
     (benchmarks/RESULTS.md, "The EPYC rows")."""
     out = np.array(u, dtype=np.float64)
     B, t = out.shape[0], np.asarray(mixed, dtype=np.float64)
