@@ -43,14 +43,15 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.engines.llamacpp.batches import batch_seconds, mixed_seconds, request_seed, waves
+from specdec.engines.llamacpp.batches import (batch_seconds, mixed_seconds, request_seed, speculating_ubatches,
+                                              waves)
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.server import LlamaServer, find_binary
 from specdec.engines.llamacpp.synthetic import SyntheticAcceptance, eog_ids, synthetic_rates
 from specdec.engines.llamacpp.validation import counters, from_flags
 from specdec.reference.data.workloads import workload_prompts
 from specdec.reference.drafters.llamacpp_ngram import NgramSimpleDrafter, server_steps
-from specdec.simulator.equal_split import mixed_ubatches, split_decodes, ubatch_seconds
+from specdec.simulator.equal_split import split_decodes, ubatch_seconds
 
 
 def wave_seconds(sequences: list[list[tuple[int, int]]], u: np.ndarray, accept_s: float) -> list[float]:
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{a.config}: measured, replayed side by side (error), independent slots, one packed pass")
     for B in check["batch_sizes"]:
         u = ubatch_seconds(seconds, B, gamma + 1)  # the plain server's; the speculating one's from its mixed steps
-        u_spec = mixed_ubatches(u, mixed[B], mixed_k) if B in mixed and mixed_k == gamma + 1 else u
+        u_spec, _ = speculating_ubatches(u, B, gamma, mixed_k, mixed)
         tokens = decode = 0.0
         by_gap = {}
         if check.get("arrivals") == "streams":  # against no speculation's own streams, gaps and all

@@ -95,3 +95,28 @@ def test_streams_need_batch_sizes_from_one(capsys, tmp_path) -> None:
         code, out, err = run_main(capsys, ["llamacpp", "validate", "--costs", str(costs), "--out",
                                            str(tmp_path / "x.json"), *argv])
         assert code == 2 and "--arrivals" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_epyc_check_is_priced_by_its_servers_mixed_steps() -> None:
+    """A real llama-server's cost file with mixed steps (`specdec llamacpp costs --mixed-k 5`, the EPYC
+    at f32, 2026-11-29 run 4) priced against the B-client check it preceded (streams, B = 1, 2, 4, 8):
+    every point within 10 % and both crossovers; the same file's t(B, k) alone misses ngram-simple's
+    B = 2 by more than 10 % (a (5, 1) step priced as two standalone steps where the server runs it as
+    cheaply as (5, 5): docs/engines.md, "What a micro-batch costs depends on the server")."""
+    import json
+    from pathlib import Path
+
+    from specdec.engines.llamacpp.batches import BatchRecord, points
+
+    run = Path(__file__).parent.parent / "benchmarks/data/llamacpp/batches/streams/epyc/run4"
+    check = json.loads((run / "batches-f32-streams.json").read_text())
+    costs = json.loads((run / "costs-b1248-f32.json").read_text())
+    records = [BatchRecord(**r) for r in check["temperatures"][0]["records"]]
+    accept = max(0.0, costs["accept_seconds"])
+    priced = points(records, costs, accept, check["seed"])
+    assert all(p["priced_by"] == "mixed steps" and abs(p["error"]) < 0.10 for c in priced for p in c["points"])
+    assert all(c["crossover"] == c["predicted_crossover"] for c in priced)
+    for table in costs["batch_timing"]:
+        del table["mixed"]
+    alone = {c["config"]: c["points"] for c in points(records, costs, accept, check["seed"])}
+    assert alone["ngram-simple g4"][1]["batch"] == 2 and alone["ngram-simple g4"][1]["error"] < -0.10

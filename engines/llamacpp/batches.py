@@ -208,32 +208,41 @@ def joint_from_steps(records: Sequence[BatchRecord]) -> np.ndarray | None:
     return joint
 
 
-def batch_seconds(cost_data: dict, context: float) -> dict[int, np.ndarray]:
-    """{B: t(B, 1..K)} from the cost file at `context` tokens (linear between its contexts, clamped)."""
+def _at_context(cost_data: dict, context: float, rows_of: Callable[[dict], list | None]) -> dict[int, np.ndarray]:
+    """{B: the row of B in each table's `rows_of(table)` (a list per batch size)} at `context` tokens,
+    linear between the contexts of the cost file's tables that hold such rows, clamped."""
     tables = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
-    tables = sorted(tables, key=lambda t: t.get("context_tokens") or 0)
+    tables = sorted((t for t in tables if rows_of(t) is not None), key=lambda t: t.get("context_tokens") or 0)
     lengths = [t.get("context_tokens") or 0 for t in tables]
     out = {}
-    for B in tables[0]["batch_sizes"]:
-        rows = np.array([t["seconds"][t["batch_sizes"].index(B)] for t in tables])
-        out[int(B)] = rows[0] if len(rows) == 1 else np.array(
-            [np.interp(context, lengths, rows[:, k]) for k in range(rows.shape[1])])
+    for B in tables[0]["batch_sizes"] if tables else []:
+        rows = np.array([rows_of(t)[t["batch_sizes"].index(B)] for t in tables])
+        out[int(B)] = np.array([np.interp(context, lengths, rows[:, k]) for k in range(rows.shape[1])])
     return out
+
+
+def batch_seconds(cost_data: dict, context: float) -> dict[int, np.ndarray]:
+    """{B: t(B, 1..K)} from the cost file at `context` tokens (linear between its contexts, clamped)."""
+    return _at_context(cost_data, context, lambda t: t["seconds"])
 
 
 def mixed_seconds(cost_data: dict, context: float) -> tuple[int, dict[int, np.ndarray]]:
     """(k, {B: t_mix(B, 0..B)}) from the cost file at `context` tokens (linear between its contexts,
     clamped): the mixed steps `specdec llamacpp costs --mixed-k` timed; (0, {}) where it timed none."""
     tables = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
-    tables = sorted((t for t in tables if t.get("mixed")), key=lambda t: t.get("context_tokens") or 0)
-    if not tables:
-        return 0, {}
-    lengths = [t.get("context_tokens") or 0 for t in tables]
-    out = {}
-    for B in tables[0]["batch_sizes"]:
-        rows = np.array([t["mixed"]["seconds"][t["batch_sizes"].index(B)] for t in tables])
-        out[int(B)] = np.array([np.interp(context, lengths, rows[:, r]) for r in range(rows.shape[1])])
-    return int(tables[0]["mixed"]["k"]), out
+    timed = [t["mixed"]["k"] for t in tables if t.get("mixed")]
+    return (int(timed[0]), _at_context(cost_data, context, lambda t: t.get("mixed", {}).get("seconds"))) if timed \
+        else (0, {})
+
+
+def speculating_ubatches(u: np.ndarray, B: int, longest: int, mixed_k: int,
+                         mixed: dict[int, np.ndarray]) -> tuple[np.ndarray, bool]:
+    """u(r, m) of the speculating server at B slots whose longest draft is `longest` tokens: from the
+    cost file's mixed steps where they were timed at that draft length (`mixed_ubatches`), else `u`
+    (the plain server's); and whether the mixed steps priced it."""
+    if B in mixed and mixed_k == longest + 1:
+        return mixed_ubatches(u, mixed[B], mixed_k), True
+    return u, False
 
 
 @dataclass
@@ -289,10 +298,9 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
             pairs = [(base[key(r)], r) for r in records if r.config == label and r.batch == B and key(r) in base]
             u = ubatch_seconds(seconds, B, joint.shape[0])
             o = accept_seconds * e_accepted
-            drafted = [k for k in range(joint.shape[0]) if joint[k].sum() > 0]  # its longest draft: the one timed?
-            by_mixed = B in mixed and mixed_k == 1 + max(drafted)
-            split = predict_equal_split(joint, B, mixed_ubatches(u, mixed[B], mixed_k) if by_mixed else u, o, rng,
-                                        base_step=float(u[B - 1, 0]))
+            longest = max(k for k in range(joint.shape[0]) if joint[k].sum() > 0)  # not the joint's padded width
+            u_spec, by_mixed = speculating_ubatches(u, B, longest, mixed_k, mixed)
+            split = predict_equal_split(joint, B, u_spec, o, rng, base_step=float(u[B - 1, 0]))
             one_pass = predict_ragged(joint, B, u[B - 1], o, packed=True)
 
             def ratio(idx: np.ndarray) -> float:

@@ -197,9 +197,10 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                     for k in order:
                         per[L][k].append(timed_batch(clients[k], [prompt] * B, new_tokens))
                         if k == mixed_k:  # every token decoded: a slot that stopped early would leave the mix
+                            noise = noise_prompt(per[L][k][-1].prompt_tokens)
                             for m in range(B):
-                                mixed[L][m].append(timed_batch(clients[k], [prompt] * m + [noise_prompt(
-                                    per[L][k][-1].prompt_tokens)] * (B - m), new_tokens, ignore_eos=True))
+                                mixed[L][m].append(timed_batch(clients[k], [prompt] * m + [noise] * (B - m),
+                                                               new_tokens, ignore_eos=True))
                     for d, c in draft_clients.items():
                         draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, [prompt],
                                                                                                  new_tokens))
