@@ -189,14 +189,14 @@ def main(argv: list[str] | None = None) -> int:
 
     context = float(np.mean([r["prompt_tokens"] + r["tokens"] / 2 for r in records]))
     seconds = batch_seconds(cost_data, context)
-    mixed_k, mixed = mixed_seconds(cost_data, context)
+    mixed = mixed_seconds(cost_data, context)
     accept_s = max(0.0, float(cost_data.get("accept_seconds") or 0.0))
     points = {p["batch"]: p for c in at["configs"] if c["config"] == a.config for p in c["points"]}
     out = []
     print(f"{a.config}: measured, replayed side by side (error), independent slots, one packed pass")
     for B in check["batch_sizes"]:
         u = ubatch_seconds(seconds, B, gamma + 1)  # the plain server's; the speculating one's from its mixed steps
-        u_spec, _ = speculating_ubatches(u, B, gamma, mixed_k, mixed)
+        u_spec, _ = speculating_ubatches(u, B, gamma, mixed)
         tokens = decode = 0.0
         by_gap = {}
         if check.get("arrivals") == "streams":  # against no speculation's own streams, gaps and all

@@ -36,6 +36,13 @@ class BatchTimes:
     seconds: tuple[tuple[float, ...], ...]  # [nB][K]: one target pass over B sequences x k new tokens, seconds
     device: str | None  # where they were measured (reported only)
     context_tokens: int | None  # context length of the timed passes (reported only)
+    # (K, t_mix(B, 0..B) per batch size): steps of an engine's speculating server whose first r slots verify
+    # K tokens and the rest one (`specdec llamacpp costs --mixed-k`, `equal_split.mixed_ubatches`); () when untimed
+    mixed: tuple[tuple[int, tuple[tuple[float, ...], ...]], ...] = ()
+
+    def mixed_steps(self) -> dict[int, dict[int, tuple[float, ...]]]:
+        """{K: {B: t_mix(B, 0..B)}} of `mixed`."""
+        return {k: dict(zip(self.batch_sizes, rows)) for k, rows in self.mixed}
 
 
 @dataclass(frozen=True)
@@ -107,14 +114,19 @@ def batch_times_at(tables: Sequence[BatchTimes], context: int) -> BatchTimes:
     lengths = [t.context_tokens for t in ordered]
     if any(n is None for n in lengths) or len(set(lengths)) != len(lengths):
         raise SpecdecError("tables at several contexts need distinct context lengths")
-    if any(t.batch_sizes != ordered[0].batch_sizes or len(t.seconds[0]) != len(ordered[0].seconds[0]) for t in ordered):
-        raise SpecdecError("tables at several contexts must time the same batch sizes and k's")
+    if any(t.batch_sizes != ordered[0].batch_sizes or len(t.seconds[0]) != len(ordered[0].seconds[0])
+           or [k for k, _ in t.mixed] != [k for k, _ in ordered[0].mixed] for t in ordered):
+        raise SpecdecError("tables at several contexts must time the same batch sizes, k's and mixed steps")
     if not lengths[0] <= context <= lengths[-1]:
         raise SpecdecError(f"context {context} is outside the timed contexts {lengths[0]}..{lengths[-1]} "
                            "(never extrapolated)")
     cube = np.array([t.seconds for t in ordered])  # [contexts, nB, K]
     table = np.apply_along_axis(lambda cell: np.interp(context, lengths, cell), 0, cube)
-    return BatchTimes(ordered[0].batch_sizes, tuple(tuple(row) for row in table.tolist()), ordered[0].device, context)
+    mixed = tuple((k, tuple(tuple(float(np.interp(context, lengths, [t.mixed[i][1][b][r] for t in ordered]))
+                                    for r in range(len(row))) for b, row in enumerate(rows)))
+                  for i, (k, rows) in enumerate(ordered[0].mixed))
+    return BatchTimes(ordered[0].batch_sizes, tuple(tuple(row) for row in table.tolist()), ordered[0].device, context,
+                      mixed)
 
 
 def gamma_ranges(alphas: npt.ArrayLike, batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, c: float = 0.0,

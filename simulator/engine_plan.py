@@ -91,7 +91,8 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
             when `equal_split`, else it assumes every step drafts.
         equal_split: the engine decodes a batch whose slots feed unequal counts as equal
             micro-batches (llama.cpp with -np B): the batch table and ranges priced by
-            `simulator.equal_split`, every slot drafting on the share independently.
+            `simulator.equal_split`, every slot drafting on the share independently, and by the
+            speculating servers' own steps where the times hold them (`BatchTimes.mixed`).
     """
     curve_note = None
     if verify_cost is None and batch_times is not None and batch_times.batch_sizes[0] == 1:
@@ -109,17 +110,19 @@ def engine_plan(acceptance: Acceptance, c: float, source: str, max_gamma: int | 
                               drafting_on_a_share(acceptance.alphas, c, verify_cost, share))
     plan = make_plan(c=c_step, alpha_per_position=alphas, max_gamma=top, verify_cost=v_step)
     batch = ranges = None
-    table, between = batch_plan, gamma_ranges
-    if equal_split:
-        table = functools.partial(equal_split_plan, share=share)
-        between = functools.partial(gamma_ranges, table=table)
+
+    def table(times: BatchTimes):  # the batch table's pricing of these times
+        return functools.partial(equal_split_plan, share=share, mixed=times.mixed_steps()) if equal_split \
+            else batch_plan
+
+    def between(times: BatchTimes) -> tuple[tuple[int, int, int], ...]:
+        return tuple(gamma_ranges(acceptance.alphas, times.batch_sizes, times.seconds, c,
+                                  min(top, len(times.seconds[0]) - 1), RANGE_TOLERANCE, table(times)))
+
     if batch_times is not None:
-        sizes, seconds = batch_times.batch_sizes, batch_times.seconds
-        batch_top = min(top, len(seconds[0]) - 1)
-        batch = table(acceptance.alphas, sizes, seconds, c, batch_top)
-        ranges = tuple(between(acceptance.alphas, sizes, seconds, c, batch_top, RANGE_TOLERANCE))
-    by_context = tuple((t.context_tokens, tuple(between(acceptance.alphas, t.batch_sizes, t.seconds, c,
-                                                        min(top, len(t.seconds[0]) - 1), RANGE_TOLERANCE)))
-                       for t in context_tables)
+        batch = table(batch_times)(acceptance.alphas, batch_times.batch_sizes, batch_times.seconds, c,
+                                   min(top, len(batch_times.seconds[0]) - 1))
+        ranges = between(batch_times)
+    by_context = tuple((t.context_tokens, between(t)) for t in context_tables)
     return EnginePlan(source, acceptance, plan, curve_note, batch_times, batch, ranges, RANGE_TOLERANCE, by_context,
                       share, equal_split)

@@ -201,24 +201,46 @@ def drafting_share_seconds(batch: int, gamma: int, share: float, u: npt.ArrayLik
 
 
 def equal_split_plan(alphas: npt.ArrayLike, batch_sizes: Sequence[int], seconds: npt.ArrayLike, c: float,
-                     max_gamma: int | None = None, share: float | None = None) -> BatchPlan:
+                     max_gamma: int | None = None, share: float | None = None,
+                     mixed: Mapping[int, Mapping[int, Sequence[float]]] | None = None) -> BatchPlan:
     """`simulator.batch.batch_plan`'s table for an engine that splits its batches (module doc):
     each of B slots drafts on a share s of its steps (None: every step) gamma tokens accepted with
     alpha_1..alpha_K, independently of the other slots (`drafting_share_seconds`, exact), and
     drafting costs s gamma c t(B, 1) a step; seconds[b, k - 1] = t(batch_sizes[b], k) as in
     `batch_plan`, u(r, m) from them (`ubatch_seconds`). With s = 1 every slot feeds gamma + 1
-    tokens: one decode, `batch_plan`."""
+    tokens: one decode, `batch_plan`. With `mixed` ({K: {B: t_mix(B, 0..B)}}, the speculating
+    servers' own steps) a draft length gamma = K - 1 is priced by them at each B they were timed at
+    (`mixed_ubatches`; no speculation stays at t(B, 1)), and at a B between two such sizes by its
+    price from t(B, k) times the ratio of the two prices there, linear in B (`_mixed_ratio`)."""
     b, t = check_batch_times(batch_sizes, seconds)
     s = 1.0 if share is None else float(share)
     if not 0.0 < s <= 1.0:
         raise SpecdecError(f"a draft share must lie in (0, 1], got {share}")
     top = t.shape[1] - 1 if max_gamma is None else min(int(max_gamma), t.shape[1] - 1)
     tokens = 1.0 + s * (positional_expected_tokens_by_gamma(alphas, top) - 1.0)
-    iteration = np.zeros((b.size, top + 1))
+    split = np.zeros((b.size, top + 1))
     timed = {int(B): row for B, row in zip(b, t)}
     for i, B in enumerate(b.tolist()):
         u = ubatch_seconds(timed, B, top + 1)
-        iteration[i] = [drafting_share_seconds(B, g, s, u) + s * g * c * t[i, 0] for g in range(top + 1)]
+        split[i] = [drafting_share_seconds(B, g, s, u) for g in range(top + 1)]
+    for K, steps in (mixed or {}).items():
+        if 2 <= K <= top + 1:
+            split[:, K - 1] *= _mixed_ratio(b, timed, K, s, steps)
+    iteration = split + s * np.arange(top + 1) * c * t[:, :1]
     return BatchPlan(b, tokens, iteration, tokens * t[:, :1] / iteration, b[:, None] * tokens / iteration,
                      iteration / tokens)
 
+
+def _mixed_ratio(b: np.ndarray, timed: Mapping[int, np.ndarray], K: int, s: float,
+                 steps: Mapping[int, Sequence[float]]) -> np.ndarray:
+    """Per batch size of `b`: E[split] at gamma = K - 1 priced by the mixed steps over its price from
+    t(B, k), where both are known (B in `steps` and in `b`), linear in B between (ends held)."""
+    at = sorted(int(B) for B in steps if int(B) in timed)
+    if not at:
+        return np.ones(b.size)
+    ratios = []
+    for B in at:
+        u = ubatch_seconds(timed, B, K)
+        ratios.append(drafting_share_seconds(B, K - 1, s, mixed_ubatches(u, steps[B], K))
+                      / drafting_share_seconds(B, K - 1, s, u))
+    return np.interp(b, at, ratios)

@@ -114,8 +114,32 @@ def read_batch_times(path: Path) -> list[BatchTimes]:
             raise SpecdecError(f"{path}: batch_timing holds t(B, k) for k = 1 only; a plan needs k = 1 .. gamma + 1 "
                                "(time it with --batch-max-k 2 or more)")
         tables.append(BatchTimes(tuple(sizes.tolist()), tuple(tuple(row) for row in seconds.tolist()),
-                                 timing.get("device"), context if isinstance(context, int) else None))
+                                 timing.get("device"), context if isinstance(context, int) else None,
+                                 _checked_mixed(timing, sizes.tolist(), len(seconds[0]), path)))
     return tables
+
+
+def mixed_steps(table: Mapping[str, Any]) -> dict[int, list]:
+    """{K: t_mix(B, 0..B) per batch size} of one batch_timing table (`specdec llamacpp costs --mixed-k`):
+    its "mixed", a list of {"k", "seconds"} (one such object in files of 2026-11-29 before 07:30 UTC);
+    {} where none was timed. Unchecked: `read_batch_times` checks."""
+    mixed = table.get("mixed")
+    entries = [mixed] if isinstance(mixed, dict) else mixed if isinstance(mixed, list) else []
+    return {m["k"]: m["seconds"] for m in entries if isinstance(m, dict) and isinstance(m.get("k"), int)}
+
+
+def _checked_mixed(table: Mapping[str, Any], sizes: list[int], width: int, path: Path
+                   ) -> tuple[tuple[int, tuple[tuple[float, ...], ...]], ...]:
+    out = []
+    for k, rows in sorted(mixed_steps(table).items()):
+        ok = 2 <= k <= width and isinstance(rows, list) and len(rows) == len(sizes) and all(
+            isinstance(row, list) and len(row) == B + 1 and all(_finite(x) and x > 0 for x in row)
+            for B, row in zip(sizes, rows))
+        if not ok:
+            raise SpecdecError(f"{path}: batch_timing's mixed steps at k = {k} must be t_mix(B, 0..B), positive "
+                               f"seconds, per batch size {sizes}, with 2 <= k <= {width}")
+        out.append((k, tuple(tuple(float(x) for x in row) for row in rows)))
+    return tuple(out)
 
 
 def read_tree_steps(path: Path) -> TreeSteps:

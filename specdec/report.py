@@ -124,6 +124,8 @@ def engine_plan_dict(engine_plan: EnginePlan, config: Mapping[str, Any] | None =
                            "tolerance": engine_plan.range_tolerance,
                            "ranges": [list(r) for r in engine_plan.gamma_ranges or ()], "device": times.device,
                            "context_tokens": times.context_tokens, "equal_split": engine_plan.equal_split,
+                           "mixed_k": [k for k, _ in times.mixed if engine_plan.equal_split
+                                       and k <= batch.speedup.shape[1]],
                            "ranges_by_context": [{"context": n, "ranges": [list(r) for r in ranges]}
                                                  for n, ranges in engine_plan.context_ranges]}
     if config is not None:
@@ -170,7 +172,9 @@ def _batch_lines(b: Mapping[str, Any]) -> list[str]:
     """The speedup table per batch size and the best draft length per batch-size range."""
     lines = [f"\nspeedup by batch size (t(B, k) measured on {b['device']} at {b['context_tokens']} tokens of context"
              + ("; priced as the engine decodes B slots, equal micro-batches: a slot that drafts beside one that "
-                "does not costs one more decode" if b.get("equal_split") else "") + "):",
+                "does not costs one more decode" if b.get("equal_split") else "")
+             + (", gamma = " + ", ".join(str(k - 1) for k in b["mixed_k"]) + " by the speculating servers' own "
+                "mixed steps" if b.get("mixed_k") else "") + "):",
              f"{'B':>5}  " + "  ".join(f"g={g:<4d}" for g in b["gammas"]) + "  best"]
     for size, row, best in zip(b["batch_sizes"], b["speedup"], b["best_gamma"]):
         lines.append(f"{size:>5}  " + "  ".join(f"{x:6.3f}" for x in row) + f"  {best}")

@@ -11,6 +11,7 @@ import pytest
 from specdec.costfiles import (KIND_ESTIMATE, KIND_LATTICE_STUDY, KIND_SERVE, KIND_TREE_COSTS, STUDY_FOR_FIGURES,
                                read_batch_times, read_lattice_study, read_tree_steps, read_verify_cost,
                                study_tree_steps)
+from specdec.simulator.batch import batch_times_at
 from specdec.errors import SpecdecError
 
 CURVE = [1.0, 1.1, 1.25]
@@ -49,6 +50,20 @@ def test_batch_times_per_context_from_a_serve_bench_file(tmp_path) -> None:
         read_batch_times(write(tmp_path, {"kind": KIND_SERVE, "contexts": [{"context": 128}]}))
 
 
+def test_batch_times_keep_the_speculating_servers_mixed_steps(tmp_path) -> None:
+    """`specdec llamacpp costs --mixed-k`: t_mix(B, 0..B) per batch size at each K, in the list of
+    today's files or the one object of the first ones, read to the same values and interpolated
+    between contexts as t(B, k) is."""
+    steps = [[0.009, 0.011], [0.010, 0.016, 0.018, 0.02, 0.03]]
+    for mixed in ([{"k": 3, "seconds": steps}], {"k": 3, "seconds": steps}):
+        (times,) = read_batch_times(write(tmp_path, {"batch_timing": BATCH | {"mixed": mixed}}))
+        assert times.mixed_steps() == {3: {1: tuple(steps[0]), 4: tuple(steps[1])}}
+    far = BATCH | {"context_tokens": 512, "mixed": [{"k": 3, "seconds": [[x * 2 for x in r] for r in steps]}]}
+    tables = read_batch_times(write(tmp_path, {"batch_timing": [BATCH | {"mixed": [{"k": 3, "seconds": steps}]}, far]}))
+    assert batch_times_at(tables, 320).mixed_steps()[3][4] == pytest.approx([1.5 * x for x in steps[1]])
+    assert read_batch_times(write(tmp_path, {"batch_timing": BATCH}))[0].mixed == ()
+
+
 def test_tree_steps_timed_on_trees_or_from_a_curve(tmp_path) -> None:
     timed = {0: 0.004, 3: 0.0045, 8: 0.006}
     for data in (TREE_COSTS, TREE_COSTS | {"kind": KIND_TREE_COSTS}):
@@ -82,6 +97,10 @@ def test_lattice_study_with_and_without_kind(tmp_path) -> None:
     (read_batch_times, {"batch_timing": BATCH | {"batch_sizes": [4, 1]}}, ["batch_timing", "strictly increasing"]),
     (read_batch_times, {"batch_timing": BATCH | {"seconds": [[0.01, "x"], [0.02, 0.03]]}}, ["batch_timing"]),
     (read_batch_times, {"kind": KIND_LATTICE_STUDY}, ["not a batch cost file"]),
+    (read_batch_times, {"batch_timing": BATCH | {"mixed": [{"k": 3, "seconds": [[0.01, 0.02], [0.01]]}]}},
+     ["mixed steps at k = 3", "t_mix(B, 0..B)"]),
+    (read_batch_times, {"batch_timing": BATCH | {"mixed": {"k": 4, "seconds": [[0.01, 0.02], [0.01] * 5]}}},
+     ["mixed steps at k = 4", "2 <= k <= 3"]),
     (read_tree_steps, {"kind": KIND_TREE_COSTS, "verify_cost": CURVE}, ["lacks verify_step_ms"]),
     (read_tree_steps, {"verify_cost": CURVE}, ["cost.target_step_seconds", "verify_step_ms"]),
     (read_tree_steps, {"verify_step_ms": {"0": 1.0, "x": 2.0}}, ["verify_step_ms must map"]),

@@ -410,7 +410,8 @@ def test_costs_and_validation_on_a_real_server(capsys, tmp_path) -> None:
 
 def test_the_mixed_steps_are_timed_on_the_speculating_server(capsys, tmp_path) -> None:
     """--mixed-k: on -np 2's server verifying 5 tokens, the steps of 0, 1 and 2 drafting slots; the
-    plain slots' numbers draft nothing, so a step with one drafting slot drafts at half the slots' steps."""
+    plain slots' numbers (sampled with DRY, its cost timed) draft nothing, so a step with one drafting
+    slot drafts at half the slots' steps."""
     _binary()
     out = tmp_path / "costs.json"
     code, _, err = run_main(capsys, ["llamacpp", "costs", "--k", "1,5", "--batch-sizes", "2", "--contexts", "128",
@@ -418,10 +419,11 @@ def test_the_mixed_steps_are_timed_on_the_speculating_server(capsys, tmp_path) -
     assert code == 0, err
     data = strict_json(out.read_text())
     (table,), (raw,) = data["batch_timing"], data["raw"]
-    assert table["mixed"]["k"] == 5 and len(table["mixed"]["seconds"][0]) == 3
-    plain, one, both = table["mixed"]["seconds"][0]
+    (mixed,), (row,) = table["mixed"], raw["mixed"]
+    assert mixed["k"] == 5 and len(mixed["seconds"][0]) == 3
+    plain, one, both = mixed["seconds"][0]
     assert plain < one and both == pytest.approx(_dense(raw["k_timed"], raw["seconds"], 5)[4])  # t(2, 5) read at 5
-    assert raw["mixed_share"][0] < 0.1 and 0.35 < raw["mixed_share"][1] < 0.55
+    assert row["share"][0] < 0.1 and 0.35 < row["share"][1] < 0.55 and abs(row["dry_seconds"]) < 0.2 * plain
     for ks, mixed in (("1,5", "6"), ("1,4", "4")):  # not timed, or too short to keep the plain slots plain
         code, _, err = run_main(capsys, ["llamacpp", "costs", "--k", ks, "--mixed-k", mixed, "--out",
                                          str(tmp_path / "x.json")])

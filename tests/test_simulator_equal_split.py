@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from specdec.errors import SpecdecError
-from specdec.simulator.equal_split import (drafting_share_seconds, mixed_ubatches, predict_equal_split,
-                                          split_decodes, split_seconds, ubatch_seconds)
+from specdec.simulator.equal_split import (drafting_share_seconds, equal_split_plan, mixed_ubatches,
+                                          predict_equal_split, split_decodes, split_seconds, ubatch_seconds)
 from specdec.simulator.ragged import joint_from_alphas, predict_ragged
 
 
@@ -132,6 +132,39 @@ def test_mixed_steps_price_every_step_of_a_server_whose_later_micro_batches_cost
         mixed_ubatches(u, mixed[:-1], k)
     with pytest.raises(SpecdecError, match="no slower than the plain step"):
         mixed_ubatches(u, [mixed[0]] * (batch + 1), k)
+
+
+def test_the_plan_prices_a_draft_length_by_its_servers_mixed_steps() -> None:
+    """`equal_split_plan(mixed=)`: gamma = K - 1 at a B whose mixed steps were timed is the Monte Carlo
+    of that server's steps (each slot drafting gamma on a share s, `mixed_ubatches`) against the plain
+    server's t(B, 1); at a B between two timed ones its price from t(B, k) scaled by the two ratios,
+    linear in B; every other gamma, and no speculation, as without them."""
+    K, s, alphas, c = 5, 0.6, [0.8, 0.7, 0.6, 0.5], 0.01
+    sizes = [1, 2, 3, 4]
+    t = np.array([[0.020 + 0.002 * B * k for k in range(1, K + 1)] for B in sizes])
+    t[2] = (t[1] + t[3]) / 2  # B = 3 untimed: interpolated, as `gamma_ranges` hands it over
+    mixed = {K: {B: [0.019 + 0.001 * B] + [0.019 + 0.001 * B + 0.012 + 0.003 * r for r in range(1, B)]
+                 + [t[i, K - 1]] for i, B in enumerate(sizes) if B != 3}}
+    plain = equal_split_plan(alphas, sizes, t, c, share=s)
+    plan = equal_split_plan(alphas, sizes, t, c, share=s, mixed=mixed)
+    assert np.array_equal(plan.iteration_seconds[:, :K - 1], plain.iteration_seconds[:, :K - 1])
+    tokens = plan.expected_tokens[K - 1]  # 1 + s (E(gamma) - 1)
+    ratios = {}
+    for i, B in enumerate(sizes):
+        if B == 3:
+            continue
+        u = mixed_ubatches(ubatch_seconds({b: t[j] for j, b in enumerate(sizes)}, B, K), mixed[K][B], K)
+        joint = s * joint_from_alphas(alphas, K - 1)
+        joint[0, 0] += 1 - s
+        mc = predict_equal_split(joint, B, u, 0.0, np.random.default_rng(B), samples=40_000, base_step=t[i, 0])
+        split = plan.iteration_seconds[i, K - 1] - s * (K - 1) * c * t[i, 0]
+        assert abs(mc.prediction.iteration_seconds - split) < 4 * mc.iteration_standard_error
+        assert plan.speedup[i, K - 1] == pytest.approx(tokens * t[i, 0] / plan.iteration_seconds[i, K - 1])
+        ratios[B] = split / (plain.iteration_seconds[i, K - 1] - s * (K - 1) * c * t[i, 0])
+    assert ratios[2] != pytest.approx(1.0, abs=0.01)  # the mixed steps do price it otherwise
+    between = plain.iteration_seconds[2, K - 1] - s * (K - 1) * c * t[2, 0]
+    assert plan.iteration_seconds[2, K - 1] == pytest.approx(between * (ratios[2] + ratios[4]) / 2
+                                                            + s * (K - 1) * c * t[2, 0])
 
 
 def test_refusals() -> None:

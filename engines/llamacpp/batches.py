@@ -41,6 +41,7 @@ from specdec.engines.llamacpp.trace import traced_steps
 from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, counter_deltas, counters, send
 from specdec.engines.llamacpp.server import LlamaServer
 from specdec.errors import SpecdecError
+from specdec.costfiles import mixed_steps
 from specdec.simulator.equal_split import mixed_ubatches, predict_equal_split, ubatch_seconds
 from specdec.simulator.ragged import crossover, crossover_range, predict_ragged
 
@@ -226,22 +227,22 @@ def batch_seconds(cost_data: dict, context: float) -> dict[int, np.ndarray]:
     return _at_context(cost_data, context, lambda t: t["seconds"])
 
 
-def mixed_seconds(cost_data: dict, context: float) -> tuple[int, dict[int, np.ndarray]]:
-    """(k, {B: t_mix(B, 0..B)}) from the cost file at `context` tokens (linear between its contexts,
-    clamped): the mixed steps `specdec llamacpp costs --mixed-k` timed; (0, {}) where it timed none."""
+def mixed_seconds(cost_data: dict, context: float) -> dict[int, dict[int, np.ndarray]]:
+    """{K: {B: t_mix(B, 0..B)}} from the cost file at `context` tokens (linear between its contexts,
+    clamped): the mixed steps `specdec llamacpp costs --mixed-k` timed; {} where it timed none."""
     tables = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
-    timed = [t["mixed"]["k"] for t in tables if t.get("mixed")]
-    return (int(timed[0]), _at_context(cost_data, context, lambda t: t.get("mixed", {}).get("seconds"))) if timed \
-        else (0, {})
+    ks = sorted({K for t in tables for K in mixed_steps(t)})
+    return {K: _at_context(cost_data, context, lambda t: mixed_steps(t).get(K)) for K in ks}
 
 
-def speculating_ubatches(u: np.ndarray, B: int, longest: int, mixed_k: int,
-                         mixed: dict[int, np.ndarray]) -> tuple[np.ndarray, bool]:
+def speculating_ubatches(u: np.ndarray, B: int, longest: int, mixed: dict[int, dict[int, np.ndarray]]
+                         ) -> tuple[np.ndarray, bool]:
     """u(r, m) of the speculating server at B slots whose longest draft is `longest` tokens: from the
     cost file's mixed steps where they were timed at that draft length (`mixed_ubatches`), else `u`
     (the plain server's); and whether the mixed steps priced it."""
-    if B in mixed and mixed_k == longest + 1:
-        return mixed_ubatches(u, mixed[B], mixed_k), True
+    steps = mixed.get(longest + 1, {})
+    if B in steps:
+        return mixed_ubatches(u, steps[B], longest + 1), True
     return u, False
 
 
@@ -274,7 +275,7 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
     sizes = sorted({r.batch for r in records})
     context = float(np.mean([r.prompt_tokens + r.tokens / 2 for r in records]))
     seconds = batch_seconds(cost_data, context)
-    mixed_k, mixed = mixed_seconds(cost_data, context)
+    mixed = mixed_seconds(cost_data, context)
     missing = [B for B in sizes if B not in seconds]
     if missing:
         raise SpecdecError(f"the cost file has no t(B, k) for B = {missing}: measure them "
@@ -299,7 +300,7 @@ def points(records: Sequence[BatchRecord], cost_data: dict, accept_seconds: floa
             u = ubatch_seconds(seconds, B, joint.shape[0])
             o = accept_seconds * e_accepted
             longest = max(k for k in range(joint.shape[0]) if joint[k].sum() > 0)  # not the joint's padded width
-            u_spec, by_mixed = speculating_ubatches(u, B, longest, mixed_k, mixed)
+            u_spec, by_mixed = speculating_ubatches(u, B, longest, mixed)
             split = predict_equal_split(joint, B, u_spec, o, rng, base_step=float(u[B - 1, 0]))
             one_pass = predict_ragged(joint, B, u[B - 1], o, packed=True)
 

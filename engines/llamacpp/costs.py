@@ -21,17 +21,23 @@ time); steps that drafted nothing or drafted fewer tokens are corrected for, not
 With rates 1,...,1 instead every draft is accepted: the extra time per accepted token is
 `accept_seconds` (sampling each accepted position and the per-token bookkeeping).
 
-Steps that mix drafting and plain slots (`mixed_k` K): on the server of B slots that verifies K
-tokens, the first r slots on the cost prompt and the other B - r on numbers that never repeat
-(`noise_prompt`: they draft nothing), r = 0..B - 1, every token decoded: t_mix(B, r), the step of
-feeds (K, ..., K, 1, ..., 1) as that very server runs it. The equal split cuts it into u(B, 1) and
-u(r, K - 1), so t_mix(B, r) - t_mix(B, 0) is what the second micro-batch costs there; a B-slot
-check whose drafts are K - 1 long prices its steps by them (`simulator.equal_split.mixed_ubatches`).
-Why not from t(r, K - 1) timed on its own server: on the AVX-512 EPYC at f32 a (5, 1) step on
-`-np 2` cost 50.6 ms where u(2, 1) + u(1, 4) priced it at 61.2 (and (5, 5) 52.4): the same
-verify costs up to 26 % more or less on servers whose -np, draft length or -ub differ, the same
-kernel slower (perf), the same for every process of one configuration (docs/engines.md, "What a
-micro-batch costs depends on the server").
+Steps that mix drafting and plain slots (`mixed_ks`, each K >= MIXED_MIN_K): on the server of B slots
+that verifies K tokens, the first r slots on the cost prompt and the other B - r on numbers that never
+repeat 4 tokens (`noise_prompt`: with a lookup of 4 or more they draft nothing), r = 0..B - 1, every
+token decoded: t_mix(B, r), the step of feeds (K, ..., K, 1, ..., 1) as that very server runs it. The
+equal split cuts it into u(B, 1) and u(r, K - 1), so t_mix(B, r) - t_mix(B, 0) is what the second
+micro-batch costs there; a B-slot check whose drafts are K - 1 long, and the plan's batch table at
+gamma = K - 1, price their steps by them (`simulator.equal_split.mixed_ubatches`). Why not from
+t(r, K - 1) timed on its own server: on the AVX-512 EPYC at f32 a (5, 1) step on `-np 2` cost 50.6 ms
+where u(2, 1) + u(1, 4) priced it at 61.2 (and (5, 5) 52.4): the same verify costs up to 26 % more
+or less on servers whose -np, draft length or -ub differ, the same kernel slower (perf), the same for
+every process of one configuration (docs/engines.md, "What a micro-batch costs depends on the
+server"). Not below K = 5: ngram-simple looks up n <= k - 1 tokens (it drafts nothing shorter than
+its lookup, common/ngram-map.cpp), and the noise repeats shorter runs. The target continues the
+noise at T = 0 into loops (" 21 149 21 149 ...") that repeat 4 tokens, so the plain slots sample with
+DRY (`NOISE_SAMPLING`), and what DRY costs is timed and taken off (`_mixed_row`). Measured on the
+EPYC, 64 tokens, lookup 4 (2026-11-29): greedy, the plain slots drafted on 45 of 63 steps at f32 and
+167 tokens (2 at 338, 10 at 700), 9 at Q4_1; with DRY on 0-2 of 63, its step 1-2.5 % dearer.
 """
 from __future__ import annotations
 
@@ -56,6 +62,9 @@ PERIOD = 40  # numbers per period of the cost prompt at most (~110 tokens: longe
 TOKENS_PER_NUMBER = 2.85  # SmolLM2's tokenizer: " 17" is three tokens, " 5" two (measured: 341 tokens for 120)
 MAX_K = PERIOD * 2  # a draft cannot be longer than the period it copies from
 MIXED_MIN_K = 5  # the mixed steps' server looks up min(k - 1, 8) tokens; from 4 on the numbers never match
+# the plain slots of a mixed step: DRY keeps the target from looping on the noise (a loop repeats 4 tokens: it drafts)
+NOISE_SAMPLING = {"dry_multiplier": 1.0, "dry_allowed_length": 2, "dry_penalty_last_n": 4096}
+DRY_PAIRS = 3  # DRY's cost: ~1 % of a step (0.07-0.36 ms at f32), so pairs a repeat, the median kept
 NOISE_TOKENS_PER_NUMBER = 3.7  # numbers below 1000 in SmolLM2's tokenizer (measured: 156 tokens for 42)
 
 
@@ -120,17 +129,19 @@ class Sample:
     accepted: int
 
 
-def timed_batch(client: Client, prompts: Sequence[str], new_tokens: int, **options) -> Sample:
-    """len(prompts) raw-text requests at once (T = 0; `options` into each body), with the counters
-    around them. Request i goes to slot i with its prompt cached there first (a one-token request):
-    otherwise the first slot to start decodes while the others' prompts are processed in the same
-    batches, and its decode time holds their prompts (`batches.py`)."""
+def timed_batch(client: Client, prompts: Sequence[str], new_tokens: int,
+                extra: Sequence[dict] | None = None, **options) -> Sample:
+    """len(prompts) raw-text requests at once (T = 0; `options` into each body, `extra[i]` into
+    request i's), with the counters around them. Request i goes to slot i with its prompt cached
+    there first (a one-token request): otherwise the first slot to start decodes while the others'
+    prompts are processed in the same batches, and its decode time holds their prompts (`batches.py`)."""
     for i, prompt in enumerate(prompts):
         client.complete(prompt, 1, temperature=0.0, id_slot=i, cache_prompt=True)
     before = counters(client)
     with ThreadPoolExecutor(len(prompts)) as pool:
         done = list(pool.map(lambda i: client.complete(prompts[i], new_tokens, temperature=0.0, id_slot=i,
-                                                       cache_prompt=True, **options), range(len(prompts))))
+                                                       cache_prompt=True, **options, **(extra[i] if extra else {})),
+                             range(len(prompts))))
     delta = (counters(client) - before).astype(int)
     return Sample(sum(d.decode_ms for d in done), sum(max(d.tokens - 1, 1) for d in done),
                   int(done[0].timings.get("prompt_n", 0)) + int(done[0].timings.get("cache_n", 0)),
@@ -152,19 +163,19 @@ def step_seconds(sample: Sample, k: int, t_plain: float | None) -> tuple[float, 
 
 def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[int, ...],
             contexts: tuple[int, ...], repeats: int, new_tokens: int, threads: int | None,
-            log=lambda line: None, drafts: tuple[Path, ...] = (), mixed_k: int | None = None) -> dict:
+            log=lambda line: None, drafts: tuple[Path, ...] = (), mixed_ks: tuple[int, ...] = ()) -> dict:
     """t(B, k) at each context and the accepted-token cost: every k's server alive at once per
     batch size, k in a rotating order each repeat (interleaved), the median kept. Each GGUF of
     `drafts` is timed too (B = 1, with the first batch size's servers): its own plain step t_d(1)
     at each context (c = t_d(1) / t(1)), and what it costs inside the speculative loop, its batch pass
     and looks (`draft_loop.py`), beside the target at the k timed: `draft_seconds` in the file.
-    With `mixed_k` K (one of `ks`, K >= MIXED_MIN_K), each batch size's K server times the mixed steps
-    t_mix(B, r) too (module doc), in the same rotation: each raw row's `mixed_seconds`."""
+    For each K of `mixed_ks` (each one of `ks`, >= MIXED_MIN_K), each batch size's K server times the
+    mixed steps t_mix(B, r) too (module doc), in the same rotation: each raw row's `mixed`."""
     if ks[0] != 1 or max(ks) > MAX_K:
         raise SpecdecError(f"draft lengths: k must start at 1 and stay at most {MAX_K}")
-    if mixed_k is not None and (mixed_k not in ks or mixed_k < MIXED_MIN_K):
-        raise SpecdecError(f"the mixed steps' verify length must be one of the timed k, at least {MIXED_MIN_K}, "
-                           f"got {mixed_k}")
+    if any(K not in ks or K < MIXED_MIN_K for K in mixed_ks):
+        raise SpecdecError(f"the mixed steps' verify lengths must be timed k of at least {MIXED_MIN_K}, "
+                           f"got {list(mixed_ks)}")
     tables, raw = [], []
     accept: list[float] = []
     draft_samples: dict[str, dict[int, list[Sample]]] = {}
@@ -189,18 +200,24 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
             for c in [*clients.values(), *accept_clients.values(), *draft_clients.values(), *loop_clients.values()]:
                 c.complete("Hello", 4)  # warm-up, untimed
             per: dict[int, dict[int, list]] = {L: {k: [] for k in ks} for L in contexts}
-            mixed: dict[int, dict[int, list[Sample]]] = {L: {m: [] for m in range(B)} for L in contexts}
+            mixed = {L: {K: {m: [] for m in range(B)} for K in mixed_ks} for L in contexts}  # [L][K][r]: Samples
+            dry: dict[int, list[tuple[Sample, Sample]]] = {L: [] for L in contexts}
             for r in range(repeats):
                 for L_index, L in enumerate(contexts):
                     prompt = cost_prompt(L, max(ks))
                     order = list(ks[r % len(ks):] + ks[:r % len(ks)])
                     for k in order:
                         per[L][k].append(timed_batch(clients[k], [prompt] * B, new_tokens))
-                        if k == mixed_k:  # every token decoded: a slot that stopped early would leave the mix
+                        if k in mixed_ks:  # every token decoded: a slot that stopped early would leave the mix
                             noise = noise_prompt(per[L][k][-1].prompt_tokens)
                             for m in range(B):
-                                mixed[L][m].append(timed_batch(clients[k], [prompt] * m + [noise] * (B - m),
-                                                               new_tokens, ignore_eos=True))
+                                mixed[L][k][m].append(timed_batch(clients[k], [prompt] * m + [noise] * (B - m),
+                                                                  new_tokens, [{}] * m + [NOISE_SAMPLING] * (B - m),
+                                                                  ignore_eos=True))
+                    if mixed_ks:  # what DRY costs a step of B plain slots on the noise (`_mixed_row`): pairs
+                        noise = noise_prompt(per[L][1][-1].prompt_tokens)
+                        dry[L] += [tuple(timed_batch(clients[1], [noise] * B, new_tokens, [x] * B, ignore_eos=True)
+                                         for x in (NOISE_SAMPLING, {})) for _ in range(DRY_PAIRS)]
                     for d, c in draft_clients.items():
                         draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, [prompt],
                                                                                                  new_tokens))
@@ -233,8 +250,8 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                             "k_timed": k_eff, "seconds": row,
                             "draft_share": shares, "mean_draft": means,
                             "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}}
-                           | (_mixed_row(mixed[L], _dense(k_eff, row, max(ks))[mixed_k - 1], mixed_k, B)
-                              if mixed_k else {}))
+                           | ({"mixed": [_mixed_row(mixed[L][K], _dense(k_eff, row, max(ks))[K - 1], K, B, dry[L])
+                                         for K in mixed_ks]} if mixed_ks else {}))
                 log(f"B={B} L={context}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
     data = _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
     if draft_samples:
@@ -289,26 +306,30 @@ def _accept_costs(clients: dict[int, Client], curve: list[float], prompt: str, n
     return out
 
 
-def _mixed_row(samples: dict[int, list[Sample]], full: float, k: int, B: int) -> dict:
-    """A raw row's mixed steps: t_mix(B, r) for r = 0..B (r = B: the row's t(B, k), read at k from
-    its dense row), each corrected as `step_seconds` corrects t(B, k): the drafting slots (one prompt
-    at T = 0: in phase) drafted at a share q_r of the steps, the rest were plain steps t_mix(B, 0),
-    so t_mix(B, r) = t0 + (mean step - t0) / q_r, q_r = (B share_r - (B - r) share_0) / r; and the
-    share of the slots' steps that drafted in each (`mixed_share`, r / B where the plain slots drafted
-    nothing)."""
-    raw = [[s.ms / 1000 / s.steps for s in samples[r]] for r in range(B)]
+def _mixed_row(samples: dict[int, list[Sample]], full: float, k: int, B: int,
+               dry: Sequence[tuple[Sample, Sample]]) -> dict:
+    """A raw row's mixed steps at verify length k: t_mix(B, r) for r = 0..B (r = B: the row's t(B, k),
+    read at k from its dense row). The B - r plain slots sample with DRY (`NOISE_SAMPLING`), whose cost
+    a step of B plain slots is timed on the plain server, with and without it (`dry`: d, its median,
+    recorded as `dry_seconds`): (B - r) d / B comes off each step. Each is then corrected as
+    `step_seconds` corrects t(B, k): the drafting slots (one prompt at T = 0: in phase) drafted at a
+    share q_r of the steps, the rest were plain steps t_mix(B, 0), so t_mix(B, r) = t0 + (mean step -
+    t0) / q_r, q_r = (B share_r - (B - r) share_0) / r; and the share of the slots' steps that drafted
+    in each (`share`, r / B where the plain slots drafted nothing)."""
+    d = float(np.median([a.ms / a.steps - b.ms / b.steps for a, b in dry])) / 1000
+    raw = [[s.ms / 1000 / s.steps - (B - r) * d / B for s in samples[r]] for r in range(B)]
     shares = [float(np.mean([s.drafts / s.steps for s in samples[r]])) for r in range(B)]
     if shares[0] > 0.1:
-        raise SpecdecError(f"the plain slots' numbers drafted at {100 * shares[0]:.0f} % of their steps: "
+        raise SpecdecError(f"k = {k}: the plain slots' numbers drafted at {100 * shares[0]:.0f} % of their steps: "
                            "no mixed steps timed (another model?)")
     t0 = float(np.median(raw[0]))
     seconds = [t0]
     for r in range(1, B):
         q = (B * shares[r] - (B - r) * shares[0]) / r
         if q < 0.5:
-            raise SpecdecError(f"the drafting slots of a mixed step drafted at {100 * q:.0f} % of their steps")
+            raise SpecdecError(f"k = {k}: the drafting slots of a mixed step drafted at {100 * q:.0f} % of their steps")
         seconds.append(t0 + (float(np.median(raw[r])) - t0) / q)
-    return {"mixed_k": k, "mixed_seconds": seconds + [full], "mixed_share": shares}
+    return {"k": k, "seconds": seconds + [full], "share": shares, "dry_seconds": d}
 
 
 def _repeat_row(latest: dict[int, Sample], top: int) -> list[float]:
@@ -341,8 +362,8 @@ def _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, n
                        "seconds": [_dense(r["k_timed"], r["seconds"], max(ks)) for r in rows],
                        "context_tokens": int(np.median([r["context_tokens"] for r in rows])),
                        "device": "llama-server (CPU)", "timed_k": list(ks)}
-                      | ({"mixed": {"k": rows[0]["mixed_k"], "seconds": [r["mixed_seconds"] for r in rows]}}
-                         if "mixed_k" in rows[0] else {}))
+                      | ({"mixed": [{"k": m["k"], "seconds": [r["mixed"][i]["seconds"] for r in rows]}
+                                    for i, m in enumerate(rows[0]["mixed"])]} if "mixed" in rows[0] else {}))
     first = tables[0]["seconds"][0]
     info = build_info(binary)
     return {"kind": "specdec.estimate", "source": "llama-server",

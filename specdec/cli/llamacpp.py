@@ -101,12 +101,12 @@ def llamacpp() -> None:
 @click.option("--draft", "drafts", multiple=True, metavar="GGUF",
               help="A draft model's GGUF (repeatable): its own plain step t_d(1) and its passes inside the "
                    "speculative loop are timed at each context too (`draft_seconds` in the file).")
-@click.option("--mixed-k", "mixed_k", type=Number(int, 5, 80), default=None, metavar="K",
-              help="Also time, on each B's server verifying K (one of --k), steps whose first r < B slots verify K, "
-                   "the rest one token: how it runs a B-slot check of drafts K - 1 long (`mixed` in the file).")
+@click.option("--mixed-k", "mixed_ks", type=NumberList(int, 5, 80, increasing=True, what="verify lengths"),
+              default=None, metavar="K,...", help="Also time, on each B's server verifying K (each one of --k), "
+              "steps whose first r < B slots verify K, the rest one token: how it runs drafts K - 1 long (`mixed`).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The cost file to write (`specdec plan --batch-cost-file`).")
-def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_tokens, drafts, mixed_k, out) -> None:
+def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_tokens, drafts, mixed_ks, out) -> None:
     """Time t(B, k) inside llama-server: every step a k-token verify (synthetic acceptance 0 on
     n-gram drafts of k - 1 tokens), B slots at once, at each context; and the cost of an accepted
     token. Writes a `specdec.estimate` cost file with the engine's version and flags."""
@@ -121,12 +121,12 @@ def costs(llama_server, model, threads, ks, batch_sizes, contexts, repeats, new_
     if drafts and batch_sizes[0] != 1:
         raise click.BadParameter("a draft is timed beside the target at B = 1: the batch sizes must start at 1",
                                  param_hint="--batch-sizes")
-    if mixed_k is not None and mixed_k not in ks:
-        raise click.BadParameter(f"{mixed_k} is not one of the timed verify lengths {list(ks)}", param_hint="--mixed-k")
+    if any(K not in ks for K in mixed_ks or ()):
+        raise click.BadParameter(f"{list(mixed_ks)}: not all among the timed {list(ks)}", param_hint="--mixed-k")
     check_creatable(out, "--out")
     binary, gguf = _binary(llama_server), _model(model)
     data = measure(binary, gguf, ks, batch_sizes, contexts, repeats, new_tokens, threads, log=lambda line: click.echo(
-        line, err=True), drafts=tuple(_model(d, "--draft") for d in drafts), mixed_k=mixed_k)
+        line, err=True), drafts=tuple(_model(d, "--draft") for d in drafts), mixed_ks=tuple(mixed_ks or ()))
     _write(out, data)
     first = data["batch_timing"][0]
     click.echo(f"wrote {out}: t(1) {1e3 * first['seconds'][0][0]:.2f} ms at {first['context_tokens']} tokens, "
