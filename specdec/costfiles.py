@@ -121,7 +121,7 @@ def read_batch_times(path: Path) -> list[BatchTimes]:
 
 def mixed_steps(table: Mapping[str, Any]) -> dict[int, list]:
     """{K: t_mix(B, 0..B) per batch size} of one batch_timing table (`specdec llamacpp costs --mixed-k`):
-    its "mixed", a list of {"k", "seconds"} (one such object in files of 2026-11-29 before 07:30 UTC);
+    its "mixed", a list of {"k", "seconds"} (one such object in files written before 2026-11-29 07:10 UTC);
     {} where none was timed. Unchecked: `read_batch_times` checks."""
     mixed = table.get("mixed")
     entries = [mixed] if isinstance(mixed, dict) else mixed if isinstance(mixed, list) else []

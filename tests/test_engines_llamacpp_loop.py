@@ -409,22 +409,23 @@ def test_costs_and_validation_on_a_real_server(capsys, tmp_path) -> None:
 
 
 def test_the_mixed_steps_are_timed_on_the_speculating_server(capsys, tmp_path) -> None:
-    """--mixed-k: on -np 2's server verifying 5 tokens, the steps of 0, 1 and 2 drafting slots; the
-    plain slots' numbers (sampled with DRY, its cost timed) draft nothing, so a step with one drafting
-    slot drafts at half the slots' steps."""
+    """--mixed-k: on -np 2's servers verifying 2 and 5 tokens (lookups of 1 and 4), the steps of 0, 1
+    and 2 drafting slots; the plain slots' numbers (a presence penalty, its cost timed) draft nothing,
+    even where one token is the lookup, so a step with one drafting slot drafts at half the slots' steps."""
     _binary()
     out = tmp_path / "costs.json"
-    code, _, err = run_main(capsys, ["llamacpp", "costs", "--k", "1,5", "--batch-sizes", "2", "--contexts", "128",
-                                     "--repeats", "1", "--new-tokens", "16", "--mixed-k", "5", "--out", str(out)])
+    code, _, err = run_main(capsys, ["llamacpp", "costs", "--k", "1,2,5", "--batch-sizes", "2", "--contexts", "128",
+                                     "--repeats", "1", "--new-tokens", "16", "--mixed-k", "2,5", "--out", str(out)])
     assert code == 0, err
     data = strict_json(out.read_text())
     (table,), (raw,) = data["batch_timing"], data["raw"]
-    (mixed,), (row,) = table["mixed"], raw["mixed"]
-    assert mixed["k"] == 5 and len(mixed["seconds"][0]) == 3
-    plain, one, both = mixed["seconds"][0]
-    assert plain < one and both == pytest.approx(_dense(raw["k_timed"], raw["seconds"], 5)[4])  # t(2, 5) read at 5
-    assert row["share"][0] < 0.1 and 0.35 < row["share"][1] < 0.55 and abs(row["dry_seconds"]) < 0.2 * plain
-    for ks, mixed in (("1,5", "6"), ("1,4", "4")):  # not timed, or too short to keep the plain slots plain
+    assert [m["k"] for m in table["mixed"]] == [2, 5] and [m["k"] for m in raw["mixed"]] == [2, 5]
+    for k, mixed, row in zip((2, 5), table["mixed"], raw["mixed"]):
+        plain, one, both = mixed["seconds"][0]
+        assert plain < one and both == pytest.approx(_dense(raw["k_timed"], raw["seconds"], 5)[k - 1])  # t(2, k)
+        assert row["share"][0] < 0.1 and 0.35 < row["share"][1] < 0.55
+        assert abs(row["sampling_seconds"]) < 0.2 * plain
+    for ks, mixed in (("1,5", "6"), ("1,5", "1")):  # not timed; no draft to verify
         code, _, err = run_main(capsys, ["llamacpp", "costs", "--k", ks, "--mixed-k", mixed, "--out",
                                          str(tmp_path / "x.json")])
         assert code == 2 and "--mixed-k" in err and len(err.strip().splitlines()) == 1, err

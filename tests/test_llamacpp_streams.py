@@ -120,3 +120,36 @@ def test_the_epyc_check_is_priced_by_its_servers_mixed_steps() -> None:
         del table["mixed"]
     alone = {c["config"]: c["points"] for c in points(records, costs, accept, check["seed"])}
     assert alone["ngram-simple g4"][1]["batch"] == 2 and alone["ngram-simple g4"][1]["error"] < -0.10
+
+
+def test_the_plan_from_the_epyc_checks_b1_counts_prices_its_batches(capsys, tmp_path) -> None:
+    """`plan --from` the /metrics page of the run-4 check's B = 1 requests, with its real cost file
+    (the mixed steps by today's rule: `*-mixed-recomputed.json`): the batch table's gamma = 4 column,
+    priced by the speculating servers' own steps, is within 10 % of the speedup the engine measured at
+    every B for both configurations; from t(B, k) alone ngram-simple's B = 2 misses by more than 10 %."""
+    import json
+    from pathlib import Path
+
+    from specdec.engines.llamacpp.batches import BatchRecord, heads
+    from specdec.engines.llamacpp.validation import metrics_page
+
+    run = Path(__file__).parent.parent / "benchmarks/data/llamacpp/batches/streams/epyc/run4"
+    (at,) = json.loads((run / "batches-f32-streams.json").read_text())["temperatures"]
+    costs = json.loads((run / "costs-b1248-f32-mixed-recomputed.json").read_text())
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps(costs | {"batch_timing": [{k: v for k, v in t.items() if k != "mixed"}
+                                                          for t in costs["batch_timing"]]}))
+    records = [BatchRecord(**r) for r in at["records"]]
+    errors = {}
+    for c in at["configs"]:
+        page = tmp_path / "page.txt"
+        page.write_text(metrics_page(heads([r for r in records if r.config == c["config"] and r.batch == 1])))
+        for name, path in (("mixed", run / "costs-b1248-f32-mixed-recomputed.json"), ("alone", alone)):
+            code, out, err = run_main(capsys, ["plan", "--from", str(page), "--c", "0", "--batch-cost-file", str(path),
+                                               "--context", str(round(c["context"])), "--json"])
+            assert code == 0, err
+            batch = strict_json(out)["batch"]
+            assert batch["mixed_k"] == ([5] if name == "mixed" else []) and batch["gammas"][-1] == 4
+            errors[c["config"], name] = [row[4] / p["measured"] - 1 for row, p in zip(batch["speedup"], c["points"])]
+    assert all(abs(e) < 0.10 for (_, name), row in errors.items() if name == "mixed" for e in row), errors
+    assert errors["ngram-simple g4", "alone"][1] < -0.10

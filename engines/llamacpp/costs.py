@@ -21,23 +21,23 @@ time); steps that drafted nothing or drafted fewer tokens are corrected for, not
 With rates 1,...,1 instead every draft is accepted: the extra time per accepted token is
 `accept_seconds` (sampling each accepted position and the per-token bookkeeping).
 
-Steps that mix drafting and plain slots (`mixed_ks`, each K >= MIXED_MIN_K): on the server of B slots
-that verifies K tokens, the first r slots on the cost prompt and the other B - r on numbers that never
-repeat 4 tokens (`noise_prompt`: with a lookup of 4 or more they draft nothing), r = 0..B - 1, every
-token decoded: t_mix(B, r), the step of feeds (K, ..., K, 1, ..., 1) as that very server runs it. The
-equal split cuts it into u(B, 1) and u(r, K - 1), so t_mix(B, r) - t_mix(B, 0) is what the second
-micro-batch costs there; a B-slot check whose drafts are K - 1 long, and the plan's batch table at
-gamma = K - 1, price their steps by them (`simulator.equal_split.mixed_ubatches`). Why not from
-t(r, K - 1) timed on its own server: on the AVX-512 EPYC at f32 a (5, 1) step on `-np 2` cost 50.6 ms
-where u(2, 1) + u(1, 4) priced it at 61.2 (and (5, 5) 52.4): the same verify costs up to 26 % more
-or less on servers whose -np, draft length or -ub differ, the same kernel slower (perf), the same for
-every process of one configuration (docs/engines.md, "What a micro-batch costs depends on the
-server"). Not below K = 5: ngram-simple looks up n <= k - 1 tokens (it drafts nothing shorter than
-its lookup, common/ngram-map.cpp), and the noise repeats shorter runs. The target continues the
-noise at T = 0 into loops (" 21 149 21 149 ...") that repeat 4 tokens, so the plain slots sample with
-DRY (`NOISE_SAMPLING`), and what DRY costs is timed and taken off (`_mixed_row`). Measured on the
-EPYC, 64 tokens, lookup 4 (2026-11-29): greedy, the plain slots drafted on 45 of 63 steps at f32 and
-167 tokens (2 at 338, 10 at 700), 9 at Q4_1; with DRY on 0-2 of 63, its step 1-2.5 % dearer.
+Steps that mix drafting and plain slots (`mixed_ks`, each K >= 2): on the server of B slots that
+verifies K tokens, the first r slots on the cost prompt and the other B - r on numbers
+(`noise_prompt`), r = 0..B - 1, every token decoded: t_mix(B, r), the step of feeds (K, ..., K, 1,
+..., 1) as that very server runs it. The equal split cuts it into u(B, 1) and u(r, K - 1), so
+t_mix(B, r) - t_mix(B, 0) is what the second micro-batch costs there; a B-slot check whose drafts are
+K - 1 long, and the plan's batch table at gamma = K - 1, price their steps by them
+(`simulator.equal_split.mixed_ubatches`). Why not from t(r, K - 1) timed on its own server: on the
+AVX-512 EPYC at f32 a (5, 1) step on `-np 2` cost 50.6 ms where u(2, 1) + u(1, 4) priced it at 61.2
+(and (5, 5) 52.4): the same verify costs up to 26 % more or less on servers whose -np, draft length or
+-ub differ, the same kernel slower (perf), the same for every process of one configuration
+(docs/engines.md, "What a micro-batch costs depends on the server"). The plain slots must draft
+nothing, but greedy the target continues the numbers into loops (" 21 149 21 149 ...") that the
+lookup finds (f32, lookup 4, 64 tokens: 45 of 63 steps drafted at 167 tokens, 10 at 700; Q4_1 9 at
+167), so they sample with a presence penalty over the whole context (`NOISE_SAMPLING`): every token
+they emit is new, no lookup of any length matches it (0 of 126 steps at lookups 1, 2 and 4), and what
+the penalty costs (~1 % of a step, 0.04-0.6 ms at f32) is timed in pairs on the plain server and taken
+off (`_mixed_row`). Measured on the EPYC, 2026-11-29.
 """
 from __future__ import annotations
 
@@ -61,10 +61,9 @@ from specdec.errors import SpecdecError
 PERIOD = 40  # numbers per period of the cost prompt at most (~110 tokens: longer than any draft timed)
 TOKENS_PER_NUMBER = 2.85  # SmolLM2's tokenizer: " 17" is three tokens, " 5" two (measured: 341 tokens for 120)
 MAX_K = PERIOD * 2  # a draft cannot be longer than the period it copies from
-MIXED_MIN_K = 5  # the mixed steps' server looks up min(k - 1, 8) tokens; from 4 on the numbers never match
-# the plain slots of a mixed step: DRY keeps the target from looping on the noise (a loop repeats 4 tokens: it drafts)
-NOISE_SAMPLING = {"dry_multiplier": 1.0, "dry_allowed_length": 2, "dry_penalty_last_n": 4096}
-DRY_PAIRS = 3  # DRY's cost: ~1 % of a step (0.07-0.36 ms at f32), so pairs a repeat, the median kept
+# the plain slots of a mixed step: no token they emit occurred before, so no lookup matches (module doc)
+NOISE_SAMPLING = {"presence_penalty": 1000.0, "repeat_last_n": 4096}
+NOISE_PAIRS = 3  # its cost, ~1 % of a step: pairs with and without it each repeat, the median kept
 NOISE_TOKENS_PER_NUMBER = 3.7  # numbers below 1000 in SmolLM2's tokenizer (measured: 156 tokens for 42)
 
 
@@ -169,13 +168,12 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
     `drafts` is timed too (B = 1, with the first batch size's servers): its own plain step t_d(1)
     at each context (c = t_d(1) / t(1)), and what it costs inside the speculative loop, its batch pass
     and looks (`draft_loop.py`), beside the target at the k timed: `draft_seconds` in the file.
-    For each K of `mixed_ks` (each one of `ks`, >= MIXED_MIN_K), each batch size's K server times the
-    mixed steps t_mix(B, r) too (module doc), in the same rotation: each raw row's `mixed`."""
+    For each K of `mixed_ks` (each one of `ks`, >= 2), each batch size's K server times the mixed
+    steps t_mix(B, r) too (module doc), in the same rotation: each raw row's `mixed`."""
     if ks[0] != 1 or max(ks) > MAX_K:
         raise SpecdecError(f"draft lengths: k must start at 1 and stay at most {MAX_K}")
-    if any(K not in ks or K < MIXED_MIN_K for K in mixed_ks):
-        raise SpecdecError(f"the mixed steps' verify lengths must be timed k of at least {MIXED_MIN_K}, "
-                           f"got {list(mixed_ks)}")
+    if any(K not in ks or K < 2 for K in mixed_ks):
+        raise SpecdecError(f"the mixed steps' verify lengths must be timed k of at least 2, got {list(mixed_ks)}")
     tables, raw = [], []
     accept: list[float] = []
     draft_samples: dict[str, dict[int, list[Sample]]] = {}
@@ -201,7 +199,7 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                 c.complete("Hello", 4)  # warm-up, untimed
             per: dict[int, dict[int, list]] = {L: {k: [] for k in ks} for L in contexts}
             mixed = {L: {K: {m: [] for m in range(B)} for K in mixed_ks} for L in contexts}  # [L][K][r]: Samples
-            dry: dict[int, list[tuple[Sample, Sample]]] = {L: [] for L in contexts}
+            sampling: dict[int, list[tuple[Sample, Sample]]] = {L: [] for L in contexts}  # with, without
             for r in range(repeats):
                 for L_index, L in enumerate(contexts):
                     prompt = cost_prompt(L, max(ks))
@@ -214,10 +212,10 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                                 mixed[L][k][m].append(timed_batch(clients[k], [prompt] * m + [noise] * (B - m),
                                                                   new_tokens, [{}] * m + [NOISE_SAMPLING] * (B - m),
                                                                   ignore_eos=True))
-                    if mixed_ks:  # what DRY costs a step of B plain slots on the noise (`_mixed_row`): pairs
+                    if mixed_ks:  # what the noise's sampling costs a step of B plain slots (`_mixed_row`): pairs
                         noise = noise_prompt(per[L][1][-1].prompt_tokens)
-                        dry[L] += [tuple(timed_batch(clients[1], [noise] * B, new_tokens, [x] * B, ignore_eos=True)
-                                         for x in (NOISE_SAMPLING, {})) for _ in range(DRY_PAIRS)]
+                        sampling[L] += [tuple(timed_batch(clients[1], [noise] * B, new_tokens, [x] * B, ignore_eos=True)
+                                         for x in (NOISE_SAMPLING, {})) for _ in range(NOISE_PAIRS)]
                     for d, c in draft_clients.items():
                         draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, [prompt],
                                                                                                  new_tokens))
@@ -250,7 +248,7 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                             "k_timed": k_eff, "seconds": row,
                             "draft_share": shares, "mean_draft": means,
                             "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}}
-                           | ({"mixed": [_mixed_row(mixed[L][K], _dense(k_eff, row, max(ks))[K - 1], K, B, dry[L])
+                           | ({"mixed": [_mixed_row(mixed[L][K], _dense(k_eff, row, max(ks))[K - 1], K, B, sampling[L])
                                          for K in mixed_ks]} if mixed_ks else {}))
                 log(f"B={B} L={context}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
     data = _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
@@ -307,16 +305,16 @@ def _accept_costs(clients: dict[int, Client], curve: list[float], prompt: str, n
 
 
 def _mixed_row(samples: dict[int, list[Sample]], full: float, k: int, B: int,
-               dry: Sequence[tuple[Sample, Sample]]) -> dict:
+               sampling: Sequence[tuple[Sample, Sample]]) -> dict:
     """A raw row's mixed steps at verify length k: t_mix(B, r) for r = 0..B (r = B: the row's t(B, k),
-    read at k from its dense row). The B - r plain slots sample with DRY (`NOISE_SAMPLING`), whose cost
-    a step of B plain slots is timed on the plain server, with and without it (`dry`: d, its median,
-    recorded as `dry_seconds`): (B - r) d / B comes off each step. Each is then corrected as
+    read at k from its dense row). The B - r plain slots sample with `NOISE_SAMPLING`, whose cost a
+    step of B plain slots is timed on the plain server, with and without it (`sampling`: d, its median,
+    recorded as `sampling_seconds`): (B - r) d / B comes off each step. Each is then corrected as
     `step_seconds` corrects t(B, k): the drafting slots (one prompt at T = 0: in phase) drafted at a
     share q_r of the steps, the rest were plain steps t_mix(B, 0), so t_mix(B, r) = t0 + (mean step -
     t0) / q_r, q_r = (B share_r - (B - r) share_0) / r; and the share of the slots' steps that drafted
     in each (`share`, r / B where the plain slots drafted nothing)."""
-    d = float(np.median([a.ms / a.steps - b.ms / b.steps for a, b in dry])) / 1000
+    d = float(np.median([a.ms / a.steps - b.ms / b.steps for a, b in sampling])) / 1000
     raw = [[s.ms / 1000 / s.steps - (B - r) * d / B for s in samples[r]] for r in range(B)]
     shares = [float(np.mean([s.drafts / s.steps for s in samples[r]])) for r in range(B)]
     if shares[0] > 0.1:
@@ -329,7 +327,7 @@ def _mixed_row(samples: dict[int, list[Sample]], full: float, k: int, B: int,
         if q < 0.5:
             raise SpecdecError(f"k = {k}: the drafting slots of a mixed step drafted at {100 * q:.0f} % of their steps")
         seconds.append(t0 + (float(np.median(raw[r])) - t0) / q)
-    return {"k": k, "seconds": seconds + [full], "share": shares, "dry_seconds": d}
+    return {"k": k, "seconds": seconds + [full], "share": shares, "sampling_seconds": d}
 
 
 def _repeat_row(latest: dict[int, Sample], top: int) -> list[float]:

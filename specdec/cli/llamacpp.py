@@ -101,7 +101,7 @@ def llamacpp() -> None:
 @click.option("--draft", "drafts", multiple=True, metavar="GGUF",
               help="A draft model's GGUF (repeatable): its own plain step t_d(1) and its passes inside the "
                    "speculative loop are timed at each context too (`draft_seconds` in the file).")
-@click.option("--mixed-k", "mixed_ks", type=NumberList(int, 5, 80, increasing=True, what="verify lengths"),
+@click.option("--mixed-k", "mixed_ks", type=NumberList(int, 2, 80, increasing=True, what="verify lengths"),
               default=None, metavar="K,...", help="Also time, on each B's server verifying K (each one of --k), "
               "steps whose first r < B slots verify K, the rest one token: how it runs drafts K - 1 long (`mixed`).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),

@@ -13,6 +13,7 @@
 # The costs time the mixed steps of the grid's draft length 4 (--mixed-k 5: the first r of B slots verifying 5
 # tokens, the rest one) on the very server configuration that drafts 4, and the check prices its steps by them
 # (since 2026-11-29: on the EPYC at f32 the same micro-batch costs up to 26 % more or less on another server).
+# MIXED_K=2,3,4,5 times them at every draft length `plan --from` compares; EXTRA="label=flags;..." adds rows.
 # Run quiet, under the team lock:
 #   flock /tmp/specdec-heavy.lock bash benchmarks/data/llamacpp/run-batches.sh OUT_DIR [q4_1|f32] [TEMPERATURES] [ARRIVALS]
 set -e
@@ -35,10 +36,10 @@ fi
 NGRAM=$(.venv/bin/python -c "from specdec.engines.llamacpp.config import ngram_flags; print(ngram_flags(4)['ngram-simple'])")
 echo "start $(date -u +%T)"
 .venv/bin/specdec llamacpp costs --model "$MODEL" --k 1,2,3,4,5 --batch-sizes 1,2,4,8 --contexts 160,320 --repeats 2 \
-  --new-tokens 64 --mixed-k 5 --out "$OUT/costs-b1248-$TYPE.json"
+  --new-tokens 64 --mixed-k "${MIXED_K:-5}" --out "$OUT/costs-b1248-$TYPE.json"
 echo "costs $(date -u +%T)"
 .venv/bin/specdec llamacpp validate --model "$MODEL" --costs "$OUT/costs-b1248-$TYPE.json" --batch-sizes 1,2,4,8 \
   --workloads edit --prompts 8 --temperatures "$TEMPS" --repeats 3 --new-tokens 96 --arrivals "$ARRIVALS" \
   --out "$OUT/batches-$TYPE$SUFFIX.json" --grid \
-  "synthetic p0.9 g4=--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 4 --spec-synth-rates 0.9,0.81,0.729,0.6561;ngram-simple g4=$NGRAM"
+  "synthetic p0.9 g4=--spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-ngram-simple-size-m 4 --spec-synth-rates 0.9,0.81,0.729,0.6561;ngram-simple g4=$NGRAM${EXTRA:+;$EXTRA}"
 echo "end $(date -u +%T)"
