@@ -2,7 +2,8 @@
 cost file: its points recomputed (`engines/llamacpp/batches.points`) from the check's own records,
 with the file's accepted-token cost or a given one, with the file's mixed steps or without them; and
 what `specdec plan --from` would have promised at each B, from the B = 1 counts alone (the /metrics
-page of the check's B = 1 requests, the cost file at the check's context, gamma = the longest draft).
+page of the check's B = 1 requests, the cost file at the check's context; gamma = the table's last
+column: the longest draft position observed, or the file's largest k - 1 if smaller).
 
     .venv/bin/python benchmarks/check_llamacpp_batches.py CHECK.json COSTS.json [--accept-ms X] [--no-mixed]
 
@@ -15,10 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
-from specdec.costfiles import read_batch_times
+from specdec.costfiles import batch_times_of
 from specdec.engines.acceptance import acceptance_from_counts
 from specdec.engines.llamacpp import batches
 from specdec.engines.llamacpp.validation import metrics_page
@@ -27,12 +27,14 @@ from specdec.simulator.batch import batch_times_at
 from specdec.simulator.engine_plan import engine_plan
 
 
-def plan_speedups(records: list, config: str, cost_path: Path, context: float) -> tuple[int, dict[int, float]]:
-    """(gamma, {B: speedup}) of `plan --from` the B = 1 requests' page with the cost file: the batch
-    table at the configuration's longest draft, priced as llama.cpp splits its batches."""
-    first = [r for r in records if r.config == config and r.batch == min(x.batch for x in records)]
+def plan_speedups(records: list, config: str, costs: dict, where: Path, context: float
+                  ) -> tuple[int, dict[int, float]]:
+    """(gamma, {B: speedup}) of `plan --from` the smallest B's requests' page with the cost file: the
+    batch table's last column, priced as llama.cpp splits its batches."""
+    smallest = min(x.batch for x in records)
+    first = [r for r in records if r.config == config and r.batch == smallest]
     counts = read_counts(metrics_page(batches.heads(first)))
-    tables = read_batch_times(cost_path)
+    tables = batch_times_of(costs, where)
     lo, hi = min(t.context_tokens for t in tables), max(t.context_tokens for t in tables)
     times = batch_times_at(tables, int(min(max(context, lo), hi))) if len(tables) > 1 else tables[0]
     plan = engine_plan(acceptance_from_counts(counts), 0.0, counts.source, batch_times=times,
@@ -54,20 +56,17 @@ def main(argv: list[str] | None = None) -> int:
             table.pop("mixed", None)
     accept = max(0.0, costs.get("accept_seconds") or 0.0) if a.accept_ms is None else a.accept_ms / 1000
     print(f"{a.costs.name}: accepted token {1000 * accept:.3f} ms, {'t(B, k) alone' if a.no_mixed else 'mixed steps'}")
-    with tempfile.TemporaryDirectory() as tmp:
-        cost_path = Path(tmp) / "costs.json"
-        cost_path.write_text(json.dumps(costs))
-        for at in check["temperatures"]:
-            records = [batches.BatchRecord(**r) for r in at["records"]]
-            for c in batches.points(records, costs, accept, check.get("seed", 0)):
-                print(f"{c['config']} T={at['temperature']:g}: crossover measured {c['crossover']}, predicted "
-                      f"{c['predicted_crossover']}; " + "  ".join(
-                          f"B={p['batch']} {p['measured']:.3f}x/{p['predicted']:.3f}x ({100 * p['error']:+.1f}%, "
-                          f"{p['priced_by']})" for p in c["points"]))
-                gamma, planned = plan_speedups(records, c["config"], cost_path, c["context"])
-                print(f"  plan --from the B = 1 counts, gamma {gamma}: " + "  ".join(
-                    f"B={p['batch']} {planned[p['batch']]:.3f}x ({100 * (planned[p['batch']] / p['measured'] - 1):+.1f}%)"
-                    for p in c["points"] if p["batch"] in planned))
+    for at in check["temperatures"]:
+        records = [batches.BatchRecord(**r) for r in at["records"]]
+        for c in batches.points(records, costs, accept, check.get("seed", 0)):
+            print(f"{c['config']} T={at['temperature']:g}: crossover measured {c['crossover']}, predicted "
+                  f"{c['predicted_crossover']}; " + "  ".join(
+                      f"B={p['batch']} {p['measured']:.3f}x/{p['predicted']:.3f}x ({100 * p['error']:+.1f}%, "
+                      f"{p['priced_by']})" for p in c["points"]))
+            gamma, planned = plan_speedups(records, c["config"], costs, a.costs, c["context"])
+            print(f"  plan --from the B = 1 counts, gamma {gamma}: " + "  ".join(
+                f"B={b} {planned[b]:.3f}x ({100 * (planned[b] / p['measured'] - 1):+.1f}%)"
+                for p in c["points"] if (b := p["batch"]) in planned))
     return 0
 
 

@@ -88,7 +88,11 @@ def read_batch_times(path: Path) -> list[BatchTimes]:
     "batch_timing" object of `specdec estimate --batch-sizes ... --json` (one context) or of
     benchmarks/bench_costs.py, a list of them (`specdec costs --context L1,L2`: one per context),
     or every context's "timing" of `specdec serve-bench` (serve.json)."""
-    data = _read_json(path)
+    return batch_times_of(_read_json(path), path)
+
+
+def batch_times_of(data: Any, path: Path) -> list[BatchTimes]:
+    """`read_batch_times` of a file's content already read (`path` names it in every message)."""
     kind = _check_kind(data, path, COST_KINDS + (KIND_SERVE,), "a batch cost file")
     if kind == KIND_SERVE:
         contexts = data.get("contexts")
@@ -119,27 +123,38 @@ def read_batch_times(path: Path) -> list[BatchTimes]:
     return tables
 
 
-def mixed_steps(table: Mapping[str, Any]) -> dict[int, list]:
+def mixed_steps(table: Mapping[str, Any]) -> dict[Any, Any]:
     """{K: t_mix(B, 0..B) per batch size} of one batch_timing table (`specdec llamacpp costs --mixed-k`):
-    its "mixed", a list of {"k", "seconds"} (one such object in files written before 2026-11-29 07:10 UTC);
-    {} where none was timed. Unchecked: `read_batch_times` checks."""
-    mixed = table.get("mixed")
-    entries = [mixed] if isinstance(mixed, dict) else mixed if isinstance(mixed, list) else []
-    return {m["k"]: m["seconds"] for m in entries if isinstance(m, dict) and isinstance(m.get("k"), int)}
+    its "mixed", a list of {"k", "seconds"} (one such object in files written before 2026-11-29 07:10
+    UTC); {} where none was timed. Unchecked (`read_batch_times` checks): an entry without "k" is
+    kept under None, a repeated k under its first entry."""
+    mixed = table.get("mixed") or []
+    entries = [mixed] if isinstance(mixed, dict) else mixed if isinstance(mixed, list) else [mixed]
+    out: dict[Any, Any] = {}
+    for m in entries:
+        key = m.get("k") if isinstance(m, dict) else None
+        out.setdefault(key if isinstance(key, int) and key not in out else (None, len(out)),
+                       m.get("seconds") if isinstance(m, dict) else None)
+    return out
 
 
 def _checked_mixed(table: Mapping[str, Any], sizes: list[int], width: int, path: Path
                    ) -> tuple[tuple[int, tuple[tuple[float, ...], ...]], ...]:
+    """`mixed_steps` checked: each K an integer in 2..width, once, its rows t_mix(B, 0..B), positive,
+    a step with drafting slots dearer than the plain one (else the micro-batches it prices are not)."""
     out = []
-    for k, rows in sorted(mixed_steps(table).items()):
-        ok = 2 <= k <= width and isinstance(rows, list) and len(rows) == len(sizes) and all(
+    for k, rows in mixed_steps(table).items():
+        if not isinstance(k, int) or not 2 <= k <= width:
+            raise SpecdecError(f"{path}: batch_timing's mixed steps need one entry per k in 2..{width} with "
+                               '"k" and "seconds"')
+        ok = isinstance(rows, list) and len(rows) == len(sizes) and all(
             isinstance(row, list) and len(row) == B + 1 and all(_finite(x) and x > 0 for x in row)
-            for B, row in zip(sizes, rows))
+            and all(x > row[0] for x in row[1:]) for B, row in zip(sizes, rows))
         if not ok:
             raise SpecdecError(f"{path}: batch_timing's mixed steps at k = {k} must be t_mix(B, 0..B), positive "
-                               f"seconds, per batch size {sizes}, with 2 <= k <= {width}")
+                               f"seconds rising above t_mix(B, 0), per batch size {sizes}")
         out.append((k, tuple(tuple(float(x) for x in row) for row in rows)))
-    return tuple(out)
+    return tuple(sorted(out))
 
 
 def read_tree_steps(path: Path) -> TreeSteps:

@@ -174,7 +174,8 @@ def _batch_lines(b: Mapping[str, Any]) -> list[str]:
              + ("; priced as the engine decodes B slots, equal micro-batches: a slot that drafts beside one that "
                 "does not costs one more decode" if b.get("equal_split") else "")
              + (", gamma = " + ", ".join(str(k - 1) for k in b["mixed_k"]) + " by the speculating servers' own "
-                "mixed steps, the others by steps timed on other servers (docs/engines.md)" if b.get("mixed_k") else "")
+                "mixed steps" + (", the others by steps timed on other servers (docs/engines.md)"
+                                 if len(b["mixed_k"]) < len(b["gammas"]) - 1 else "") if b.get("mixed_k") else "")
              + "):",
              f"{'B':>5}  " + "  ".join(f"g={g:<4d}" for g in b["gammas"]) + "  best"]
     for size, row, best in zip(b["batch_sizes"], b["speedup"], b["best_gamma"]):

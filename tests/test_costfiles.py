@@ -11,13 +11,14 @@ import pytest
 from specdec.costfiles import (KIND_ESTIMATE, KIND_LATTICE_STUDY, KIND_SERVE, KIND_TREE_COSTS, STUDY_FOR_FIGURES,
                                read_batch_times, read_lattice_study, read_tree_steps, read_verify_cost,
                                study_tree_steps)
-from specdec.simulator.batch import batch_times_at
 from specdec.errors import SpecdecError
+from specdec.simulator.batch import batch_times_at
 
 CURVE = [1.0, 1.1, 1.25]
 BATCH = {"batch_sizes": [1, 4], "seconds": [[0.01, 0.011, 0.012], [0.012, 0.02, 0.03]], "device": "cpu",
          "context_tokens": 128}
 ESTIMATE = {"verify_cost": CURVE, "cost": {"target_step_seconds": 0.004}, "batch_timing": BATCH}
+STEPS = [[0.009, 0.011], [0.010, 0.016, 0.018, 0.02, 0.03]]  # t_mix(B, 0..B) for B = 1, 4
 TREE_COSTS = ESTIMATE | {"verify_step_ms": {"0": 4.0, "3": 4.5, "8": 6.0}, "device_name": "GPU X"}
 STUDY = {"heads_path": "H", "k": 16, "by_depth": [], "block_efficiency": [], "oracle_curve": [], "repetition": [],
          "wins": [], "verify_step_ms": {"0": 10.0, "3": 14.0}}
@@ -54,7 +55,7 @@ def test_batch_times_keep_the_speculating_servers_mixed_steps(tmp_path) -> None:
     """`specdec llamacpp costs --mixed-k`: t_mix(B, 0..B) per batch size at each K, in the list of
     today's files or the one object of the first ones, read to the same values and interpolated
     between contexts as t(B, k) is."""
-    steps = [[0.009, 0.011], [0.010, 0.016, 0.018, 0.02, 0.03]]
+    steps = STEPS
     for mixed in ([{"k": 3, "seconds": steps}], {"k": 3, "seconds": steps}):
         (times,) = read_batch_times(write(tmp_path, {"batch_timing": BATCH | {"mixed": mixed}}))
         assert times.mixed_steps() == {3: {1: tuple(steps[0]), 4: tuple(steps[1])}}
@@ -99,8 +100,14 @@ def test_lattice_study_with_and_without_kind(tmp_path) -> None:
     (read_batch_times, {"kind": KIND_LATTICE_STUDY}, ["not a batch cost file"]),
     (read_batch_times, {"batch_timing": BATCH | {"mixed": [{"k": 3, "seconds": [[0.01, 0.02], [0.01]]}]}},
      ["mixed steps at k = 3", "t_mix(B, 0..B)"]),
+    (read_batch_times, {"batch_timing": BATCH | {"mixed": [{"k": 3, "seconds": [[0.01, 0.02], [0.01] * 5]}]}},
+     ["mixed steps at k = 3", "rising above t_mix(B, 0)"]),
     (read_batch_times, {"batch_timing": BATCH | {"mixed": {"k": 4, "seconds": [[0.01, 0.02], [0.01] * 5]}}},
-     ["mixed steps at k = 4", "2 <= k <= 3"]),
+     ["mixed steps need one entry per k in 2..3"]),
+    (read_batch_times, {"batch_timing": BATCH | {"mixed": [{"k": 2}]}}, ["mixed steps at k = 2"]),
+    (read_batch_times, {"batch_timing": BATCH | {"mixed": [{"k": 2, "seconds": STEPS}, {"k": 2, "seconds": STEPS}]}},
+     ["one entry per k"]),
+    (read_batch_times, {"batch_timing": BATCH | {"mixed": "junk"}}, ["one entry per k"]),
     (read_tree_steps, {"kind": KIND_TREE_COSTS, "verify_cost": CURVE}, ["lacks verify_step_ms"]),
     (read_tree_steps, {"verify_cost": CURVE}, ["cost.target_step_seconds", "verify_step_ms"]),
     (read_tree_steps, {"verify_step_ms": {"0": 1.0, "x": 2.0}}, ["verify_step_ms must map"]),

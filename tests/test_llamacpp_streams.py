@@ -150,6 +150,29 @@ def test_the_plan_from_the_epyc_checks_b1_counts_prices_its_batches(capsys, tmp_
             assert code == 0, err
             batch = strict_json(out)["batch"]
             assert batch["mixed_k"] == ([5] if name == "mixed" else []) and batch["gammas"][-1] == 4
+            assert batch["batch_sizes"] == [p["batch"] for p in c["points"]]
             errors[c["config"], name] = [row[4] / p["measured"] - 1 for row, p in zip(batch["speedup"], c["points"])]
     assert all(abs(e) < 0.10 for (_, name), row in errors.items() if name == "mixed" for e in row), errors
     assert errors["ngram-simple g4", "alone"][1] < -0.10
+
+
+def test_the_q4_1_check_is_priced_by_mixed_steps_at_every_draft_length() -> None:
+    """The default target's own Q4_1 GGUF on the EPYC (2026-11-29 run 6: `MIXED_K=2,3,4,5`, ngram-simple
+    at draft lengths 4 and 2, synthetic, T = 0 and 1, streams): the cost file's mixed steps cover every
+    draft length the plan compares, and the check's 24 points, each priced by the mixed steps of its own
+    draft length, lie within 10 % of what the engine measured."""
+    import json
+    from pathlib import Path
+
+    from specdec.costfiles import read_batch_times
+    from specdec.engines.llamacpp.batches import BatchRecord, points
+
+    run = Path(__file__).parent.parent / "benchmarks/data/llamacpp/batches/streams/epyc/run6-q4_1"
+    check = json.loads((run / "batches-q4_1-streams.json").read_text())
+    costs = json.loads((run / "costs-b1248-q4_1.json").read_text())
+    assert all(sorted(t.mixed_steps()) == [2, 3, 4, 5] for t in read_batch_times(run / "costs-b1248-q4_1.json"))
+    priced = [p for at in check["temperatures"] for c in points([BatchRecord(**r) for r in at["records"]], costs,
+                                                                max(0.0, costs["accept_seconds"]), check["seed"])
+              for p in c["points"]]
+    assert len(priced) == 24 and all(p["priced_by"] == "mixed steps" for p in priced)
+    assert all(abs(p["error"]) < 0.10 for p in priced), [round(p["error"], 3) for p in priced]

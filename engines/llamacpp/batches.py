@@ -40,8 +40,8 @@ from specdec.engines.llamacpp.client import Client, Completion
 from specdec.engines.llamacpp.trace import traced_steps
 from specdec.engines.llamacpp.validation import BOOTSTRAP, Config, Request, counter_deltas, counters, send
 from specdec.engines.llamacpp.server import LlamaServer
-from specdec.errors import SpecdecError
 from specdec.costfiles import mixed_steps
+from specdec.errors import SpecdecError
 from specdec.simulator.equal_split import mixed_ubatches, predict_equal_split, ubatch_seconds
 from specdec.simulator.ragged import crossover, crossover_range, predict_ragged
 
@@ -231,7 +231,7 @@ def mixed_seconds(cost_data: dict, context: float) -> dict[int, dict[int, np.nda
     """{K: {B: t_mix(B, 0..B)}} from the cost file at `context` tokens (linear between its contexts,
     clamped): the mixed steps `specdec llamacpp costs --mixed-k` timed; {} where it timed none."""
     tables = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
-    ks = sorted({K for t in tables for K in mixed_steps(t)})
+    ks = sorted({K for t in tables for K in mixed_steps(t) if isinstance(K, int)})
     return {K: _at_context(cost_data, context, lambda t: mixed_steps(t).get(K)) for K in ks}
 
 

@@ -34,10 +34,11 @@ AVX-512 EPYC at f32 a (5, 1) step on `-np 2` cost 50.6 ms where u(2, 1) + u(1, 4
 (docs/engines.md, "What a micro-batch costs depends on the server"). The plain slots must draft
 nothing, but greedy the target continues the numbers into loops (" 21 149 21 149 ...") that the
 lookup finds (f32, lookup 4, 64 tokens: 45 of 63 steps drafted at 167 tokens, 10 at 700; Q4_1 9 at
-167), so they sample with a presence penalty over the whole context (`NOISE_SAMPLING`): every token
+167), so they sample with a presence penalty over the whole context (`noise_sampling`): every token
 they emit is new, no lookup of any length matches it (0 of 126 steps at lookups 1, 2 and 4), and what
-the penalty costs (~1 % of a step, 0.04-0.6 ms at f32) is timed in pairs on the plain server and taken
-off (`_mixed_row`). Measured on the EPYC, 2026-11-29.
+the penalty costs (f32: 0.04-0.18 ms a step at B = 1, 0.6 at B = 4; Q4_1, run 6's cost file: 0.12-1.32
+ms, 1.7-2.6 % of the plain step) is timed in pairs on the plain server and taken off (`_mixed_row`).
+Measured on the EPYC, 2026-11-29.
 """
 from __future__ import annotations
 
@@ -61,9 +62,13 @@ from specdec.errors import SpecdecError
 PERIOD = 40  # numbers per period of the cost prompt at most (~110 tokens: longer than any draft timed)
 TOKENS_PER_NUMBER = 2.85  # SmolLM2's tokenizer: " 17" is three tokens, " 5" two (measured: 341 tokens for 120)
 MAX_K = PERIOD * 2  # a draft cannot be longer than the period it copies from
-# the plain slots of a mixed step: no token they emit occurred before, so no lookup matches (module doc)
-NOISE_SAMPLING = {"presence_penalty": 1000.0, "repeat_last_n": 4096}
-NOISE_PAIRS = 3  # its cost, ~1 % of a step: pairs with and without it each repeat, the median kept
+NOISE_PAIRS = 3  # the noise's sampling cost, 1-2.5 % of a step: pairs with and without it each repeat, the median
+
+
+def noise_sampling(slot_tokens: int) -> dict:
+    """The plain slots' sampling in a mixed step: a presence penalty over the slot's whole context
+    (`slot_tokens`), so no token they emit occurred before and no lookup matches (module doc)."""
+    return {"presence_penalty": 1000.0, "repeat_last_n": int(slot_tokens)}
 NOISE_TOKENS_PER_NUMBER = 3.7  # numbers below 1000 in SmolLM2's tokenizer (measured: 156 tokens for 42)
 
 
@@ -82,8 +87,8 @@ def noise_prompt(tokens: int) -> str:
     """About `tokens` tokens of random numbers below 1000 (a fixed seed) in which no 4 tokens repeat
     in the same order where SmolLM2 splits a number into its space and its digits (a candidate that
     would repeat four is drawn again; in its real tokens none repeats at 167 and 338 tokens, 8 at
-    1038): a slot on it drafts from the prompt at most rarely, and from the target's continuation
-    rarely (1.6 % of the steps at 197 tokens, T = 0, f32; `_mixed_row` checks)."""
+    1038). What the target continues it with, greedy, loops and would draft; `noise_sampling` keeps
+    it from repeating any token (module doc; `_mixed_row` checks)."""
     rng, seen, out, last = random.Random(7), set(), [], ()
     for _ in range(max(8, round(tokens / NOISE_TOKENS_PER_NUMBER))):
         for _attempt in range(1000):
@@ -139,7 +144,7 @@ def timed_batch(client: Client, prompts: Sequence[str], new_tokens: int,
     before = counters(client)
     with ThreadPoolExecutor(len(prompts)) as pool:
         done = list(pool.map(lambda i: client.complete(prompts[i], new_tokens, temperature=0.0, id_slot=i,
-                                                       cache_prompt=True, **options, **(extra[i] if extra else {})),
+                                                       cache_prompt=True, **{**options, **(extra[i] if extra else {})}),
                              range(len(prompts))))
     delta = (counters(client) - before).astype(int)
     return Sample(sum(d.decode_ms for d in done), sum(max(d.tokens - 1, 1) for d in done),
@@ -180,6 +185,7 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
     loop_samples: dict[str, dict[int, list]] = {}
     for B in batch_sizes:
         ctx = B * (max(*contexts, 3 * 2 * PERIOD) + new_tokens + max(ks) + 64)  # the prompt is >= 2 periods
+        plain = noise_sampling(ctx // B)
         with ExitStack() as stack:
             clients = {k: Client(stack.enter_context(LlamaServer(synth_config(model, k, 0.0, B, ctx, threads),
                                                                  binary)).url) for k in ks}
@@ -210,12 +216,15 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                             noise = noise_prompt(per[L][k][-1].prompt_tokens)
                             for m in range(B):
                                 mixed[L][k][m].append(timed_batch(clients[k], [prompt] * m + [noise] * (B - m),
-                                                                  new_tokens, [{}] * m + [NOISE_SAMPLING] * (B - m),
+                                                                  new_tokens, [{}] * m + [plain] * (B - m),
                                                                   ignore_eos=True))
                     if mixed_ks:  # what the noise's sampling costs a step of B plain slots (`_mixed_row`): pairs
                         noise = noise_prompt(per[L][1][-1].prompt_tokens)
-                        sampling[L] += [tuple(timed_batch(clients[1], [noise] * B, new_tokens, [x] * B, ignore_eos=True)
-                                         for x in (NOISE_SAMPLING, {})) for _ in range(NOISE_PAIRS)]
+                        for i in range(NOISE_PAIRS):  # with and without, which goes first in turns
+                            runs = [("with", plain), ("without", {})][::1 if i % 2 == 0 else -1]
+                            pair = {x: timed_batch(clients[1], [noise] * B, new_tokens, [extra] * B, ignore_eos=True)
+                                    for x, extra in runs}
+                            sampling[L].append((pair["with"], pair["without"]))
                     for d, c in draft_clients.items():
                         draft_samples.setdefault(str(d), {}).setdefault(L, []).append(timed_batch(c, [prompt],
                                                                                                  new_tokens))
@@ -244,11 +253,13 @@ def measure(binary: Path, model: Path, ks: tuple[int, ...], batch_sizes: tuple[i
                 # the k each t was timed at: 1 + the mean draft (drafts near a request's end are cut to the
                 # tokens it has left, n_remaining - 1: server_slot::get_n_draft_max)
                 k_eff = [1.0] + [1.0 + d for d in means[1:]]
+                noise_cost = float(np.median([a.ms / a.steps - b.ms / b.steps for a, b in sampling[L]])) / 1000 \
+                    if mixed_ks else 0.0  # what the noise's sampling costs a step of B plain slots
                 raw.append({"B": B, "context_tokens": context, "prompt_tokens": prompt_tokens, "k": list(ks),
                             "k_timed": k_eff, "seconds": row,
                             "draft_share": shares, "mean_draft": means,
                             "all_seconds": {k: [s.ms / 1000 / s.steps for s in per[L][k]] for k in ks}}
-                           | ({"mixed": [_mixed_row(mixed[L][K], _dense(k_eff, row, max(ks))[K - 1], K, B, sampling[L])
+                           | ({"mixed": [_mixed_row(mixed[L][K], _dense(k_eff, row, max(ks))[K - 1], K, B, noise_cost)
                                          for K in mixed_ks]} if mixed_ks else {}))
                 log(f"B={B} L={context}: " + " ".join(f"t({k})={1e3 * t:.1f}ms" for k, t in zip(ks, row)))
     data = _cost_file(binary, model, ks, batch_sizes, contexts, raw, accept, repeats, new_tokens, threads)
@@ -304,17 +315,15 @@ def _accept_costs(clients: dict[int, Client], curve: list[float], prompt: str, n
     return out
 
 
-def _mixed_row(samples: dict[int, list[Sample]], full: float, k: int, B: int,
-               sampling: Sequence[tuple[Sample, Sample]]) -> dict:
+def _mixed_row(samples: dict[int, list[Sample]], full: float, k: int, B: int, d: float) -> dict:
     """A raw row's mixed steps at verify length k: t_mix(B, r) for r = 0..B (r = B: the row's t(B, k),
-    read at k from its dense row). The B - r plain slots sample with `NOISE_SAMPLING`, whose cost a
-    step of B plain slots is timed on the plain server, with and without it (`sampling`: d, its median,
+    read at k from its dense row). The B - r plain slots sample with `noise_sampling`, whose cost d a
+    step of B plain slots is timed on the plain server in pairs, with and without it (`measure`,
     recorded as `sampling_seconds`): (B - r) d / B comes off each step. Each is then corrected as
     `step_seconds` corrects t(B, k): the drafting slots (one prompt at T = 0: in phase) drafted at a
     share q_r of the steps, the rest were plain steps t_mix(B, 0), so t_mix(B, r) = t0 + (mean step -
     t0) / q_r, q_r = (B share_r - (B - r) share_0) / r; and the share of the slots' steps that drafted
     in each (`share`, r / B where the plain slots drafted nothing)."""
-    d = float(np.median([a.ms / a.steps - b.ms / b.steps for a, b in sampling])) / 1000
     raw = [[s.ms / 1000 / s.steps - (B - r) * d / B for s in samples[r]] for r in range(B)]
     shares = [float(np.mean([s.drafts / s.steps for s in samples[r]])) for r in range(B)]
     if shares[0] > 0.1:
