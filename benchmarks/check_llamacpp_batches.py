@@ -23,20 +23,18 @@ from specdec.engines.acceptance import acceptance_from_counts
 from specdec.engines.llamacpp import batches
 from specdec.engines.llamacpp.validation import metrics_page
 from specdec.engines.metrics import read_counts
-from specdec.simulator.batch import batch_times_at
+from specdec.simulator.batch import BatchTimes, batch_times_within
 from specdec.simulator.engine_plan import engine_plan
 
 
-def plan_speedups(records: list, config: str, costs: dict, where: Path, context: float
+def plan_speedups(records: list, config: str, tables: list[BatchTimes], context: float
                   ) -> tuple[int, dict[int, float]]:
     """(gamma, {B: speedup}) of `plan --from` the smallest B's requests' page with the cost file: the
     batch table's last column, priced as llama.cpp splits its batches."""
     smallest = min(x.batch for x in records)
     first = [r for r in records if r.config == config and r.batch == smallest]
     counts = read_counts(metrics_page(batches.heads(first)))
-    tables = batch_times_of(costs, where)
-    lo, hi = min(t.context_tokens for t in tables), max(t.context_tokens for t in tables)
-    times = batch_times_at(tables, int(min(max(context, lo), hi))) if len(tables) > 1 else tables[0]
+    times = batch_times_within(tables, context)
     plan = engine_plan(acceptance_from_counts(counts), 0.0, counts.source, batch_times=times,
                        draft_share=counts.draft_share, equal_split=True)
     gamma = plan.batch.speedup.shape[1] - 1
@@ -56,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             table.pop("mixed", None)
     accept = max(0.0, costs.get("accept_seconds") or 0.0) if a.accept_ms is None else a.accept_ms / 1000
     print(f"{a.costs.name}: accepted token {1000 * accept:.3f} ms, {'t(B, k) alone' if a.no_mixed else 'mixed steps'}")
+    tables = batch_times_of(costs, a.costs)
     for at in check["temperatures"]:
         records = [batches.BatchRecord(**r) for r in at["records"]]
         for c in batches.points(records, costs, accept, check.get("seed", 0)):
@@ -63,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{c['predicted_crossover']}; " + "  ".join(
                       f"B={p['batch']} {p['measured']:.3f}x/{p['predicted']:.3f}x ({100 * p['error']:+.1f}%, "
                       f"{p['priced_by']})" for p in c["points"]))
-            gamma, planned = plan_speedups(records, c["config"], costs, a.costs, c["context"])
+            gamma, planned = plan_speedups(records, c["config"], tables, c["context"])
             print(f"  plan --from the B = 1 counts, gamma {gamma}: " + "  ".join(
                 f"B={b} {planned[b]:.3f}x ({100 * (planned[b] / p['measured'] - 1):+.1f}%)"
                 for p in c["points"] if (b := p["batch"]) in planned))

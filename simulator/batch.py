@@ -129,6 +129,15 @@ def batch_times_at(tables: Sequence[BatchTimes], context: int) -> BatchTimes:
                       mixed)
 
 
+def batch_times_within(tables: Sequence[BatchTimes], context: float) -> BatchTimes:
+    """`batch_times_at` with `context` held inside the timed contexts (one table: that table): the
+    times a measured workload, whose context may lie a little outside them, is priced at."""
+    if len(tables) == 1:
+        return tables[0]
+    lengths = [t.context_tokens or 0 for t in tables]
+    return batch_times_at(tables, int(min(max(context, min(lengths)), max(lengths))))
+
+
 def gamma_ranges(alphas: npt.ArrayLike, batch_sizes: npt.ArrayLike, seconds: npt.ArrayLike, c: float = 0.0,
                  max_gamma: int | None = None, tolerance: float = 0.0,
                  table: Callable[..., BatchPlan] = batch_plan) -> list[tuple[int, int, int]]:

@@ -26,17 +26,14 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
     from specdec.engines.acceptance import acceptance_from_counts
     from specdec.engines.configs import engine_config
     from specdec.engines.metrics import read_counts
-    from specdec.simulator.batch import BatchTimes, batch_times_at
+    from specdec.costfiles import batch_times_of
+    from specdec.simulator.batch import batch_times_within
     from specdec.simulator.engine_plan import engine_plan
 
     rows = [r for r in records if r.config == source and r.temperature == temperature]
     page = metrics_page(rows)
     context = int(np.median([r.prompt_tokens + r.tokens / 2 for r in rows]))
-    tables = cost_data["batch_timing"] if isinstance(cost_data["batch_timing"], list) else [cost_data["batch_timing"]]
-    tables = [BatchTimes(tuple(t["batch_sizes"]), tuple(tuple(x) for x in t["seconds"]), t.get("device"),
-                         t.get("context_tokens")) for t in tables]
-    lo, hi = min(t.context_tokens for t in tables), max(t.context_tokens for t in tables)
-    batch = batch_times_at(tables, min(max(context, lo), hi)) if len(tables) > 1 else tables[0]
+    batch = batch_times_within(batch_times_of(cost_data, Path("the engine's cost file")), context)
     counts = read_counts(page)
     plan = engine_plan(acceptance_from_counts(counts), 0.0, counts.source, batch_times=batch,
                        draft_share=counts.draft_share)
@@ -63,7 +60,7 @@ def advise(binary: Path, model: Path, records: Sequence[Record], costs: EngineCo
     return {"temperature": temperature, "source": source, "context": context, "gamma": gamma,
             "predicted": float(plan.plan.walltime_improvement[gamma]), "flags": advised.command_line(),
             "plan_command": f"specdec plan --from METRICS --c 0 --batch-cost-file COSTS --context "
-                            f"{min(max(context, lo), hi)} --engine llamacpp",
+                            f"{batch.context_tokens} --engine llamacpp",
             "engine_config": config, "metrics_page": page,
             "measured": {k: asdict(c) for k, c in measured.items()}, "advice_measured": advice_speedup,
             "regret": top / advice_speedup - 1, "regret_interval": interval, "records": as_dicts(second)}

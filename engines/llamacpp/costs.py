@@ -42,6 +42,7 @@ Measured on the EPYC, 2026-11-29.
 """
 from __future__ import annotations
 
+import functools
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -83,6 +84,7 @@ def cost_prompt(tokens: int, max_k: int = MAX_K) -> str:
     return " ".join(numbers[i % period] for i in range(count))
 
 
+@functools.lru_cache(maxsize=None)
 def noise_prompt(tokens: int) -> str:
     """About `tokens` tokens of random numbers below 1000 (a fixed seed) in which no 4 tokens repeat
     in the same order where SmolLM2 splits a number into its space and its digits (a candidate that
