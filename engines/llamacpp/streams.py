@@ -16,8 +16,13 @@ model under-predicts them (benchmarks/RESULTS.md); this check measures the case 
   (`/slots/0?action=save`, `--slot-save-path`) and restored into the stream's slot before each
   of its requests (`action=restore`: no decode), so a request evaluates its prompt's last token
   alone, as a wave's pre-cached request does (each record keeps the count, `prompt_evaluated`).
-- A stream that has run its requests keeps its slot busy with untimed fillers (half a request
-  each) until every stream has run its own.
+- A stream that has run its requests keeps its slot busy with untimed fillers (whole requests)
+  until every stream has run its own. Half requests, as to 2026-11-29, are beginnings, and on a
+  copy prompt at T = 1 a slot drafts more often early in its answer (ngram-simple, f32: 20-25 % of
+  its steps in the first 32 tokens, ~15 % later): the timed requests' neighbours drafted more often
+  than their law, and the B = 8 point of that row came out +15.4 % against the model, +9.0 % with
+  whole fillers, the two run back to back (benchmarks/RESULTS.md, "The EPYC rows"). The lead-ins
+  are still beginnings.
 
 What remains: between two of its requests a slot idles while the client restores and posts (a
 step or two), and the other slots decode those steps in a smaller batch. Speculation's requests
@@ -52,7 +57,7 @@ from specdec.engines.llamacpp.trace import traced_steps
 from specdec.engines.llamacpp.validation import Config, Request, counter_deltas, counters, send
 from specdec.errors import SpecdecError
 
-FILLER_SHARE = 0.5  # a filler's length, a share of new_tokens
+FILLER_SHARE = 1.0  # a filler's length, a share of new_tokens (checks before 2026-11-29: 0.5, their "filler_share")
 
 
 def stream_requests(n: int, B: int, stream: int) -> list[int]:
