@@ -70,14 +70,16 @@ def wave_seconds(sequences: list[list[tuple[int, int]]], u: np.ndarray, accept_s
 
 
 def streams_seconds(B: int, n: int, repeat: int, new_tokens: int, steps_of, u: np.ndarray, accept_s: float,
-                    gap: float, filler_share: float = 1.0) -> tuple[float, float]:
+                    gap: float, filler_share: float | None = None) -> tuple[float, float]:
     """(sum of the timed requests' decode seconds, their tokens n - 1) of one streams round
     (engines/llamacpp/streams.py): stream i decodes its lead-in, its requests k = i, i + B, ... and
     fillers until every stream has decoded its own; each request a prompt step (one token, feed 1, untimed)
     and then its steps, `steps_of(j, tokens)`; a stream sits out `gap` steps between two requests (a
     fractional gap spread over the requests: the m-th sits out floor(m gap) - floor((m - 1) gap)); a
-    filler is `filler_share` of a request (the check's `filler_share`: 0.5 before 2026-11-29)."""
-    from specdec.engines.llamacpp.streams import lead_in, stream_requests
+    filler is `filler_share` of a request (the check's; None: `streams.FILLER_SHARE`)."""
+    from specdec.engines.llamacpp.streams import FILLER_SHARE, lead_in, stream_requests
+
+    share = FILLER_SHARE if filler_share is None else filler_share
 
     def requests(i: int):
         mine = stream_requests(n, B, i)
@@ -87,7 +89,7 @@ def streams_seconds(B: int, n: int, repeat: int, new_tokens: int, steps_of, u: n
             yield k, new_tokens, True
         f = 0
         while True:
-            yield mine[f % len(mine)], max(1, round(filler_share * new_tokens)), False
+            yield mine[f % len(mine)], max(1, round(share * new_tokens)), False
             f += 1
 
     queues = [requests(i) for i in range(B)]
@@ -205,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 # "measured": each configuration's own mean idle time before a request, in its steps at this B
                 g = {c: idle_steps(records, c, B) for c in ("none", a.config)} if gap == "measured" \
                     else dict.fromkeys(("none", a.config), float(gap))
-                share = check.get("filler_share") or 0.5  # checks before 2026-11-29 did not record it: 0.5
+                share = check.get("filler_share") or 0.5  # checks before 0ddd1ab did not record it: 0.5
                 plain = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: [(0, 0)] * (count - 1), u,
                                          0.0, g["none"], share) for r in range(repeats)]
                 spec = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: steps_of(r, j, count), u_spec,

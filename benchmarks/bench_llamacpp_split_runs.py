@@ -6,7 +6,8 @@ one between them a second and a third. The cost file times only the first r slot
 server (every draft rejected: `costs.synth_config`; the plain slots on numbers that never repeat:
 `costs.noise_sampling`), interleaved, medians of the repeats, and prices each other set as the equal
 split does (`split_decodes`): the plain step t({}) plus, per run of r consecutive drafting slots, the
-second micro-batch u(r, k - 1) = t({0..r-1}) - t({}) (the sets {0}, {0,1}, ... always timed).
+second micro-batch u(r, k - 1) = t({0..r-1}) - t({}) ({}, {0} and {0,1} always timed; longer runs
+priced only where `--sets` names their prefix set).
 
     flock /tmp/specdec-heavy.lock .venv/bin/python benchmarks/bench_llamacpp_split_runs.py \\
         [--model GGUF] [--batch-size 8] [--k 5] [--sets "0;7;0,1;0,2;0,1,3,4;0,1,2,3;0,2,4,6"] [--repeats 3]
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new-tokens", type=int, default=64)
     a = ap.parse_args(argv)
     try:
-        sets = [tuple(sorted({int(x) for x in s.split(",")})) for s in a.sets.split(";")]
+        sets = list(dict.fromkeys(tuple(sorted({int(x) for x in s.split(",")})) for s in a.sets.split(";")))
     except ValueError:
         ap.error(f"--sets: slot numbers split by ',' and sets by ';', got {a.sets!r}")
     if a.k < 2 or a.batch_size < 2 or a.repeats < 1 or any(min(s) < 0 or max(s) >= a.batch_size for s in sets):

@@ -5,7 +5,9 @@ with timestamps at debug level (`--log-timestamps -lv 5`); per step, the slots' 
 token, plus the drafts of a slot that drafted: "handle_last_" lines; 0 for a slot that is idle or
 between requests) and the decode's time (from "n_batch (effective)" to the end of the decode's
 yield); each step priced as `specdec.simulator.equal_split.split_decodes` cuts it, u(r, m) from the
-cost file (the configuration's mixed steps where timed: `batches.speculating_ubatches`). Printed:
+cost file (the configuration's mixed steps where timed: `batches.speculating_ubatches`; those are
+whole steps as a client times them, sampling and drafting included, where the log's time is the
+decode's alone, so a price reads a little high). Printed:
 measured against priced per number of drafting slots, the steps with idle slots priced as they ran
 and as if those slots had decoded, and how often a slot drafts by its position in the request and
 by the request's kind (timed, or the shorter untimed lead-ins and fillers: `--filler-share`).
@@ -43,6 +45,7 @@ STAMP = re.compile(r"^(\d+)\.(\d\d)\.(\d{3})\.(\d{3}) ")
 FEED = re.compile(r"handle_last_: id\s+(\d+) \|.*?(slot decode token|generate_draft: .*?#draft=(\d+))")
 TOKEN = re.compile(r"process_toke: id\s+(\d+) \| task (\d+) \| n_gen = (\d+)")
 HANDLE = re.compile(r"handle_last_: id\s+(\d+) \| task (\d+) \| (slot decode token|generate_draft)")
+PROMPT = re.compile(r"id\s+(\d+) \| task \d+ \| cached n_tokens = \d+, memory_seq_rm \[\d+, end\)")
 
 
 def stamped(path: Path) -> list[tuple[float, str]]:
@@ -55,19 +58,25 @@ def stamped(path: Path) -> list[tuple[float, str]]:
     return out
 
 
-def steps(lines: list[tuple[float, str]], B: int, after: float) -> list[tuple[float, tuple[int, ...]]]:
-    """(decode seconds, feeds per slot) of every decode that starts after `after` seconds."""
-    out, feeds = [], {}
+def steps(lines: list[tuple[float, str]], B: int, after: float) -> tuple[list[tuple[float, tuple[int, ...]]], int]:
+    """(decode seconds, feeds per slot) of every decode that starts after `after` seconds, and how
+    many such decodes were left out (no end of the decode's yield in the log). A slot starting a
+    request feeds its restored prompt's last token (the "cached n_tokens" line: 1)."""
+    out, feeds, dropped = [], {}, 0
     for i, (t, line) in enumerate(lines):
         if m := FEED.search(line):
             feeds[int(m.group(1))] = 1 + int(m.group(3) or 0)
+        elif m := PROMPT.search(line):
+            feeds.setdefault(int(m.group(1)), 1)
         elif "n_batch (effective)" in line:
-            end = next((lines[j][0] for j in range(i, min(i + 400, len(lines))) if "done yielding" in lines[j][1]),
-                       None)
-            if t > after and end is not None and feeds:
-                out.append((end - t, tuple(feeds.get(s, 0) for s in range(B))))
+            end = next((lines[j][0] for j in range(i, len(lines)) if "done yielding" in lines[j][1]), None)
+            if t > after and feeds:
+                if end is None:
+                    dropped += 1
+                else:
+                    out.append((end - t, tuple(feeds.get(s, 0) for s in range(B))))
             feeds = {}
-    return out
+    return out, dropped
 
 
 def drafting_by_position(lines: list[tuple[float, str]], after: float, width: int = 16) -> dict[int, tuple[int, int]]:
@@ -85,8 +94,9 @@ def drafting_by_position(lines: list[tuple[float, str]], after: float, width: in
 
 
 def drafting_by_request(lines: list[tuple[float, str]], after: float, new_tokens: int) -> dict[str, tuple[int, int]]:
-    """{kind: (slot steps, drafting ones)} by the request a step belongs to: timed (new_tokens long),
-    or the untimed lead-ins and fillers (shorter, or cut by the round's end)."""
+    """{kind: (slot steps, drafting ones)} by the length of the request a step belongs to: new_tokens
+    (the timed requests, and the fillers at `--filler-share 1`) or shorter (the lead-ins, and the
+    fillers at a share below 1)."""
     steps_of, drafts_of, longest = defaultdict(int), defaultdict(int), {}
     for t, line in lines:
         if m := TOKEN.search(line):
@@ -127,8 +137,9 @@ def report(label: str, rows: list[tuple[float, tuple[int, ...]]], u: np.ndarray)
         decoded = ms(price(tuple(x or 1 for x in f)) for _, f in idle)
         out.append(f"  1-2 slots idle: {len(idle):4d} steps, measured {ms(d for d, _ in idle)} ms, priced "
                    f"{ms(price(f) for _, f in idle)}, as if they had decoded {decoded}")
-    out.append(f"  at least {B - 2} of {B} slots decoding: {len(busy)} steps, measured {ms(d for d, _ in busy)} ms, "
-               f"priced as if every slot decoded {ms(price(tuple(x or 1 for x in f)) for _, f in busy)}")
+    if busy:
+        out.append(f"  at least {B - 2} of {B} slots decoding: {len(busy)} steps, measured {ms(d for d, _ in busy)} "
+                   f"ms, priced as if every slot decoded {ms(price(tuple(x or 1 for x in f)) for _, f in busy)}")
     return out
 
 
@@ -146,7 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.batch_size < 2 or a.prompts < 1 or a.new_tokens < 8 or a.temperature < 0 or not 0 < a.filler_share <= 1:
         ap.error("--batch-size >= 2, --prompts >= 1, --new-tokens >= 8, --temperature >= 0, 0 < --filler-share <= 1")
-    streams.FILLER_SHARE = a.filler_share  # what stream_round reads
     if "=" in a.config:
         label, flags = a.config.split("=", 1)
     elif m := re.fullmatch(r"ngram-simple g(\d+)", a.config):
@@ -166,22 +176,29 @@ def main(argv: list[str] | None = None) -> int:
             client.complete("Hello", 4)
             save_prompts(client, requests, a.temperature)
             starts.append(stamped(server.log_path)[-1][0])
-            records += stream_round(client, server, config, B, 0, requests, a.temperature, a.new_tokens, 0)
+            records += stream_round(client, server, config, B, 0, requests, a.temperature, a.new_tokens, 0,
+                                    filler_share=a.filler_share)
             logs.append(stamped(server.log_path))
     context = float(np.mean([r.prompt_tokens + r.tokens / 2 for r in records]))  # as `batches.points` reads it
     seconds = batches.batch_seconds(costs, context)
-    spec_steps = [steps(lines, B, start) for lines, start in zip(logs, starts)]
+    parsed = [steps(lines, B, start) for lines, start in zip(logs, starts)]
+    spec_steps = [rows for rows, _ in parsed]
+    if not all(spec_steps):
+        raise SystemExit("no decode step found in a server's log: nothing to price")
     K = max(max(f) for _, f in spec_steps[1])  # the longest feed: 1 + the longest draft
+    if K < 2:
+        raise SystemExit(f"{label} drafted nothing in the round: nothing to price by its mixed steps")
     u_spec, _ = batches.speculating_ubatches(ubatch_seconds(seconds, B, K), B, K - 1,
                                              batches.mixed_seconds(costs, context))
     print(f"{a.model.name}, B = {B}, T = {a.temperature:g}, one streams round of {a.prompts} edit prompts x "
           f"{a.new_tokens} tokens, fillers {a.filler_share:g} of a request; steps priced from {a.costs.name} at "
           f"{context:.0f} tokens of context")
-    for config, rows, u in zip(configs, spec_steps, (ubatch_seconds(seconds, B, K), u_spec)):
-        print("\n".join(report(config.label, rows, u)))
+    for config, (rows, dropped), u in zip(configs, parsed, (ubatch_seconds(seconds, B, K), u_spec)):
+        print("\n".join(report(config.label, rows, u)) + (f"\n  ({dropped} decodes without an end in the log, left out)"
+                                                          if dropped else ""))
     print(f"{label}: share of a slot's steps that drafted, by its position in the request:")
     for first, (n, d) in drafting_by_position(logs[1], starts[1]).items():
-        print(f"  tokens {first:3d}-{first + 15:3d}: {n:5d} slot steps, {100 * d / n:5.1f} % drafting")
+        print(f"  tokens {first:3d}-{first + 15:3d} generated: {n:5d} slot steps, {100 * d / n:5.1f} % drafting")
     for kind, (n, d) in drafting_by_request(logs[1], starts[1], a.new_tokens).items():
         print(f"  requests of {kind}: {n:5d} slot steps, {100 * d / n:5.1f} % drafting")
     return 0

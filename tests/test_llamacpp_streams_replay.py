@@ -50,7 +50,7 @@ def test_streams_start_apart_and_fill_until_every_timed_request_ends():
 
     decode, tokens = streams_seconds(2, 2, 0, 10, record, U, 0.0, 0)
     assert lead_in(2, 1, 10) == 5 and stream_requests(2, 2, 1) == [1]
-    assert (1, 5) in calls and calls.count((0, 10)) == 2  # stream 1's lead-in; stream 0's request and its filler (whole)
+    assert (1, 5) in calls and calls.count((0, 10)) == 2  # stream 1's lead-in; stream 0's request, its whole filler
     assert decode == pytest.approx(tokens * U[1, 0])
     calls.clear()  # a check from before 2026-11-29: half-request fillers
     assert streams_seconds(2, 2, 0, 10, record, U, 0.0, 0, filler_share=0.5)[0] == pytest.approx(decode)

@@ -17,9 +17,9 @@ model under-predicts them (benchmarks/RESULTS.md); this check measures the case 
   of its requests (`action=restore`: no decode), so a request evaluates its prompt's last token
   alone, as a wave's pre-cached request does (each record keeps the count, `prompt_evaluated`).
 - A stream that has run its requests keeps its slot busy with untimed fillers (whole requests)
-  until every stream has run its own. Half requests, as to 2026-11-29, are beginnings, and on a
+  until every stream has run its own. Half requests, as before 0ddd1ab, are beginnings, and on a
   copy prompt at T = 1 a slot drafts more often early in its answer (ngram-simple, f32: 20-25 % of
-  its steps in the first 32 tokens, ~15 % later): the timed requests' neighbours drafted more often
+  its steps in the first 32 tokens, 13-18 % later): the timed requests' neighbours drafted more often
   than their law, and the B = 8 point of that row came out +15.4 % against the model, +9.0 % with
   whole fillers, the two run back to back (benchmarks/RESULTS.md, "The EPYC rows"). The lead-ins
   are still beginnings.
@@ -57,7 +57,7 @@ from specdec.engines.llamacpp.trace import traced_steps
 from specdec.engines.llamacpp.validation import Config, Request, counter_deltas, counters, send
 from specdec.errors import SpecdecError
 
-FILLER_SHARE = 1.0  # a filler's length, a share of new_tokens (checks before 2026-11-29: 0.5, their "filler_share")
+FILLER_SHARE = 1.0  # a filler's length, a share of new_tokens (0.5 before 0ddd1ab; a check records its "filler_share")
 
 
 def stream_requests(n: int, B: int, stream: int) -> list[int]:
@@ -119,7 +119,8 @@ def save_prompts(client: Client, requests: Sequence[Request], temperature: float
 
 
 def stream_round(client: Client, server: LlamaServer, config: Config, B: int, repeat: int,
-                 requests: Sequence[Request], temperature: float, new_tokens: int, seed: int) -> list[BatchRecord]:
+                 requests: Sequence[Request], temperature: float, new_tokens: int, seed: int,
+                 filler_share: float = FILLER_SHARE) -> list[BatchRecord]:
     """One round of B streams on one configuration's server (module doc); the timed requests' records."""
     n = len(requests)
     running, lock, done = [B], threading.Lock(), threading.Event()
@@ -162,7 +163,7 @@ def stream_round(client: Client, server: LlamaServer, config: Config, B: int, re
                 done.set()
         f = 0
         while not done.is_set():  # keep the batch at B until every stream has run its requests
-            decode(i, mine[f % len(mine)], max(1, round(FILLER_SHARE * new_tokens)))
+            decode(i, mine[f % len(mine)], max(1, round(filler_share * new_tokens)))
             f += 1
         return out
 
