@@ -203,11 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         tokens = decode = 0.0
         by_gap = {}
         if check.get("arrivals") == "streams":  # against no speculation's own streams, gaps and all
+            share = check.get("filler_share") or 0.5  # checks before 0ddd1ab did not record it: 0.5
             for gap in a.gaps.split(","):
                 # "measured": each configuration's own mean idle time before a request, in its steps at this B
                 g = {c: idle_steps(records, c, B) for c in ("none", a.config)} if gap == "measured" \
                     else dict.fromkeys(("none", a.config), float(gap))
-                share = check.get("filler_share") or 0.5  # checks before 0ddd1ab did not record it: 0.5
                 plain = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: [(0, 0)] * (count - 1), u,
                                          0.0, g["none"], share) for r in range(repeats)]
                 spec = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: steps_of(r, j, count), u_spec,

@@ -26,17 +26,16 @@ import statistics
 import tempfile
 from collections import defaultdict
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from specdec.engines.llamacpp import batches
+from specdec.engines.llamacpp import batches, streams
 from specdec.engines.llamacpp.client import Client
-from specdec.engines.llamacpp.config import ngram_flags
 from specdec.engines.llamacpp.server import LlamaServer, find_binary
-from specdec.engines.llamacpp import streams
 from specdec.engines.llamacpp.streams import save_prompts, slots_server, stream_round
-from specdec.engines.llamacpp.validation import Config, Request, from_flags
+from specdec.engines.llamacpp.validation import Config, Request, from_flags, ngram
 from specdec.reference.data.workloads import workload_prompts
 from specdec.simulator.equal_split import split_decodes, ubatch_seconds
 
@@ -45,6 +44,7 @@ STAMP = re.compile(r"^(\d+)\.(\d\d)\.(\d{3})\.(\d{3}) ")
 FEED = re.compile(r"handle_last_: id\s+(\d+) \|.*?(slot decode token|generate_draft: .*?#draft=(\d+))")
 TOKEN = re.compile(r"process_toke: id\s+(\d+) \| task (\d+) \| n_gen = (\d+)")
 HANDLE = re.compile(r"handle_last_: id\s+(\d+) \| task (\d+) \| (slot decode token|generate_draft)")
+WIDTH = 16  # tokens of a position bucket (`drafting_shares`)
 PROMPT = re.compile(r"id\s+(\d+) \| task \d+ \| cached n_tokens = \d+, memory_seq_rm \[\d+, end\)")
 
 
@@ -69,8 +69,8 @@ def steps(lines: list[tuple[float, str]], B: int, after: float) -> tuple[list[tu
         elif m := PROMPT.search(line):
             feeds.setdefault(int(m.group(1)), 1)
         elif "n_batch (effective)" in line:
-            end = next((lines[j][0] for j in range(i, len(lines)) if "done yielding" in lines[j][1]), None)
             if t > after and feeds:
+                end = next((lines[j][0] for j in range(i, len(lines)) if "done yielding" in lines[j][1]), None)
                 if end is None:
                     dropped += 1
                 else:
@@ -79,37 +79,29 @@ def steps(lines: list[tuple[float, str]], B: int, after: float) -> tuple[list[tu
     return out, dropped
 
 
-def drafting_by_position(lines: list[tuple[float, str]], after: float, width: int = 16) -> dict[int, tuple[int, int]]:
-    """{first token of a bucket of `width`: (slot steps, drafting ones)}: how often a slot drafts
-    by how far into its request it is (n_gen)."""
-    generated, out = {}, defaultdict(lambda: [0, 0])
+def drafting_shares(lines: list[tuple[float, str]], after: float, new_tokens: int
+                    ) -> tuple[dict[int, tuple[int, int]], dict[str, tuple[int, int]]]:
+    """(slot steps, drafting ones) after `after` seconds, by how far into its request the slot is
+    ({first token of a bucket of WIDTH: ...}, n_gen) and by the length of its request ({kind: ...}:
+    new_tokens — the timed requests, and the fillers at `--filler-share 1` — or shorter: the
+    lead-ins, and the fillers at a share below 1)."""
+    generated, seen = {}, []  # (slot, task) -> n_gen; (task, n_gen, drafted) per slot step
     for t, line in lines:
         if m := TOKEN.search(line):
             generated[m.group(1), m.group(2)] = int(m.group(3))
         elif t > after and (m := HANDLE.search(line)):
-            bucket = out[width * (generated.get((m.group(1), m.group(2)), 0) // width)]
+            seen.append((m.group(2), generated.get((m.group(1), m.group(2)), 0), m.group(3) == "generate_draft"))
+    longest = defaultdict(int)
+    for task, n_gen, _ in seen:
+        longest[task] = max(longest[task], n_gen)
+    by_position, by_kind = defaultdict(lambda: [0, 0]), defaultdict(lambda: [0, 0])
+    for task, n_gen, drafted in seen:
+        for bucket in (by_position[WIDTH * (n_gen // WIDTH)],
+                       by_kind[f"{new_tokens} tokens" if longest[task] >= new_tokens - 1 else "shorter"]):
             bucket[0] += 1
-            bucket[1] += m.group(3) == "generate_draft"
-    return {k: (v[0], v[1]) for k, v in sorted(out.items())}
-
-
-def drafting_by_request(lines: list[tuple[float, str]], after: float, new_tokens: int) -> dict[str, tuple[int, int]]:
-    """{kind: (slot steps, drafting ones)} by the length of the request a step belongs to: new_tokens
-    (the timed requests, and the fillers at `--filler-share 1`) or shorter (the lead-ins, and the
-    fillers at a share below 1)."""
-    steps_of, drafts_of, longest = defaultdict(int), defaultdict(int), {}
-    for t, line in lines:
-        if m := TOKEN.search(line):
-            longest[m.group(2)] = max(longest.get(m.group(2), 0), int(m.group(3)))
-        elif t > after and (m := HANDLE.search(line)):
-            steps_of[m.group(2)] += 1
-            drafts_of[m.group(2)] += m.group(3) == "generate_draft"
-    out = defaultdict(lambda: [0, 0])
-    for task, n in steps_of.items():
-        kind = out[f"{new_tokens} tokens" if longest.get(task, 0) >= new_tokens - 1 else "shorter"]
-        kind[0] += n
-        kind[1] += drafts_of[task]
-    return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+            bucket[1] += drafted
+    return ({k: (v[0], v[1]) for k, v in sorted(by_position.items())},
+            {k: (v[0], v[1]) for k, v in sorted(by_kind.items())})
 
 
 def report(label: str, rows: list[tuple[float, tuple[int, ...]]], u: np.ndarray) -> list[str]:
@@ -158,14 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.batch_size < 2 or a.prompts < 1 or a.new_tokens < 8 or a.temperature < 0 or not 0 < a.filler_share <= 1:
         ap.error("--batch-size >= 2, --prompts >= 1, --new-tokens >= 8, --temperature >= 0, 0 < --filler-share <= 1")
     if "=" in a.config:
-        label, flags = a.config.split("=", 1)
+        spec = from_flags(*a.config.split("=", 1))
     elif m := re.fullmatch(r"ngram-simple g(\d+)", a.config):
-        label, flags = a.config, ngram_flags(int(m.group(1)))["ngram-simple"]
+        spec = ngram("ngram-simple", int(m.group(1)))
     else:
         ap.error("--config: LABEL=FLAGS or 'ngram-simple gN'")
     costs = json.loads(a.costs.read_text())
     requests = [Request(p.name, p.category, p.text, p.turn) for p in workload_prompts("edit", a.prompts)]
-    configs = [Config("none", None, LOG_FLAGS), from_flags(label, flags + " " + " ".join(LOG_FLAGS))]
+    configs = [Config("none", None, LOG_FLAGS), replace(spec, flags=spec.flags + LOG_FLAGS)]
     B, binary, logs, starts, records = a.batch_size, find_binary(), [], [], []
     with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="specdec-steplog-") as folder:
         servers = [stack.enter_context(LlamaServer(slots_server(c, a.model, 1, B, Path(folder) / str(i)), binary,
@@ -187,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("no decode step found in a server's log: nothing to price")
     K = max(max(f) for _, f in spec_steps[1])  # the longest feed: 1 + the longest draft
     if K < 2:
-        raise SystemExit(f"{label} drafted nothing in the round: nothing to price by its mixed steps")
+        raise SystemExit(f"{spec.label} drafted nothing in the round: nothing to price by its mixed steps")
     u_spec, _ = batches.speculating_ubatches(ubatch_seconds(seconds, B, K), B, K - 1,
                                              batches.mixed_seconds(costs, context))
     print(f"{a.model.name}, B = {B}, T = {a.temperature:g}, one streams round of {a.prompts} edit prompts x "
@@ -196,10 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     for config, (rows, dropped), u in zip(configs, parsed, (ubatch_seconds(seconds, B, K), u_spec)):
         print("\n".join(report(config.label, rows, u)) + (f"\n  ({dropped} decodes without an end in the log, left out)"
                                                           if dropped else ""))
-    print(f"{label}: share of a slot's steps that drafted, by its position in the request:")
-    for first, (n, d) in drafting_by_position(logs[1], starts[1]).items():
-        print(f"  tokens {first:3d}-{first + 15:3d} generated: {n:5d} slot steps, {100 * d / n:5.1f} % drafting")
-    for kind, (n, d) in drafting_by_request(logs[1], starts[1], a.new_tokens).items():
+    print(f"{spec.label}: share of a slot's steps that drafted, by its position in the request:")
+    by_position, by_kind = drafting_shares(logs[1], starts[1], a.new_tokens)
+    for first, (n, d) in by_position.items():
+        print(f"  tokens {first:3d}-{first + WIDTH - 1:3d} generated: {n:5d} slot steps, {100 * d / n:5.1f} % drafting")
+    for kind, (n, d) in by_kind.items():
         print(f"  requests of {kind}: {n:5d} slot steps, {100 * d / n:5.1f} % drafting")
     return 0
 
