@@ -28,7 +28,8 @@ check's own B = 1 rows. A synthetic row needs a check that sent each request the
 every B (the file's "seed"; before 2026-11-27 a request's seed depended on its wave and slot).
 
 A check run with `--arrivals streams` (engines/llamacpp/streams.py) is replayed as its streams ran:
-stream i's lead-in (the first i/B of a request), its requests, and fillers (the check's `filler_share` of a
+stream i's lead-in (the first i/B of a request), its warm-up (the check's `warm_up` whole requests at B > 1),
+its requests, and fillers (the check's `filler_share` of a
 request) until every stream has run its own; each request one untimed prompt step (one token restored into the slot) and
 then its steps, a lead-in or filler the steps of its prefix; between two requests a stream sits out
 `--gaps` steps (`measured`: each row's own mean `idle_ms` before a request, in its steps at that B),
@@ -70,21 +71,25 @@ def wave_seconds(sequences: list[list[tuple[int, int]]], u: np.ndarray, accept_s
 
 
 def streams_seconds(B: int, n: int, repeat: int, new_tokens: int, steps_of, u: np.ndarray, accept_s: float,
-                    gap: float, filler_share: float | None = None) -> tuple[float, float]:
+                    gap: float, filler_share: float | None = None, warm_up: int | None = None) -> tuple[float, float]:
     """(sum of the timed requests' decode seconds, their tokens n - 1) of one streams round
-    (engines/llamacpp/streams.py): stream i decodes its lead-in, its requests k = i, i + B, ... and
+    (engines/llamacpp/streams.py): stream i decodes its lead-in, at B > 1 `warm_up` whole requests (the
+    check's; None: `streams.WARM_UP`), its requests k = i, i + B, ... and
     fillers until every stream has decoded its own; each request a prompt step (one token, feed 1, untimed)
     and then its steps, `steps_of(j, tokens)`; a stream sits out `gap` steps between two requests (a
     fractional gap spread over the requests: the m-th sits out floor(m gap) - floor((m - 1) gap)); a
     filler is `filler_share` of a request (the check's; None: `streams.FILLER_SHARE`)."""
-    from specdec.engines.llamacpp.streams import FILLER_SHARE, lead_in, stream_requests
+    from specdec.engines.llamacpp.streams import FILLER_SHARE, WARM_UP, lead_in, stream_requests
 
     share = FILLER_SHARE if filler_share is None else filler_share
+    warm = (WARM_UP if warm_up is None else warm_up) if B > 1 else 0
 
     def requests(i: int):
         mine = stream_requests(n, B, i)
         if lead_in(B, i, new_tokens):
             yield mine[0], lead_in(B, i, new_tokens), False
+        for w in range(warm):
+            yield mine[w % len(mine)], new_tokens, False
         for k in mine:
             yield k, new_tokens, True
         f = 0
@@ -204,14 +209,15 @@ def main(argv: list[str] | None = None) -> int:
         by_gap = {}
         if check.get("arrivals") == "streams":  # against no speculation's own streams, gaps and all
             share = check.get("filler_share") or 0.5  # checks before 0ddd1ab did not record it: 0.5
+            warm = check.get("warm_up") or 0  # checks before the warm-up (2026-11-29) had none
             for gap in a.gaps.split(","):
                 # "measured": each configuration's own mean idle time before a request, in its steps at this B
                 g = {c: idle_steps(records, c, B) for c in ("none", a.config)} if gap == "measured" \
                     else dict.fromkeys(("none", a.config), float(gap))
                 plain = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: [(0, 0)] * (count - 1), u,
-                                         0.0, g["none"], share) for r in range(repeats)]
+                                         0.0, g["none"], share, warm) for r in range(repeats)]
                 spec = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: steps_of(r, j, count), u_spec,
-                                        accept_s, g[a.config], share) for r in range(repeats)]
+                                        accept_s, g[a.config], share, warm) for r in range(repeats)]
                 by_gap[gap] = (sum(t for _, t in spec) / sum(d for d, _ in spec)) \
                     / (sum(t for _, t in plain) / sum(d for d, _ in plain))
             predicted = next(iter(by_gap.values()))

@@ -48,10 +48,26 @@ def test_streams_start_apart_and_fill_until_every_timed_request_ends():
         calls.append((j, count))
         return plain(j, count)
 
-    decode, tokens = streams_seconds(2, 2, 0, 10, record, U, 0.0, 0)
+    decode, tokens = streams_seconds(2, 2, 0, 10, record, U, 0.0, 0, warm_up=0)  # a check before the warm-up
     assert lead_in(2, 1, 10) == 5 and stream_requests(2, 2, 1) == [1]
     assert (1, 5) in calls and calls.count((0, 10)) == 2  # stream 1's lead-in; stream 0's request, its whole filler
     assert decode == pytest.approx(tokens * U[1, 0])
     calls.clear()  # a check from before 2026-11-29: half-request fillers
-    assert streams_seconds(2, 2, 0, 10, record, U, 0.0, 0, filler_share=0.5)[0] == pytest.approx(decode)
+    assert streams_seconds(2, 2, 0, 10, record, U, 0.0, 0, filler_share=0.5, warm_up=0)[0] == pytest.approx(decode)
     assert (0, 5) in calls  # its filler: half of request 0
+
+
+@pytest.mark.parametrize("B", [2, 4])
+def test_the_warm_up_keeps_the_lead_ins_beside_no_timed_request(B):
+    # the lead-ins (the only requests shorter than new_tokens here) draft at every step, the rest never: with the
+    # warm-up every timed step is a full batch of plain steps; without it stream 0's first request shares its
+    # steps with the other streams' drafting lead-ins
+    def steps(j, count):
+        return [(1, 0) if count < 16 else (0, 0)] * (count - 1)
+
+    decode, tokens = streams_seconds(B, 8, 0, 16, steps, U, 0.0, 0, warm_up=1)
+    assert decode == pytest.approx(tokens * U[B - 1, 0])
+    unwarmed, same = streams_seconds(B, 8, 0, 16, steps, U, 0.0, 0, warm_up=0)
+    assert same == tokens and unwarmed > decode * 1.01
+    assert streams_seconds(1, 8, 0, 16, steps, U, 0.0, 0, warm_up=1) == streams_seconds(1, 8, 0, 16, steps, U, 0.0, 0,
+                                                                                           warm_up=0)  # alone: none

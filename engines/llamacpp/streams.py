@@ -9,8 +9,11 @@ model under-predicts them (benchmarks/RESULTS.md); this check measures the case 
 
 - Stream i of a round runs the round's requests k = i, i + B, ... (request k the prompt
   (k + repeat) mod n, the waves' numbering: `batches.waves`, so the records pair with theirs).
-- Stream i first decodes an untimed lead-in of round(i new_tokens / B) tokens: the streams start
-  a share i / B of a request apart, and the varying step counts of speculation scatter them more.
+- Stream i first decodes an untimed lead-in of round(i new_tokens / B) tokens, the streams a share
+  i / B of a request apart, and then (at B > 1) `WARM_UP` whole untimed requests: its timed requests
+  start when every other slot is somewhere inside a request, never at a round's start, where all
+  slots begin their answers together (beginnings draft more often, below). The varying step counts
+  of speculation scatter the streams more.
 - No prompt is processed while another slot decodes (a 200-token prompt pass in the batch would
   slow every slot's steps): each prompt's KV cache is saved once per server
   (`/slots/0?action=save`, `--slot-save-path`) and restored into the stream's slot before each
@@ -22,7 +25,7 @@ model under-predicts them (benchmarks/RESULTS.md); this check measures the case 
   its steps in the first 32 tokens, 13-18 % later): the timed requests' neighbours drafted more often
   than their law, and the B = 8 point of that row came out +15.4 % against the model, +9.0 % with
   whole fillers, the two run back to back (benchmarks/RESULTS.md, "The EPYC rows"). The lead-ins
-  are still beginnings.
+  are beginnings too, hence the warm-up after them (a check records its `warm_up`: 0 before it).
 
 What remains: between two of its requests a slot idles while the client restores and posts (a
 step or two), and the other slots decode those steps in a smaller batch. Speculation's requests
@@ -58,6 +61,7 @@ from specdec.engines.llamacpp.validation import Config, Request, counter_deltas,
 from specdec.errors import SpecdecError
 
 FILLER_SHARE = 1.0  # a filler's length, a share of new_tokens (0.5 before 0ddd1ab; a check records its "filler_share")
+WARM_UP = 1  # whole untimed requests after the lead-in at B > 1 (0 before 2026-11-29's 28th session; "warm_up")
 
 
 def stream_requests(n: int, B: int, stream: int) -> list[int]:
@@ -120,7 +124,7 @@ def save_prompts(client: Client, requests: Sequence[Request], temperature: float
 
 def stream_round(client: Client, server: LlamaServer, config: Config, B: int, repeat: int,
                  requests: Sequence[Request], temperature: float, new_tokens: int, seed: int,
-                 filler_share: float = FILLER_SHARE) -> list[BatchRecord]:
+                 filler_share: float = FILLER_SHARE, warm_up: int = WARM_UP) -> list[BatchRecord]:
     """One round of B streams on one configuration's server (module doc); the timed requests' records."""
     n = len(requests)
     running, lock, done = [B], threading.Lock(), threading.Event()
@@ -136,6 +140,8 @@ def stream_round(client: Client, server: LlamaServer, config: Config, B: int, re
         try:
             if lead:
                 decode(i, mine[0], lead)
+            for w in range(0 if alone else warm_up):
+                decode(i, mine[w % len(mine)], new_tokens)
             for k in mine:
                 if done.is_set():  # another stream failed: its error is the one raised
                     return out
