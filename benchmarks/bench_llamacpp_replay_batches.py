@@ -38,6 +38,7 @@ and no speculation's streams are replayed the same way as the speedup's denomina
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -71,7 +72,8 @@ def wave_seconds(sequences: list[list[tuple[int, int]]], u: np.ndarray, accept_s
 
 
 def streams_seconds(B: int, n: int, repeat: int, new_tokens: int, steps_of, u: np.ndarray, accept_s: float,
-                    gap: float, filler_share: float | None = None, warm_up: int | None = None) -> tuple[float, float]:
+                    gap: float, filler_share: float | None = None, warm_up: int | None = None,
+                    untimed: str | None = None) -> tuple[float, float]:
     """(sum of the timed requests' decode seconds, their tokens n - 1) of one streams round
     (engines/llamacpp/streams.py): stream i decodes its lead-in, at B > 1 `warm_up` whole requests (the
     check's; None: `streams.WARM_UP`), its requests k = i, i + B, ... and
@@ -79,22 +81,26 @@ def streams_seconds(B: int, n: int, repeat: int, new_tokens: int, steps_of, u: n
     and then its steps, `steps_of(j, tokens)`; a stream sits out `gap` steps between two requests (a
     fractional gap spread over the requests: the m-th sits out floor(m gap) - floor((m - 1) gap)); a
     filler is `filler_share` of a request (the check's; None: `streams.FILLER_SHARE`)."""
-    from specdec.engines.llamacpp.streams import FILLER_SHARE, WARM_UP, lead_in, stream_requests
+    from specdec.engines.llamacpp.streams import FILLER_SHARE, UNTIMED, WARM_UP, lead_in, stream_requests
 
     share = FILLER_SHARE if filler_share is None else filler_share
     warm = (WARM_UP if warm_up is None else warm_up) if B > 1 else 0
+    queue = itertools.count()  # the untimed requests' prompts: one queue for all streams, or each stream's own
+
+    def untimed_request(mine: list[int], f: int) -> int:
+        return mine[f % len(mine)] if (untimed or UNTIMED) == "own" else next(queue)
 
     def requests(i: int):
         mine = stream_requests(n, B, i)
         if lead_in(B, i, new_tokens):
             yield mine[0], lead_in(B, i, new_tokens), False
         for w in range(warm):
-            yield mine[w % len(mine)], new_tokens, False
+            yield untimed_request(mine, w), new_tokens, False
         for k in mine:
             yield k, new_tokens, True
         f = 0
         while True:
-            yield mine[f % len(mine)], max(1, round(share * new_tokens)), False
+            yield untimed_request(mine, f), max(1, round(share * new_tokens)), False
             f += 1
 
     queues = [requests(i) for i in range(B)]
@@ -209,15 +215,16 @@ def main(argv: list[str] | None = None) -> int:
         by_gap = {}
         if check.get("arrivals") == "streams":  # against no speculation's own streams, gaps and all
             share = check.get("filler_share") or 0.5  # checks before 0ddd1ab did not record it: 0.5
-            warm = check.get("warm_up") or 0  # checks before the warm-up (2026-11-29) had none
+            warm = check.get("warm_up") or 0  # checks before the warm-up (165c405) had none
+            untimed = check.get("untimed") or "own"  # and took the untimed requests from each stream's own
             for gap in a.gaps.split(","):
                 # "measured": each configuration's own mean idle time before a request, in its steps at this B
                 g = {c: idle_steps(records, c, B) for c in ("none", a.config)} if gap == "measured" \
                     else dict.fromkeys(("none", a.config), float(gap))
                 plain = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: [(0, 0)] * (count - 1), u,
-                                         0.0, g["none"], share, warm) for r in range(repeats)]
+                                         0.0, g["none"], share, warm, untimed) for r in range(repeats)]
                 spec = [streams_seconds(B, len(names), r, new_tokens, lambda j, count: steps_of(r, j, count), u_spec,
-                                        accept_s, g[a.config], share, warm) for r in range(repeats)]
+                                        accept_s, g[a.config], share, warm, untimed) for r in range(repeats)]
                 by_gap[gap] = (sum(t for _, t in spec) / sum(d for d, _ in spec)) \
                     / (sum(t for _, t in plain) / sum(d for d, _ in plain))
             predicted = next(iter(by_gap.values()))

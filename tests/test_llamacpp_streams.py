@@ -10,7 +10,7 @@ import pytest
 from specdec.engines.llamacpp.batches import waves
 from specdec.engines.llamacpp.client import Client
 from specdec.engines.llamacpp.server import LlamaServer, ServerConfig, default_model
-from specdec.engines.llamacpp.streams import FILLER_SHARE, WARM_UP, lead_in, stream_requests
+from specdec.engines.llamacpp.streams import design, lead_in, stream_requests
 from specdec.engines.llamacpp.validation import Request, send
 from tests.cli_helpers import run_main, strict_json
 from tests.test_engines_llamacpp_loop import _binary, no_new_servers  # noqa: F401 (the fixture)
@@ -65,7 +65,7 @@ def test_streams_on_a_real_server(capsys, tmp_path) -> None:
     assert code == 0, err
     result = strict_json(out.read_text())
     assert result["arrivals"] == "streams" and "B=2" in stdout
-    assert (result["filler_share"], result["warm_up"]) == (FILLER_SHARE, WARM_UP)  # the replay rebuilds the round
+    assert {k: result[k] for k in design()} == design()  # the replay rebuilds the round from it
     (at,) = result["temperatures"]
     (config,) = at["configs"]
     assert [p["batch"] for p in config["points"]] == [1, 2]

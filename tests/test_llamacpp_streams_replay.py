@@ -71,3 +71,22 @@ def test_the_warm_up_keeps_the_lead_ins_beside_no_timed_request(B):
     assert same == tokens and unwarmed > decode * 1.01
     assert streams_seconds(1, 8, 0, 16, steps, U, 0.0, 0, warm_up=1) == streams_seconds(1, 8, 0, 16, steps, U, 0.0, 0,
                                                                                            warm_up=0)  # alone: none
+
+
+def test_untimed_requests_come_from_one_queue_over_all_prompts():
+    # prompt 0 drafts 3 tokens a step (few steps), prompt 1 never: a stream cycling its own prompt 0 keeps its slot in
+    # prompt 0's drafting steps for the whole round; one shared queue serves both prompts as often as each other,
+    # so each holds the slots for a time in proportion to its steps, as in the B = 1 law
+    def run(untimed):
+        calls = []
+
+        def steps(j, count):
+            calls.append(j)
+            return [(3, 3)] * ((count - 1) // 4) if j == 0 else [(0, 0)] * (count - 1)
+
+        streams_seconds(2, 2, 0, 21, steps, U, 0.0, 0, untimed=untimed)
+        return calls[2:]  # after each stream's first request (stream 1's lead-in, stream 0's warm-up)
+
+    own, shared = run("own"), run("shared")
+    assert own.count(0) >= 3 * own.count(1)
+    assert abs(shared.count(0) - shared.count(1)) <= 2

@@ -26,6 +26,13 @@ model under-predicts them (benchmarks/RESULTS.md); this check measures the case 
   than their law, and the B = 8 point of that row came out +15.4 % against the model, +9.0 % with
   whole fillers, the two run back to back (benchmarks/RESULTS.md, "The EPYC rows"). The lead-ins
   are beginnings too, hence the warm-up after them (a check records its `warm_up`: 0 before it).
+- The warm-ups and fillers take their prompts from one queue over all prompts (`UNTIMED`), as a
+  server's slots take the next user's request: a prompt then holds a slot for a share of the time
+  that follows its length in steps, the B = 1 law's weighting. Each stream cycling its own prompts
+  (to 165c405; at B = 8 one prompt each) gave every prompt the same time instead, and the copy
+  prompts' drafting shares at T = 1 range from 0 to 76 % of their steps (ngram-simple g4, f32): the
+  few-step, often-drafting ones held their slots longer than their law says, and the model read
+  the B = 8 point +10.9 % high; with neighbours drawn per prompt equally it reads +1.2 %.
 
 What remains: between two of its requests a slot idles while the client restores and posts (a
 step or two), and the other slots decode those steps in a smaller batch. Speculation's requests
@@ -44,6 +51,7 @@ a record keeps its own timings' counts).
 """
 from __future__ import annotations
 
+import itertools
 import tempfile
 import threading
 import time
@@ -61,7 +69,13 @@ from specdec.engines.llamacpp.validation import Config, Request, counter_deltas,
 from specdec.errors import SpecdecError
 
 FILLER_SHARE = 1.0  # a filler's length, a share of new_tokens (0.5 before 0ddd1ab; a check records its "filler_share")
-WARM_UP = 1  # whole untimed requests after the lead-in at B > 1 (0 before 2026-11-29's 28th session; "warm_up")
+WARM_UP = 1  # whole untimed requests after the lead-in at B > 1 (0 before 165c405; a check records its "warm_up")
+UNTIMED = "shared"  # the warm-ups' and fillers' prompts: one queue over all prompts ("own": each stream's, to 165c405)
+
+
+def design() -> dict:
+    """What a streams check records of its round (the replay rebuilds the round from it)."""
+    return {"filler_share": FILLER_SHARE, "warm_up": WARM_UP, "untimed": UNTIMED}
 
 
 def stream_requests(n: int, B: int, stream: int) -> list[int]:
@@ -124,10 +138,17 @@ def save_prompts(client: Client, requests: Sequence[Request], temperature: float
 
 def stream_round(client: Client, server: LlamaServer, config: Config, B: int, repeat: int,
                  requests: Sequence[Request], temperature: float, new_tokens: int, seed: int,
-                 filler_share: float = FILLER_SHARE, warm_up: int = WARM_UP) -> list[BatchRecord]:
+                 filler_share: float = FILLER_SHARE, warm_up: int = WARM_UP, untimed: str = UNTIMED
+                 ) -> list[BatchRecord]:
     """One round of B streams on one configuration's server (module doc); the timed requests' records."""
     n = len(requests)
-    running, lock, done = [B], threading.Lock(), threading.Event()
+    running, lock, done, queue = [B], threading.Lock(), threading.Event(), itertools.count()
+
+    def untimed_request(mine: list[int], f: int) -> int:
+        if untimed == "own":
+            return mine[f % len(mine)]
+        with lock:
+            return next(queue)
 
     def decode(slot: int, k: int, tokens: int):
         j = (k + repeat) % n
@@ -141,7 +162,7 @@ def stream_round(client: Client, server: LlamaServer, config: Config, B: int, re
             if lead:
                 decode(i, mine[0], lead)
             for w in range(0 if alone else warm_up):
-                decode(i, mine[w % len(mine)], new_tokens)
+                decode(i, untimed_request(mine, w), new_tokens)
             for k in mine:
                 if done.is_set():  # another stream failed: its error is the one raised
                     return out
@@ -169,7 +190,7 @@ def stream_round(client: Client, server: LlamaServer, config: Config, B: int, re
                 done.set()
         f = 0
         while not done.is_set():  # keep the batch at B until every stream has run its requests
-            decode(i, mine[f % len(mine)], max(1, round(filler_share * new_tokens)))
+            decode(i, untimed_request(mine, f), max(1, round(filler_share * new_tokens)))
             f += 1
         return out
 

@@ -322,7 +322,7 @@ def _validate_batches(binary, gguf, configs, requests, temperatures, batch_sizes
     from dataclasses import asdict
 
     from specdec.engines.llamacpp import batches as b
-    from specdec.engines.llamacpp.streams import FILLER_SHARE, WARM_UP, run_streams
+    from specdec.engines.llamacpp.streams import design, run_streams
     from specdec.engines.llamacpp.validation import SAMPLER
 
     run = run_streams if (streams := arrivals == "streams") else b.run_batches
@@ -331,7 +331,7 @@ def _validate_batches(binary, gguf, configs, requests, temperatures, batch_sizes
               "grid": [{"label": c.label, "flags": c.command_line()} for c in configs], "temperatures": [],
               "batch_sizes": list(batch_sizes), "repeats": repeats, "new_tokens": new_tokens, "threads": threads,
               "prompts": [r.name for r in requests], "seed": seed, "sampler": SAMPLER, "arrivals": arrivals,
-              "filler_share": FILLER_SHARE if streams else None, "warm_up": WARM_UP if streams else None}
+              **(design() if streams else {})}
     for t in temperatures:
         records = run(binary, gguf, configs, requests, batch_sizes, t, repeats, new_tokens, threads, log, seed)
         result["temperatures"].append({"temperature": t, "configs": b.points(records, cost_data, accept, seed),
