@@ -90,3 +90,16 @@ def test_untimed_requests_come_from_one_queue_over_all_prompts():
     own, shared = run("own"), run("shared")
     assert own.count(0) >= 3 * own.count(1)
     assert abs(shared.count(0) - shared.count(1)) <= 2
+
+
+def test_one_slot_beside_neighbours_of_its_own_law_is_the_equal_split_prediction():
+    # benchmarks/check_llamacpp_batches.py --per-prompt-neighbours: the timed slot's law and its neighbours' apart
+    from benchmarks.check_llamacpp_batches import slot_speedup
+    from specdec.simulator.equal_split import predict_equal_split
+
+    law = np.array([[0.7, 0.0, 0.0], [0.05, 0.05, 0.0], [0.05, 0.05, 0.1]])
+    heavy = np.array([[0.4, 0.0, 0.0], [0.1, 0.1, 0.0], [0.1, 0.1, 0.2]])
+    rng = np.random.default_rng(1)
+    pooled = predict_equal_split(law, 4, U, 0.0, rng).prediction.speedup
+    assert slot_speedup(law, law, 4, U, U[3, 0], 0.0, rng) == pytest.approx(pooled, rel=0.01)
+    assert slot_speedup(law, heavy, 4, U, U[3, 0], 0.0, rng) < 0.97 * pooled  # neighbours drafting more: dearer steps
