@@ -38,7 +38,6 @@ and no speculation's streams are replayed the same way as the speedup's denomina
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from pathlib import Path
@@ -81,14 +80,12 @@ def streams_seconds(B: int, n: int, repeat: int, new_tokens: int, steps_of, u: n
     and then its steps, `steps_of(j, tokens)`; a stream sits out `gap` steps between two requests (a
     fractional gap spread over the requests: the m-th sits out floor(m gap) - floor((m - 1) gap)); a
     filler is `filler_share` of a request (the check's; None: `streams.FILLER_SHARE`)."""
-    from specdec.engines.llamacpp.streams import FILLER_SHARE, UNTIMED, WARM_UP, lead_in, stream_requests
+    from specdec.engines.llamacpp.streams import FILLER_SHARE, UNTIMED, WARM_UP, lead_in, stream_requests, \
+        untimed_prompts
 
     share = FILLER_SHARE if filler_share is None else filler_share
     warm = (WARM_UP if warm_up is None else warm_up) if B > 1 else 0
-    queue = itertools.count()  # the untimed requests' prompts: one queue for all streams, or each stream's own
-
-    def untimed_request(mine: list[int], f: int) -> int:
-        return mine[f % len(mine)] if (untimed or UNTIMED) == "own" else next(queue)
+    untimed_request = untimed_prompts(untimed or UNTIMED)
 
     def requests(i: int):
         mine = stream_requests(n, B, i)

@@ -64,13 +64,11 @@ def slot_speedup(own: np.ndarray, neighbours: np.ndarray, B: int, u_spec: np.nda
 def per_prompt_neighbours(records: list, config: str, costs: dict, accept_s: float, points: list[dict]) -> str:
     """The `--per-prompt-neighbours` line of one row (module doc), or "" without a traced B = 1 law."""
     first = [r for r in records if r.config == config and r.batch == 1]
-    if not first or batches.joint_from_steps(first) is None:  # untraced, or the trace misses drafts
+    joint = batches.joint_from_steps(first) if first else None
+    if joint is None:  # untraced, or the trace misses drafts
         return ""
-    width = 1 + max(k for r in first for k, _ in r.steps)
-    laws = [request_law(r, width) for r in first]
-    weights = [max(r.tokens - 1, 1) - sum(n for _, n in r.steps) for r in first]  # each request's steps
-    pooled = sum(w * law for w, law in zip(weights, laws)) / sum(weights)
-    equal = sum(laws) / len(laws)
+    pooled, width = joint / joint.sum(), joint.shape[0]  # every step of every request: the check's law
+    equal = sum(request_law(r, width) for r in first) / len(first)
     context = float(np.mean([r.prompt_tokens + r.tokens / 2 for r in records]))
     seconds, mixed = batches.batch_seconds(costs, context), batches.mixed_seconds(costs, context)
     rng, out = np.random.default_rng(0), []

@@ -78,6 +78,20 @@ def design() -> dict:
     return {"filler_share": FILLER_SHARE, "warm_up": WARM_UP, "untimed": UNTIMED}
 
 
+def untimed_prompts(untimed: str = UNTIMED) -> Callable[[list[int], int], int]:
+    """The request number of a stream's f-th untimed request (warm-up or filler), given its own
+    requests `mine`: the next of one queue shared by every stream (thread-safe), or ("own") the
+    stream's own requests in turn."""
+    queue, lock = itertools.count(), threading.Lock()
+
+    def take(mine: list[int], f: int) -> int:
+        if untimed == "own":
+            return mine[f % len(mine)]
+        with lock:
+            return next(queue)
+    return take
+
+
 def stream_requests(n: int, B: int, stream: int) -> list[int]:
     """The request numbers k of stream `stream` in a round of n prompts (every prompt once, the
     last wave wrapped as `batches.waves` does): k = stream, stream + B, ..."""
@@ -142,13 +156,7 @@ def stream_round(client: Client, server: LlamaServer, config: Config, B: int, re
                  ) -> list[BatchRecord]:
     """One round of B streams on one configuration's server (module doc); the timed requests' records."""
     n = len(requests)
-    running, lock, done, queue = [B], threading.Lock(), threading.Event(), itertools.count()
-
-    def untimed_request(mine: list[int], f: int) -> int:
-        if untimed == "own":
-            return mine[f % len(mine)]
-        with lock:
-            return next(queue)
+    running, lock, done, untimed_request = [B], threading.Lock(), threading.Event(), untimed_prompts(untimed)
 
     def decode(slot: int, k: int, tokens: int):
         j = (k + repeat) % n
