@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from specdec.reference.validation.config import COST_TOLERANCE
-from specdec.reference.validation.report import one_machine
+from specdec.reference.validation.report import one_machine, part_errors
 from specdec.reference.validation.rows import configuration_key, priced_step
 
 Configuration = tuple[str, dict, "list[float] | None", "bool | None"]
@@ -61,10 +61,23 @@ def split(label: str, rows: list[Configuration]) -> str:
     return summary(label, [x for x in rows if x[3]])
 
 
+def by_part(label: str, rows: list[Configuration]) -> str:
+    """The mean of what each part of the iteration adds to the error in steps (`report.part_errors`):
+    where a shared excess sits; nothing for runs saved before the parts were measured."""
+    shares = [part_errors(r.get("cost_parts_steps"), r.get("iteration_steps_predicted")) for _, r, _, _ in rows]
+    shares = [s for s in shares if s]
+    if not shares:
+        return f"{label}: not measured (runs saved before the parts were)"
+    means = np.mean(shares, axis=0)
+    return f"{label} ({len(shares)} configurations): " + ", ".join(
+        f"{name} {100 * m:+.1f} %" for name, m in zip(("pass", "after the pass", "draft"), means))
+
+
 def main(paths: list[str]) -> None:
     rows = configurations(paths)
     print(summary("every configuration", rows))
     print(split("on one machine", rows))
+    print(by_part("the error in steps by part, mean share of the predicted iteration", rows))
     for category in dict.fromkeys(c for c, _, _, _ in rows):
         mine = [x for x in rows if x[0] == category]
         print(summary(f"  {category}", mine) + "; " + split("on one machine", mine))

@@ -148,7 +148,7 @@ def test_the_step_overhead_is_timed_through_the_real_step(sampling: SamplingConf
     hook = target.register_forward_pre_hook(lambda module, args: calls.__setitem__(0, calls[0] + 1))
     try:
         overhead = time_step_overhead(target, TOKENS, 12, sampling, 4, repeats=3, warmup=1,
-                                      generator=torch.Generator().manual_seed(0))
+                                      generator=torch.Generator().manual_seed(0)).seconds
     finally:
         hook.remove()
     assert calls[0] == (1 + 3) * 4 + 2
@@ -171,16 +171,18 @@ def test_the_step_overhead_counts_the_slow_passes_a_median_leaves_out() -> None:
         if calls[0] % 4 == 0:
             time.sleep(0.02)
 
-    def total() -> float:
-        return sum(time_step_overhead(target, TOKENS, 12, SamplingConfig(0.0), 3, repeats=12, warmup=1))
+    def parts() -> tuple[float, float]:
+        o = time_step_overhead(target, TOKENS, 12, SamplingConfig(0.0), 3, repeats=12, warmup=1)
+        return sum(o.tail), sum(o.after_pass)
 
-    plain = min(total() for _ in range(3))  # a loaded machine's stray delay would land in one run
+    plain = min(parts() for _ in range(3))  # a loaded machine's stray delay would land in one run
     hook = target.register_forward_pre_hook(stall)
     try:
-        stalled = total()
+        stalled = parts()
     finally:
         hook.remove()
-    assert stalled - plain > 0.010, (plain, stalled)
+    assert stalled[0] - plain[0] > 0.010, (plain, stalled)  # the stalls are the passes' tail
+    assert stalled[1] - plain[1] < 0.005, (plain, stalled)  # not the time after the pass
 
 
 def test_c_hat_counts() -> None:

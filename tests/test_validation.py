@@ -149,6 +149,31 @@ def test_the_cost_check_in_target_steps_reads_the_drift_corrected_speedups_clock
     assert f"{held}/{len(tiny_result.rows)} configurations in target steps of each run's moment" in line
 
 
+def test_the_cost_check_splits_the_iteration_into_its_parts(tiny_result) -> None:
+    """The parts are the runs' own stage times (the target's passes, the rest of the verify, the
+    drafter) over the same probes, so measured they add up to the iteration but for the loop's time
+    outside its steps; predicted they add up to the predicted iteration (v(k + 1) + o(k) + k c) unless
+    the floor v'(k) >= 1 raised it; the report's column is each part's share of the error."""
+    from specdec.reference.validation.report import part_errors
+    from specdec.reference.validation.rows import COST_PARTS
+
+    for r in tiny_result.rows:
+        parts = r.cost_parts_steps
+        assert set(parts) == set(COST_PARTS)
+        measured = sum(parts[n][0] for n in COST_PARTS)
+        assert 0.5 * r.iteration_steps_measured < measured <= r.iteration_steps_measured * (1 + 1e-9)
+        predicted = sum(parts[n][1] for n in COST_PARTS)
+        cost = tiny_result.costs[(r.drafter, r.temperature)]
+        v, o = cost.verify_cost, cost.overhead
+        if all(v[k] + o[k] >= 1 + o[0] for k in range(r.gamma + 1)):
+            assert predicted == pytest.approx(r.iteration_steps_predicted)
+        else:
+            assert predicted <= r.iteration_steps_predicted * (1 + 1e-9)
+        assert parts["draft"][1] * cost.target.step_seconds == pytest.approx(r.draft_seconds_predicted)
+        error = (measured - predicted) / r.iteration_steps_predicted
+        assert sum(part_errors(parts, r.iteration_steps_predicted)) == pytest.approx(error)
+
+
 def test_greedy_replay_prediction_uses_the_decoded_acceptance(tiny_result) -> None:
     # the estimator sampled the same prompts with the same length at T = 0, so the replayed
     # tokens per iteration equal the decoded ones and (ii) and (iii) share their acceptance

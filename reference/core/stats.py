@@ -33,6 +33,7 @@ class DecodeStats:
     time_prefill: float = 0.0
     time_draft: float = 0.0  # drafter: propose and commit
     time_verify: float = 0.0  # target forward pass, acceptance rule, target cache crop
+    time_pass: float = 0.0  # of time_verify: the target's forward passes alone
     time_total: float = 0.0
     cpu_prefill: float = 0.0  # this process's CPU seconds (all threads) in the prefill
     cpu_total: float = 0.0  # and in the whole decode

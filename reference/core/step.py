@@ -150,5 +150,6 @@ class Step:
         t_commit = self.clock.lap()
         self.stats.time_draft += t_draft + t_commit
         self.stats.time_verify += t_pass + t_verify
+        self.stats.time_pass += t_pass
         self.stats.new_tokens += sum(emitted)
         return StepResult(emitted, outcomes, t_draft + t_pass + t_verify + t_commit, t_pass, t_draft)

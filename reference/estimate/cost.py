@@ -15,8 +15,8 @@ import torch
 
 from specdec.reference.model.models import flops_per_token
 from specdec.reference.core.sampling import SamplingConfig
-from specdec.reference.estimate.timing import (DraftTiming, TargetTiming, time_contexts, time_draft_steps,
-                                               time_step_overhead)
+from specdec.reference.estimate.timing import (DraftTiming, StepOverhead, TargetTiming, time_contexts,
+                                               time_draft_steps, time_step_overhead)
 
 
 def c_hat_for(drafter, target: torch.nn.Module) -> float:
@@ -30,7 +30,8 @@ class CostEstimate:
     """c, c_hat, v(k) and the loop overheads for one drafter at one sampling setting.
 
     overhead_seconds[k]: decoder loop seconds per iteration with k drafts (k = 0..K-1);
-    overhead[k] the same in target steps (/ t(1)).
+    overhead[k] the same in target steps (/ t(1)); overhead_tail_seconds[k]: the part of it that is
+    the passes' mean over their median (`StepOverhead.tail`; None where not timed apart).
     """
 
     c: float
@@ -38,6 +39,7 @@ class CostEstimate:
     target: TargetTiming
     draft: DraftTiming | None
     overhead_seconds: list[float]
+    overhead_tail_seconds: list[float] | None = None
 
     @property
     def verify_cost(self) -> list[float]:
@@ -54,16 +56,16 @@ class CostEstimate:
                 "verify_cost": self.verify_cost, "verify_seconds": self.target.seconds,
                 "verify_spread": self.target.spread, "crop_seconds": self.target.crop_seconds,
                 "overhead_seconds": self.overhead_seconds, "overhead": self.overhead,
+                "overhead_tail_seconds": self.overhead_tail_seconds,
                 "draft": None if self.draft is None else self.draft.to_dict(),
                 "repeats": self.target.repeats, "threads": self.target.threads, "device": self.target.device}
 
 
 def assemble_cost(drafter, target: torch.nn.Module, timing: TargetTiming, draft: DraftTiming,
-                  overhead_seconds: Sequence[float]) -> CostEstimate:
+                  overhead: StepOverhead) -> CostEstimate:
     """The one place a CostEstimate is put together: c = draft seconds per token / t(1), each
     drafting cycle against the target pass timed beside it (`DraftTiming.c`)."""
-    return CostEstimate(draft.c, c_hat_for(drafter, target), timing, draft,
-                        list(overhead_seconds))
+    return CostEstimate(draft.c, c_hat_for(drafter, target), timing, draft, overhead.seconds, list(overhead.tail))
 
 
 def estimate_cost(target: torch.nn.Module, drafter, tokens: Sequence[int], sampling: SamplingConfig,

@@ -321,24 +321,31 @@ class FixedDrafter(DrafterBase):
         pass
 
 
+@dataclass(frozen=True)
+class StepOverhead:
+    """o(0..K-1) in seconds in two parts: after_pass[k], the step's time outside its pass and proposal
+    (the rule, the commit and its crop, the bookkeeping); tail[k], what the passes' mean adds to their median."""
+
+    after_pass: list[float]
+    tail: list[float]
+
+    @property
+    def seconds(self) -> list[float]:
+        """o(k): both parts."""
+        return [a + t for a, t in zip(self.after_pass, self.tail)]
+
+
 @torch.inference_mode()
 def time_step_overhead(model: torch.nn.Module, tokens: Sequence[int], context_tokens: int, sampling: SamplingConfig,
                        max_k: int, repeats: int = 12, warmup: int = 2,
-                       generator: torch.Generator | None = None) -> list[float]:
-    """o(0..max_k - 1) in seconds: what one decode step with k drafts costs beyond its target
-    pass's median time and its drafter's proposal, timed through the decode step with the real
-    target (the pass, the acceptance rule, the commit and its KV-cache crop, the bookkeeping: every
-    part after a real pass, on caches that pass left), the session rewound after each step.
-
-    Drafts: draft j is the argmax of the target's row after its own (at T > 0 with q = that row,
-    adjusted), so most are rejected, as at most iterations of decoding: the rule's rejection work
-    (at T > 0 the residual distribution) and the commit's crop are in o(k) (drafts the target keeps
-    would leave both out; where decoding keeps nearly all, e.g. lookup on copied text, o(k) is a
-    little high). The k's are interleaved within each repeat.
-    o(k) = mean(step - proposal - pass) + (tail - 1) x median pass with k drafts, where tail = the
-    passes' mean over their median (pooled over k): a decode's time is the sum of its passes, their
-    mean, while v(k) is a ratio of medians; the rare slow pass is part of decoding. Why not on
-    fixed logits: docs/estimator.md."""
+                       generator: torch.Generator | None = None) -> StepOverhead:
+    """o(0..max_k - 1) in seconds, in its two parts (`StepOverhead`): what one decode step with k
+    drafts costs beyond its target pass's median time and its drafter's proposal, timed through the
+    decode step with the real target, the session rewound after each step, the k's interleaved
+    within each repeat. Draft j is the argmax of the target's row after its own (at T > 0 with q =
+    that row), so most are rejected, as at most iterations of decoding. after_pass[k] = mean(step -
+    proposal - pass); tail[k] = (the passes' mean over their median, pooled over k, - 1) x the
+    median pass with k drafts. Why so: docs/estimator.md, "What the cost estimate times"."""
     if context_tokens < 1 or max_k < 1 or repeats < 1:
         raise ValueError(f"need context_tokens, max_k and repeats >= 1, got {context_tokens}, {max_k}, {repeats}")
     ids = context_of(tokens, context_tokens + max_k - 1)
@@ -359,7 +366,7 @@ def time_step_overhead(model: torch.nn.Module, tokens: Sequence[int], context_to
                 passes[k].append(done.pass_seconds)
     medians = [float(np.median(p)) for p in passes]
     tail = float(np.sum(passes) / (repeats * sum(medians)))
-    return [float(np.mean(o)) + (tail - 1.0) * m for o, m in zip(other, medians)]
+    return StepOverhead([float(np.mean(o)) for o in other], [(tail - 1.0) * m for m in medians])
 
 
 def target_logits(model: torch.nn.Module, tokens: Sequence[int], rows: int) -> torch.Tensor:

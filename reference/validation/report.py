@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from specdec.reference.validation.config import COST_TOLERANCE, STEADY_TOLERANCE, TOLERANCE
-from specdec.reference.validation.rows import ValidationResult, ValidationRow, configuration_key
+from specdec.reference.validation.rows import COST_PARTS, ValidationResult, ValidationRow, configuration_key
 
 
 def _t(temperature: float) -> str:
@@ -145,8 +145,9 @@ def timing_check_table(result: ValidationResult) -> str:
     with the machine; the speedup predictions only use ratios (v(k), c, o(k) relative to t(1)),
     and the steps column is the check of those ratios with the drift removed."""
     lines = ["| M_q | SMPL | gamma | iteration ms: measured / predicted | target side | draft side | "
-             "baseline ms/token | iteration, target steps of its moment | error: ms / steps |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "baseline ms/token | iteration, target steps of its moment | error: ms / steps | "
+             "the steps' error by part: pass / after it / draft |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
 
     def ms(measured: float, predicted: float, spec: str = ".1f") -> str:
         return f"{_num(1000 * measured, spec)} / {_num(1000 * predicted, spec)}"
@@ -159,8 +160,18 @@ def timing_check_table(result: ValidationResult) -> str:
                      f"{ms(r.verify_seconds_measured, r.verify_seconds_predicted)} | "
                      f"{ms(r.draft_seconds_measured, r.draft_seconds_predicted, '.2f')} | "
                      f"{ms(r.baseline_token_seconds_measured, r.baseline_token_seconds_predicted)} | {steps} | "
-                     f"{_pct(r.cost_error)} / {'-' if r.cost_error_steps is None else _pct(r.cost_error_steps)} |")
+                     f"{_pct(r.cost_error)} / {'-' if r.cost_error_steps is None else _pct(r.cost_error_steps)} | "
+                     f"{' / '.join(map(_pct, part_errors(r.cost_parts_steps, r.iteration_steps_predicted))) or '-'} |")
     return "\n".join(lines) + "\n\n" + cost_check_line(result)
+
+
+def part_errors(parts: dict[str, list[float]] | None, iteration_steps_predicted: float | None) -> list[float]:
+    """What each part of the iteration (`ValidationRow.cost_parts_steps`: pass, after the pass, draft)
+    adds to the error in steps, as a share of the predicted iteration (they sum to about the error);
+    empty where the parts were not measured."""
+    if not parts or not iteration_steps_predicted:
+        return []
+    return [(m - p) / iteration_steps_predicted for m, p in (parts[n] for n in COST_PARTS)]
 
 
 def cost_check_line(result: ValidationResult) -> str:

@@ -60,6 +60,9 @@ class PlanEntry:
                 "extended": {"optimal_gamma": self.extended_gamma, "speedup": self.extended_speedup}}
 
 
+COST_PARTS = ("pass", "after_pass", "draft")  # the keys of ValidationRow.cost_parts_steps, in an iteration's order
+
+
 def configuration_key(temperature: float, name: str, gamma: int | str) -> str:
     """A configuration's key in `ValidationResult.interference` ("baseline" for the baseline)."""
     return f"t={temperature:g} " + ("baseline" if name == "baseline" else f"{name}/gamma={gamma}")
@@ -120,6 +123,10 @@ class ValidationRow:
     iteration_steps_measured: float | None = None
     iteration_steps_predicted: float | None = None  # mean of c k + v(k + 1) + o(k), in t(1)
     baseline_token_steps_measured: float | None = None
+    # the iteration in its parts, in target steps of each run's moment, [measured, predicted] each: "pass" (the
+    # target's passes, their tail and what a drafting cycle costs the next one), "after_pass" (the rule, the
+    # commit, the bookkeeping), "draft" (propose + commit); None without probes or without o(k) timed in parts
+    cost_parts_steps: dict[str, list[float]] | None = None
 
     @property
     def cost_error(self) -> float:
