@@ -73,11 +73,36 @@ def by_part(label: str, rows: list[Configuration]) -> str:
         f"{name} {100 * m:+.1f} %" for name, m in zip(("pass", "after the pass", "draft"), means))
 
 
+def against_speed(label: str, error, rows: list[Configuration]) -> str:
+    """An error (`error(row)`: a share of the predicted iteration, None where not measured) against
+    how fast the machine ran the decodes: each configuration's median probed step over the t(1) it
+    is priced at, - 1. v(k)'s shape moves with the machine's speed (flatter when slower:
+    docs/validation.md, "When the host moves the machine's speed"), so a negative slope is decodes
+    run slower than the costs were timed; the intercept is what is left at the priced speed."""
+    points = [(probe[1] / priced_step(r["iteration_seconds_predicted"], r["iteration_steps_predicted"]) - 1, error(r))
+              for _, r, probe, _ in rows if probe and r.get("iteration_steps_predicted")]
+    points = [p for p in points if p[1] is not None]
+    if len(points) < 3:
+        return f"{label} against the probed speed: too few configurations"
+    x, y = np.array(points).T
+    slope, intercept = np.polyfit(x, y, 1)
+    return (f"{label} against the probed step / priced t(1) - 1 ({len(points)} configurations, "
+            f"{100 * x.min():+.1f} to {100 * x.max():+.1f} %): slope {slope:+.2f}, at the priced speed "
+            f"{100 * intercept:+.1f} %, r {np.corrcoef(x, y)[0, 1]:+.2f}")
+
+
+def pass_part(row: dict) -> float | None:
+    shares = part_errors(row.get("cost_parts_steps"), row.get("iteration_steps_predicted"))
+    return shares[0] if shares else None
+
+
 def main(paths: list[str]) -> None:
     rows = configurations(paths)
     print(summary("every configuration", rows))
     print(split("on one machine", rows))
     print(by_part("the error in steps by part, mean share of the predicted iteration", rows))
+    print(against_speed("the error in steps", lambda r: r.get("cost_error_steps"), rows))
+    print(against_speed("its pass part", pass_part, rows))
     for category in dict.fromkeys(c for c, _, _, _ in rows):
         mine = [x for x in rows if x[0] == category]
         print(summary(f"  {category}", mine) + "; " + split("on one machine", mine))
