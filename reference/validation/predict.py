@@ -125,15 +125,15 @@ def predict_row(name: str, temperature: float, gamma: int, alpha: AlphaEstimate,
         iteration_steps_measured=None if measured.steps is None else measured.steps[1] / stats.iterations,
         iteration_steps_predicted=iteration_predicted,
         baseline_token_steps_measured=None if measured.steps is None else measured.steps[0] / measured.tokens[0],
-        cost_parts_steps=cost_parts(runs, cost, k_hist, cycle_c * drafts))
+        cost_parts_steps=cost_parts(runs, cost, k_hist, drafts, cycle_c))
 
 
-def cost_parts(runs: Sequence[Run], cost: CostEstimate, k_hist: np.ndarray, draft_steps: float
+def cost_parts(runs: Sequence[Run], cost: CostEstimate, k_hist: np.ndarray, drafts: float, cycle_c: float
                ) -> dict[str, list[float]] | None:
     """Where an iteration's time goes, measured and predicted, in target steps of each run's moment
     (`ValidationRow.cost_parts_steps`): the pass v(k + 1) + the passes' tail + what the drafting cycle
-    costs the next pass; after the pass o(k) without its tail; the draft k cycle_c. Their sum is
-    iteration_steps_predicted where no v'(k) is floored (`effective_cost`)."""
+    costs the next pass; after the pass o(k) without its tail; the draft k cycle_c (drafts: the mean k
+    of k_hist). Their sum is iteration_steps_predicted where no v'(k) is floored (`effective_cost`)."""
     if cost.overhead_tail_seconds is None or not all(r.step_seconds for r in runs):
         return None
     iterations = sum(r.stats.iterations for r in runs)
@@ -144,7 +144,7 @@ def cost_parts(runs: Sequence[Run], cost: CostEstimate, k_hist: np.ndarray, draf
     weights = k_hist / k_hist.sum()
     ks = np.arange(len(k_hist))
     tail = np.asarray(cost.overhead_tail_seconds)[ks] / cost.target.step_seconds
-    drafts = float((weights * ks).sum())
+    draft_steps = cycle_c * drafts
     next_pass = cost.c * drafts - draft_steps  # what the cycles cost the next passes (`DraftTiming.next_pass`)
     predicted_pass = float((weights * (np.asarray(cost.verify_cost)[ks] + tail)).sum()) + next_pass
     predicted_after = float((weights * (np.asarray(cost.overhead)[ks] - tail)).sum())
