@@ -91,6 +91,24 @@ def against_speed(label: str, error, rows: list[Configuration]) -> str:
             f"{100 * intercept:+.1f} %, r {np.corrcoef(x, y)[0, 1]:+.2f}")
 
 
+def per_iteration(rows: list[Configuration]) -> list[str]:
+    """Per drafter and gamma, pooled over categories, temperatures and files: what the iterations ran
+    over the cost model in target steps per iteration (measured - predicted), beside the predicted
+    iteration (an excess that stays while the iteration grows is a fixed cost per iteration, not a
+    share of it), and its part in seconds over the priced t(1); the rest is the unit, each run's
+    probes against that t(1)."""
+    groups: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
+    for _, r, _, _ in rows:
+        if r.get("iteration_steps_predicted"):
+            priced = priced_step(r["iteration_seconds_predicted"], r["iteration_steps_predicted"])
+            groups.setdefault((r["drafter"], r["gamma"]), []).append((
+                r["iteration_steps_measured"] - r["iteration_steps_predicted"], r["iteration_steps_predicted"],
+                (r["iteration_seconds_measured"] - r["iteration_seconds_predicted"]) / priced))
+    return [f"  {name} gamma {gamma}: {np.mean([g[0] for g in got]):+.3f} steps per iteration of "
+            f"{np.mean([g[1] for g in got]):.2f} predicted, {np.mean([g[2] for g in got]):+.3f} of it in seconds "
+            f"({len(got)} configurations)" for (name, gamma), got in sorted(groups.items())]
+
+
 def pass_part(row: dict) -> float | None:
     shares = part_errors(row.get("cost_parts_steps"), row.get("iteration_steps_predicted"))
     return shares[0] if shares else None
@@ -103,6 +121,8 @@ def main(paths: list[str]) -> None:
     print(by_part("the error in steps by part, mean share of the predicted iteration", rows))
     print(against_speed("the error in steps", lambda r: r.get("cost_error_steps"), rows))
     print(against_speed("its pass part", pass_part, rows))
+    print("the excess in target steps per iteration, by drafter and gamma:")
+    print("\n".join(per_iteration(rows)))
     for category in dict.fromkeys(c for c, _, _, _ in rows):
         mine = [x for x in rows if x[0] == category]
         print(summary(f"  {category}", mine) + "; " + split("on one machine", mine))

@@ -11,6 +11,9 @@
 """
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -29,6 +32,16 @@ from specdec.simulator.prediction import survival_acceptance
 from specdec.simulator import positional_expected_tokens
 from tests.fakes import TINY_VOCAB, random_prompts
 from tests.tiny_models import tiny_llama
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def check_cost_model():
+    """benchmarks/check_cost_model.py as a module."""
+    spec = importlib.util.spec_from_file_location("check_cost_model", ROOT / "benchmarks" / "check_cost_model.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
 
 
 def _cost(c: float, v: list[float], o: list[float]) -> CostEstimate:
@@ -278,14 +291,8 @@ def test_the_saved_1b_run_holds_on_one_machine(capsys) -> None:
     """benchmarks/check_cost_model.py on the 1.42B target's run of 2026-11-29 (benchmarks/data/
     wide-target/ca23945/, the host moving the step between ~81 and ~134 ms): the split by the probes
     alone leaves 25 configurations, all within 5 % in steps; the other 29 hold every miss."""
-    import importlib.util
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("check_cost_model", root / "benchmarks" / "check_cost_model.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    paths = [str(root / "benchmarks" / "data" / "wide-target" / "ca23945" / c / "validation.json")
+    script = check_cost_model()
+    paths = [str(ROOT / "benchmarks" / "data" / "wide-target" / "ca23945" / c / "validation.json")
              for c in ("chat", "edit", "code")]
     rows = script.configurations(paths)
     steady = [r for _, r, _, one in rows if one]
@@ -296,22 +303,15 @@ def test_the_saved_1b_run_holds_on_one_machine(capsys) -> None:
     assert "on one machine: in steps 25/25" in capsys.readouterr().out
 
 
-
 def test_the_saved_run_at_2159c47_splits_its_error_by_part(capsys) -> None:
     """benchmarks/check_cost_model.py on the 3-repeat run of 2026-11-29 16:41 (a contended host):
     the parts' mean shares add up to the mean error in steps (less the loop's time outside its
     steps), the work after the pass is priced within 0.51 % in every configuration, and the fit
     against the probed speed is printed for the whole error and for the pass part."""
-    import importlib.util
-    from pathlib import Path
-
     from specdec.reference.validation.report import part_errors
 
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("check_cost_model", root / "benchmarks" / "check_cost_model.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    paths = [str(root / "benchmarks" / "data" / "cost-check-repeats3" / "2159c47" / "validation.json")]
+    script = check_cost_model()
+    paths = [str(ROOT / "benchmarks" / "data" / "cost-check-repeats3" / "2159c47" / "validation.json")]
     rows = script.configurations(paths)
     shares = np.array([part_errors(r["cost_parts_steps"], r["iteration_steps_predicted"]) for _, r, _, _ in rows])
     errors = np.array([r["cost_error_steps"] for _, r, _, _ in rows])
@@ -321,3 +321,27 @@ def test_the_saved_run_at_2159c47_splits_its_error_by_part(capsys) -> None:
     out = capsys.readouterr().out
     assert "(42 configurations): pass -0.4 %, after the pass +0.0 %, draft -0.1 %" in out
     assert "its pass part against the probed step / priced t(1) - 1 (42 configurations" in out
+
+
+def test_the_quiet_runs_excess_is_a_fixed_cost_per_iteration() -> None:
+    """benchmarks/check_cost_model.py's per-iteration lines on the two quiet 3-repeat runs at the current
+    cost model (0f4b881, 6785d25): but for the draft model at gamma 8 every drafter and gamma ran
+    +0.022 to +0.035 target steps per iteration over the model while its predicted iteration grew from
+    1.10 to 1.50 steps (a share of the iteration would have grown with it), and in seconds over the
+    priced t(1) about half of that: the rest is the unit, the probes against that t(1)."""
+    import re
+
+    script = check_cost_model()
+    paths = [str(ROOT / "benchmarks" / "data" / "cost-check-repeats3" / run / "validation.json")
+             for run in ("0f4b881", "6785d25")]
+    found = {}
+    for line in script.per_iteration(script.configurations(paths)):
+        m = re.match(r"\s+(\S+) gamma (\d+): ([+-][\d.]+) steps per iteration of ([\d.]+) predicted, "
+                     r"([+-][\d.]+) of it in seconds \((\d+) configurations\)", line)
+        found[(m[1], int(m[2]))] = (float(m[3]), float(m[4]), float(m[5]), int(m[6]))
+    assert len(found) == 7 and all(n == 12 for *_, n in found.values())
+    fixed = [v for key, v in found.items() if key != ("draft", 8)]
+    assert all(0.02 <= steps <= 0.036 for steps, *_ in fixed)
+    assert min(p for _, p, _, _ in fixed) <= 1.10 and max(p for _, p, _, _ in fixed) >= 1.49
+    assert np.mean([s for _, _, s, _ in fixed]) < 0.6 * np.mean([steps for steps, *_ in fixed])
+    assert found[("draft", 8)][0] > 0.06
