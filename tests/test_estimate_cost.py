@@ -39,7 +39,8 @@ def test_verify_cost_curve_is_relative_to_one_token(arch) -> None:
 
 def test_verify_passes_are_timed_through_the_decode_step(monkeypatch) -> None:
     """Every timed pass is the decode step's: the target's KV session at the context length
-    (rewound after each pass), fed the pending token and k - 1 drafts, the rejected ones cropped."""
+    (rewound after each pass), fed the pending token and k - 1 drafts, the rejected ones cropped;
+    t(1) right after an untimed one-token pass (as a probe's), not after the longest pass."""
     from specdec.reference.core.step import Step
     from specdec.reference.model.target import TargetScorer
 
@@ -57,9 +58,10 @@ def test_verify_passes_are_timed_through_the_decode_step(monkeypatch) -> None:
     monkeypatch.setattr(TargetScorer, "score", record_score)
     monkeypatch.setattr(Step, "__call__", record_step)
     timings = time_contexts(tiny_llama(TINY_VOCAB, seed=0), TOKENS, [8, 20], max_k=4, repeats=2, warmup=1)
-    assert steps == [1] * (3 * 2 * 4)
-    assert fed == [(n - 1, k) for _ in range(3) for n in (8, 20) for k in range(1, 5)]
-    assert [t.context_tokens for t in timings] == [8, 20] and all(len(t.runs[3]) == 2 for t in timings)
+    assert steps == [1] * (3 * 2 * 5)
+    assert fed == [(n - 1, k) for _ in range(3) for n in (8, 20) for k in (1, 1, 2, 3, 4)]
+    assert [t.context_tokens for t in timings] == [8, 20]
+    assert all(len(t.runs[0]) == len(t.runs[3]) == 2 for t in timings)
 
 
 def test_draft_timing_through_the_protocol() -> None:

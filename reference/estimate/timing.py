@@ -81,15 +81,14 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
                   repeats: int = 7, warmup: int = 2) -> list[TargetTiming]:
     """t(k) and v(k) for k = 1..max_k at each KV-cache length in `contexts` (one timing each, in order).
 
-    Each k-token pass is one call of the decode step (`specdec.reference.core.step`, a batch of
-    one as `decode` drives it): the pending token and k - 1 drafts (the text's next tokens) through
-    the target's KV session, a verdict that keeps none of them (`RejectDrafts`), and the commit that
-    crops their cache entries as after a rejection (`crop_seconds`: the median commit after a pass
-    with drafts); the session is then rewound to its context length. Each length keeps its own
-    session; the lengths and the k's are interleaved within each repeat so slow drifts of the
-    machine hit every (length, k) alike. For an encoder-decoder, `tokens` is a prompt with its
-    source (`TokenPrompt`): the decoder is timed, its source encoded once. Why through the step,
-    and why no draft is kept: docs/estimator.md.
+    Each k-token pass is one call of the decode step (`specdec.reference.core.step`, a batch of one as
+    `decode` drives it): the pending token and k - 1 drafts (the text's next tokens) through the target's
+    KV session, a verdict that keeps none (`RejectDrafts`), the commit that crops them as after a rejection
+    (`crop_seconds`: the median commit after a pass with drafts), the session rewound to its length. Each
+    length keeps its own session; lengths and k's are interleaved within each repeat so slow drifts hit
+    every (length, k) alike; t(1) follows an untimed one-token pass, as a probe's does (`TargetProbe`), so
+    each k follows a pass of about its own size. An encoder-decoder's `tokens` is a prompt with its source
+    (`TokenPrompt`): the decoder is timed, its source encoded once. Why so: docs/estimator.md.
     """
     if not contexts or min(contexts) < 1 or max_k < 1:
         raise ValueError(f"need context lengths >= 1 and max_k >= 1, got {list(contexts)}, {max_k}")
@@ -100,8 +99,9 @@ def time_contexts(model: torch.nn.Module, tokens: Sequence[int], contexts: Seque
     for r in range(warmup + repeats):
         for i, (n, step) in enumerate(zip(contexts, steps)):
             for k in range(1, max_k + 1):
-                done = step([Request(0, k)])  # room k - 1: the pass feeds the pending token and k - 1 drafts
-                step.target.target.rewind(n)  # the CommitClock's TargetScorer
+                for _ in range(2 if k == 1 else 1):  # room k - 1: the pending token and k - 1 drafts
+                    done = step([Request(0, k)])
+                    step.target.target.rewind(n)  # the CommitClock's TargetScorer
                 if r >= warmup:
                     runs[i][k - 1].append(done.pass_seconds)
                     if k > 1 or max_k == 1:
@@ -288,8 +288,8 @@ class CacheEvictor:
     Why: timed back to back, a drafter's tables or weights stay cached; in decoding each
     proposal follows a target pass that evicts them (`time_draft_steps` now runs that pass
     itself; this stands in where no target pass is at hand: the heads' tree timing). The heads
-    drafter (27 MB of weights) spent 1.46 ms per iteration drafting in decode against 0.49 ms predicted from warm-cache
-    timings (main job, 2026-11-22); the n-gram drafters 0.41 against 0.10. A fixed 64 MiB
+    drafter (27 MB of weights) spent 1.46 ms per iteration drafting in decode against 0.49 ms predicted from
+    warm-cache timings (main job, 2026-11-22); the n-gram drafters 0.41 against 0.10. A fixed 64 MiB
     buffer (twice the 32 MiB L3 of the machines then) evicted nothing on a VM reporting a
     480 MiB L3 (2026-11-25): the feature draft's drafting time was predicted at half what
     decoding spent."""
