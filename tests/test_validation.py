@@ -324,8 +324,8 @@ def test_the_saved_run_at_2159c47_splits_its_error_by_part(capsys) -> None:
 
 
 def test_the_quiet_runs_excess_is_a_fixed_cost_per_iteration() -> None:
-    """benchmarks/check_cost_model.py's per-iteration lines on the two quiet 3-repeat runs at the current
-    cost model (0f4b881, 6785d25): but for the draft model at gamma 8 every drafter and gamma ran
+    """benchmarks/check_cost_model.py's per-iteration lines on the two quiet 3-repeat runs at 0f4b881 and
+    6785d25 (t(1) then timed after a 9-token pass): but for the draft model at gamma 8 every drafter and gamma ran
     +0.022 to +0.035 target steps per iteration over the model while its predicted iteration grew from
     1.10 to 1.50 steps (a share of the iteration would have grown with it), and in seconds over the
     priced t(1) about half of that: the rest is the unit, the probes against that t(1)."""
