@@ -104,9 +104,10 @@ def per_iteration(rows: list[Configuration]) -> list[str]:
             groups.setdefault((r["drafter"], r["gamma"]), []).append((
                 r["iteration_steps_measured"] - r["iteration_steps_predicted"], r["iteration_steps_predicted"],
                 (r["iteration_seconds_measured"] - r["iteration_seconds_predicted"]) / priced))
-    return [f"  {name} gamma {gamma}: {np.mean([g[0] for g in got]):+.3f} steps per iteration of "
-            f"{np.mean([g[1] for g in got]):.2f} predicted, {np.mean([g[2] for g in got]):+.3f} of it in seconds "
-            f"({len(got)} configurations)" for (name, gamma), got in sorted(groups.items())]
+    means = {key: np.mean(got, axis=0) for key, got in sorted(groups.items())}
+    return [f"  {name} gamma {gamma}: {excess:+.3f} steps per iteration of {predicted:.2f} predicted, "
+            f"{seconds:+.3f} of it in seconds ({len(groups[name, gamma])} configurations)"
+            for (name, gamma), (excess, predicted, seconds) in means.items()]
 
 
 def pass_part(row: dict) -> float | None:
